@@ -1,0 +1,118 @@
+"""The Banana100 sensitivity protocol (arXiv 2604.03400, section "Metric sensitivity").
+
+For each chain, orient the scores so that lower means worse (negate them when the metric is
+lower-is-better). With d_k = oriented(step k) - oriented(reference step), a chain *passes*
+when every d_k over the check steps is < 0: the metric saw the image get worse at each of
+them. A tie is a failure (the metric did not see the damage). A chain lacking the reference
+step or a check step (or whose score there is NaN) is *incomplete*: neither passed nor failed,
+listed, and left out of the failure rate's denominator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import spearmanr
+
+DEFAULT_REFERENCE_STEP = 1
+DEFAULT_CHECK_STEPS = (5, 10, 20)
+
+
+def _spearman(steps: list[int], values: list[float]) -> float | None:
+    """Spearman's rho of oriented score against step; None when undefined (< 3 points, constant)."""
+    if len(steps) < 3 or len(set(values)) < 2:
+        return None
+    rho = spearmanr(steps, values).statistic
+    return None if math.isnan(rho) else float(rho)
+
+
+def chain_verdict(
+    by_step: dict[int, float],
+    reference_step: int = DEFAULT_REFERENCE_STEP,
+    check_steps: Sequence[int] = DEFAULT_CHECK_STEPS,
+) -> dict:
+    """Verdict for one chain from its oriented scores {step: score} (NaN scores count as missing)."""
+    present = {s: v for s, v in by_step.items() if not math.isnan(v)}
+    needed = [reference_step, *check_steps]
+    missing = [s for s in needed if s not in present]
+    deltas = {
+        f"d_{k}": (present[k] - present[reference_step]) if k in present and reference_step in present else None
+        for k in check_steps
+    }
+    passed = None if missing else all(d < 0 for d in deltas.values())
+    steps_sorted = sorted(present)
+    last_step = steps_sorted[-1] if steps_sorted else None
+    last_worse = None
+    if last_step is not None and reference_step in present and last_step > reference_step:
+        last_worse = present[last_step] < present[reference_step]
+    return {
+        "passed": passed,
+        **deltas,
+        "rho": _spearman(steps_sorted, [present[s] for s in steps_sorted]),
+        "missing_steps": missing,
+        "last_step": last_step,
+        "last_worse": last_worse,
+    }
+
+
+def sensitivity(
+    scores: Sequence[float],
+    steps: Sequence[int],
+    chain_ids: Sequence[str],
+    lower_better: bool = False,
+    reference_step: int = DEFAULT_REFERENCE_STEP,
+    check_steps: Sequence[int] = DEFAULT_CHECK_STEPS,
+) -> dict:
+    """Apply the protocol to one metric's scores over many chains.
+
+    Returns `n_chains`, `n_passed`, `n_failed`, `n_incomplete`, `failure_rate`
+    (n_failed / (n_chains - n_incomplete); None when no chain is complete), `mean_rho` (over
+    chains where rho is defined), `share_last_worse` (share of chains whose last step scores
+    worse than the reference step), `incomplete_chains`, and `per_chain` (one dict per chain
+    with `chain_id`, `passed` (True/False/None), `d_<k>`, `rho`, `missing_steps`, ...).
+    """
+    if not (len(scores) == len(steps) == len(chain_ids)):
+        raise ValueError(
+            f"scores, steps and chain_ids must have the same length (got {len(scores)}, {len(steps)}, {len(chain_ids)})"
+        )
+    check_steps = tuple(int(k) for k in check_steps)
+    if not check_steps:
+        raise ValueError("check_steps must name at least one step")
+    if any(k == reference_step for k in check_steps):
+        raise ValueError(f"check_steps {check_steps} must not contain the reference step {reference_step}")
+    sign = -1.0 if lower_better else 1.0
+    chains: dict[str, dict[int, float]] = defaultdict(dict)
+    for score, step, cid in zip(scores, steps, chain_ids):
+        step = int(step)
+        if step in chains[cid]:
+            raise ValueError(f"chain {cid!r} has more than one score for step {step}")
+        value = float("nan") if score is None else float(score)
+        chains[cid][step] = sign * value
+
+    per_chain = []
+    for cid in sorted(chains):
+        per_chain.append({"chain_id": cid, **chain_verdict(chains[cid], reference_step, check_steps)})
+
+    n_failed = sum(c["passed"] is False for c in per_chain)
+    n_passed = sum(c["passed"] is True for c in per_chain)
+    incomplete = [c["chain_id"] for c in per_chain if c["passed"] is None]
+    n_complete = len(per_chain) - len(incomplete)
+    rhos = [c["rho"] for c in per_chain if c["rho"] is not None]
+    last = [c["last_worse"] for c in per_chain if c["last_worse"] is not None]
+    return {
+        "n_chains": len(per_chain),
+        "n_passed": n_passed,
+        "n_failed": n_failed,
+        "n_incomplete": len(incomplete),
+        "failure_rate": (n_failed / n_complete) if n_complete else None,
+        "mean_rho": float(np.mean(rhos)) if rhos else None,
+        "share_last_worse": (sum(last) / len(last)) if last else None,
+        "incomplete_chains": incomplete,
+        "reference_step": reference_step,
+        "check_steps": list(check_steps),
+        "lower_better": bool(lower_better),
+        "per_chain": per_chain,
+    }

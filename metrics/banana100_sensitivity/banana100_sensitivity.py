@@ -1,0 +1,44 @@
+"""Banana100 sensitivity protocol as an `evaluate` module: a thin face over banana100.protocol."""
+
+import datasets
+import evaluate
+
+import banana100.about as about
+import banana100.protocol as protocol
+
+
+_KWARGS_DESCRIPTION = """
+Args:
+    scores (list of float): one metric's score per image (NaN or None = not scored).
+    steps (list of int): the chain step of each image (0 = source).
+    chain_ids (list of str): the chain of each image.
+    lower_better (bool): True when a lower score means better quality (NIQE, BRISQUE, ...).
+    reference_step (int): step the changes are measured from (default 1).
+    check_steps (tuple of int): steps that must all score worse (default (5, 10, 20)).
+Returns:
+    n_chains, n_passed, n_failed, n_incomplete, failure_rate, mean_rho, share_last_worse,
+    incomplete_chains, per_chain (chain_id, passed, d_<k>, rho, missing_steps, last_step, last_worse).
+Example:
+    >>> p = evaluate.load("metrics/banana100_sensitivity")
+    >>> p.compute(scores=[5.0, 4.0, 3.0, 2.0], steps=[1, 5, 10, 20], chain_ids=["a"] * 4)["failure_rate"]
+    0.0
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(protocol.__doc__, _KWARGS_DESCRIPTION)
+class Banana100Sensitivity(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=protocol.__doc__,
+            citation=about.CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"scores": datasets.Value("float64"), "steps": datasets.Value("int64"), "chain_ids": datasets.Value("string")}
+            ),
+            reference_urls=[about.PAPER_URL],
+        )
+
+    def _compute(self, scores, steps, chain_ids, lower_better=False, reference_step=protocol.DEFAULT_REFERENCE_STEP,
+                 check_steps=protocol.DEFAULT_CHECK_STEPS):
+        return protocol.sensitivity(scores, steps, chain_ids, lower_better=lower_better,
+                                    reference_step=reference_step, check_steps=check_steps)

@@ -1,0 +1,119 @@
+"""The sensitivity protocol on hand-computed cases (DESIGN.md, "The sensitivity protocol")."""
+
+import math
+
+import pytest
+
+from banana100.protocol import sensitivity
+
+STEPS = [0, 1, 5, 10, 20]
+
+
+def chain(cid, values, steps=STEPS):
+    return [(cid, s, v) for s, v in zip(steps, values)]
+
+
+def run(rows, **kw):
+    cids, steps, scores = zip(*rows)
+    return sensitivity(list(scores), list(steps), list(cids), **kw)
+
+
+def test_pass_when_every_check_step_is_worse():
+    out = run(chain("a", [9.0, 8.0, 7.0, 6.0, 5.0]))
+    c = out["per_chain"][0]
+    assert c["passed"] is True
+    assert (c["d_5"], c["d_10"], c["d_20"]) == (-1.0, -2.0, -3.0)
+    assert out["n_failed"] == 0 and out["failure_rate"] == 0.0
+    assert c["rho"] == pytest.approx(-1.0)
+
+
+def test_fail_when_one_check_step_is_better():
+    out = run(chain("a", [9.0, 8.0, 7.0, 8.5, 5.0]))
+    c = out["per_chain"][0]
+    assert c["passed"] is False
+    assert c["d_10"] == pytest.approx(0.5)
+    assert out["failure_rate"] == 1.0
+
+
+def test_tie_is_a_failure():
+    out = run(chain("a", [9.0, 8.0, 7.0, 6.0, 8.0]))
+    assert out["per_chain"][0]["d_20"] == 0.0
+    assert out["per_chain"][0]["passed"] is False
+
+
+def test_lower_better_orientation():
+    # NIQE-like: raw scores rise as the image gets worse, so the chain passes ...
+    rising = chain("a", [3.0, 4.0, 5.0, 6.0, 7.0])
+    out = run(rising, lower_better=True)
+    c = out["per_chain"][0]
+    assert c["passed"] is True
+    assert c["d_5"] == pytest.approx(-1.0)  # oriented: -5 - (-4)
+    # ... and the same numbers read as higher-is-better fail.
+    assert run(rising, lower_better=False)["per_chain"][0]["passed"] is False
+
+
+def test_incomplete_chain_is_counted_apart():
+    rows = chain("full_fail", [9.0, 8.0, 9.0, 9.0, 9.0]) + chain("full_pass", [9.0, 8.0, 7.0, 6.0, 5.0])
+    rows += chain("no_step_20", [9.0, 8.0, 7.0, 6.0], steps=[0, 1, 5, 10])
+    rows += chain("nan_at_ref", [9.0, float("nan"), 7.0, 6.0, 5.0])
+    out = run(rows)
+    assert out["n_chains"] == 4
+    assert out["n_incomplete"] == 2
+    assert sorted(out["incomplete_chains"]) == ["nan_at_ref", "no_step_20"]
+    assert out["n_failed"] == 1 and out["n_passed"] == 1
+    assert out["failure_rate"] == pytest.approx(1 / 2)  # 1 failed of 2 complete, not of 4
+    by_id = {c["chain_id"]: c for c in out["per_chain"]}
+    assert by_id["no_step_20"]["passed"] is None
+    assert by_id["no_step_20"]["missing_steps"] == [20]
+    assert by_id["no_step_20"]["d_20"] is None and by_id["no_step_20"]["d_5"] == pytest.approx(-1.0)
+    assert by_id["nan_at_ref"]["missing_steps"] == [1]
+
+
+def test_no_complete_chain_gives_no_rate():
+    out = run(chain("a", [1.0, 2.0], steps=[0, 1]))
+    assert out["failure_rate"] is None and out["n_incomplete"] == 1
+
+
+def test_custom_reference_and_check_steps():
+    out = run(chain("a", [5.0, 9.0, 8.0, 9.5, 9.9]), reference_step=0, check_steps=(1, 5))
+    c = out["per_chain"][0]
+    assert set(k for k in c if k.startswith("d_")) == {"d_1", "d_5"}
+    assert c["passed"] is False  # every step is *better* than the source
+
+
+def test_summary_rho_and_last_step():
+    rows = chain("a", [9.0, 8.0, 7.0, 6.0, 5.0]) + chain("b", [9.0, 8.0, 9.0, 10.0, 11.0])
+    out = run(rows)
+    # chain b: ranks of [9, 8, 9, 10, 11] are [2.5, 1, 2.5, 4, 5]; rho = 8 / sqrt(10 * 9.5)
+    assert out["per_chain"][1]["rho"] == pytest.approx(8 / math.sqrt(95))
+    assert out["mean_rho"] == pytest.approx((-1.0 + 8 / math.sqrt(95)) / 2)
+    assert out["share_last_worse"] == pytest.approx(0.5)
+
+
+def test_order_of_rows_does_not_matter():
+    rows = chain("a", [9.0, 8.0, 7.0, 6.0, 5.0]) + chain("b", [9.0, 8.0, 9.0, 10.0, 11.0])
+    assert run(rows) == run(rows[::-1])
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="same length"):
+        sensitivity([1.0], [1, 2], ["a", "a"])
+    with pytest.raises(ValueError, match="more than one score for step 1"):
+        sensitivity([1.0, 2.0], [1, 1], ["a", "a"])
+    with pytest.raises(ValueError, match="reference step"):
+        sensitivity([1.0], [1], ["a"], check_steps=(1, 5))
+
+
+def test_evaluate_module_matches_library():
+    import evaluate
+
+    from conftest import REPO
+
+    module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
+    assert type(module).__name__ == "Banana100Sensitivity"
+    rows = chain("a", [9.0, 8.0, 7.0, 6.0, 5.0]) + chain("b", [3.0, 4.0, 5.0, 6.0, 7.0])
+    cids, steps, scores = map(list, zip(*rows))
+    out = module.compute(scores=scores, steps=steps, chain_ids=cids, lower_better=True)
+    assert out == sensitivity(scores, steps, cids, lower_better=True)
+    assert out["n_failed"] == 1 and out["failure_rate"] == 0.5
+    assert not math.isnan(out["mean_rho"])
