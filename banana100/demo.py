@@ -1,0 +1,120 @@
+"""`banana100 demo`: the whole path, offline, in a few minutes on two CPU cores.
+
+Bundled scikit-image sample images -> simulated-editor chains -> Hub-ready dataset folder ->
+scores of the classical metrics whose parameter files are at hand -> sensitivity report.
+Every stage resumes, so rerunning the command after an interruption continues.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from . import about
+
+# (file in skimage's bundled data folder, licence). No human faces, as in Banana100's sources.
+SAMPLE_IMAGES = (
+    ("coffee.png", "CC0 (Rachel Michetti)"),
+    ("rocket.jpg", "public domain (SpaceX)"),
+    ("chelsea.png", "CC0 (Stefan van der Walt)"),
+    ("brick.png", "CC0 (CC0Textures)"),
+    ("grass.png", "CC0 (CC0Textures)"),
+    ("gravel.png", "CC0 (CC0Textures)"),
+    ("hubble_deep_field.jpg", "public domain (NASA)"),
+)
+# Fast classical metrics tried by `--metrics auto`; IL-NIQE (~12 s an image) is opt-in.
+AUTO_METRICS = ("piqe", "niqe", "brisque")
+
+
+def sample_sources(folder: Path, n: int) -> Path:
+    """Copy the first n sample images into `folder` (unchanged bytes)."""
+    import skimage.data
+
+    if not 1 <= n <= len(SAMPLE_IMAGES):
+        from .errors import Banana100Error
+
+        raise Banana100Error(f"--chains must be between 1 and {len(SAMPLE_IMAGES)} (one chain per sample image)")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, _ in SAMPLE_IMAGES[:n]:
+        target = folder / name
+        if not target.exists():
+            shutil.copyfile(Path(skimage.data.data_dir) / name, target)
+    return folder
+
+
+def pick_metrics(requested: str) -> list[str]:
+    """'auto' -> the fast classical metrics whose files are at hand (no download); else the list."""
+    from .registry import parse_metric_list
+    from .weights import missing
+
+    if requested != "auto":
+        return parse_metric_list(requested)
+    chosen = []
+    for m in AUTO_METRICS:
+        absent = missing(m)
+        if absent:
+            print(f"demo: skipping {m}: {', '.join(absent)} not found locally "
+                  "(put it in $BANANA100_WEIGHTS, or run `banana100 score` online once)", file=sys.stderr)
+        else:
+            chosen.append(m)
+    return chosen
+
+
+def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 10, 20, 50, 100), height=220) -> Path | None:
+    """Save the chain's images at `steps` side by side, labelled; None when the chain is missing."""
+    from PIL import Image, ImageDraw
+
+    from .manifest import image_path, read_manifest
+
+    records = {r["step"]: r for r in read_manifest(run_dir) if r["chain_id"] == chain_id}
+    shown = [s for s in steps if s in records]
+    if not shown:
+        return None
+    tiles = []
+    for s in shown:
+        img = Image.open(image_path(run_dir, records[s])).convert("RGB")
+        img = img.resize((max(1, round(img.width * height / img.height)), height))
+        ImageDraw.Draw(img).text((6, 4), f"step {s}", fill=(255, 255, 0))
+        tiles.append(img)
+    canvas = Image.new("RGB", (sum(t.width for t in tiles) + 4 * (len(tiles) - 1), height), "white")
+    x = 0
+    for t in tiles:
+        canvas.paste(t, (x, 0))
+        x += t.width + 4
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    canvas.save(out_path)
+    return out_path
+
+
+def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, metrics: str = "auto") -> Path:
+    from .dataset_script.build import build_dataset
+    from .editors import make_editor
+    from .report import write_report
+    from .runner import generate_chains
+    from .schema import chain_id
+    from .scoring import score_to_parquet
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    chosen = pick_metrics(metrics)
+    if not chosen:
+        from .errors import Banana100Error
+
+        raise Banana100Error("no metric to run: give --metrics, or make parameter files available")
+    print(f"demo: {chains} chains x {steps} steps with the simulated editor; metrics: {', '.join(chosen)}")
+    print(f"demo: {about.SIMULATED_EDITOR_NOTE}")
+    sources = sample_sources(out / "sources", chains)
+    run_dir = out / "run"
+    print(generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
+                          out_dir=run_dir))
+    dataset = build_dataset([run_dir], out / "dataset")
+    print(f"demo: dataset folder {dataset} (datasets.load_dataset({str(dataset)!r}))")
+    scores = score_to_parquet(dataset, chosen, out / "scores.parquet", device="cpu")
+    first = Path(SAMPLE_IMAGES[0][0]).stem
+    montage = chain_montage(run_dir, chain_id(first, "replicate", 0), out / "report" / "chain.png",
+                            steps=sorted({0, 1, 5, 10, 20, steps // 2, steps}))
+    report = write_report(scores, out / "report", montage=montage)
+    print(f"demo: done in {time.perf_counter() - t0:.0f} s; report: {report.resolve()}")
+    return report
