@@ -1,0 +1,59 @@
+"""The report on a hand-made scores file: the table, the plot, bad input."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from banana100.errors import Banana100Error
+from banana100.report import write_report
+from banana100.scoring import SCORES_SCHEMA
+
+
+def _rows(metric, lower_better, chains):
+    rows = []
+    for cid, values in chains.items():
+        for step, score in enumerate(values):
+            rows.append({
+                "chain_id": cid, "source_id": cid.split("__")[0], "setting": "replicate", "repeat": 0, "step": step,
+                "editor": "simulated", "model": "simulated-v1", "sha256": f"{cid}{step}", "image": f"{cid}/{step}.png",
+                "width": 8, "height": 8, "metric": metric, "score": score, "lower_better": lower_better, "error": None,
+            })
+    return rows
+
+
+@pytest.fixture
+def scores_file(tmp_path):
+    steps = 21
+    rising = [float(s) for s in range(steps)]  # higher raw score at every step
+    falling = [float(steps - s) for s in range(steps)]
+    rows = _rows("niqe", True, {"a__replicate__r0": rising, "b__replicate__r0": falling})  # a passes, b fails
+    rows += _rows("musiq", False, {"a__replicate__r0": falling, "b__replicate__r0": falling[:6]})  # b incomplete
+    path = tmp_path / "scores.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), path)
+    return path
+
+
+def test_report_table_plot_and_summary(scores_file, tmp_path):
+    report = write_report(scores_file, tmp_path / "report")
+    text = report.read_text()
+    assert "| niqe | lower better | 2 | 1 | 1 | 0 | 50 % |" in text
+    assert "| musiq | higher better | 2 | 1 | 0 | 1 | 0 % |" in text
+    assert "simulated" in text and "BRISQUE" in text  # the simulated-editor caveat
+    assert "| b__replicate__r0 | incomplete |" in text
+    with Image.open(tmp_path / "report" / "sensitivity.png") as img:
+        assert img.width > 400 and img.height > 200
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["niqe"]["failure_rate"] == 0.5
+    assert summary["musiq"]["incomplete_chains"] == ["b__replicate__r0"]
+
+
+def test_report_refuses_missing_or_bad_file(tmp_path):
+    with pytest.raises(Banana100Error, match="no such scores file"):
+        write_report(tmp_path / "absent.parquet", tmp_path / "r")
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(Banana100Error, match="bad.parquet: not a readable Parquet"):
+        write_report(bad, tmp_path / "r")
