@@ -7,14 +7,15 @@ DATA_LICENCE = "cc-by-nc-sa-4.0"  # the original release; datasets built from it
 CODE_LICENCE = "Apache-2.0"
 PYIQA_LICENCE = "PolyForm Noncommercial 1.0.0 (pyiqa, since April 2026)"
 
-# The full author list and title are on the arXiv page; we cite by identifier only rather
-# than guess them.
+PAPER_TITLE = "Banana100: Breaking NR-IQA Metrics by 100 Iterative Image Replications with Nano Banana Pro"
 CITATION = """\
-@misc{banana100,
-  title  = {Banana100},
-  note   = {CVPR 2026 workshop; arXiv:2604.03400},
-  year   = {2026},
-  url    = {https://arxiv.org/abs/2604.03400}
+@misc{tang2026banana100,
+  title         = {Banana100: Breaking NR-IQA Metrics by 100 Iterative Image Replications with Nano Banana Pro},
+  author        = {Tang, Kenan and Arunshankar, Praveen and Hua, Andong and Yang, Anthony and Qin, Yao},
+  year          = {2026},
+  eprint        = {2604.03400},
+  archivePrefix = {arXiv},
+  primaryClass  = {cs.CV},
 }
 """
 

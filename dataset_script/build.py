@@ -1,0 +1,671 @@
+"""Build a Hub-ready Banana100 dataset folder from run folders.
+
+    build_dataset([Path("runs/a"), Path("runs/b")], Path("banana100-dataset"))
+
+reads each run folder's `manifest.jsonl` (fields: `banana100.schema.RECORD_FIELDS`), checks
+every image (present, SHA-256 equal to the manifest's, decodable, of the recorded size), and
+writes a folder that `datasets.load_dataset(folder)` loads exactly as it would from the Hub:
+
+    README.md                                   the dataset card: YAML configs + dataset_info, prose
+    data/<setting>/train-00000-of-0000N.parquet every image of that setting      (configs default, <setting>)
+    endpoints/train-00000-of-0000M.parquet      steps 0, 1, 5, 10, 20, 100 only  (config endpoints)
+
+Images are embedded untouched: the `image` column is the `datasets.Image()` struct
+`{bytes, path}` with the file's original bytes and its path in the run folder
+(`<chain_id>/step_000.png`). Parquet files are written the way `datasets` writes them
+(`push_to_hub`): the features' Arrow schema with its `huggingface` metadata, image bytes
+stored uncompressed and PLAIN-encoded, page index, content-defined chunking; row groups of at
+most 100 rows and about 100 MB, shards of at most 500 MB (the Hub's recommendation). Writing
+streams: at most one row group of image bytes is held in memory.
+
+The folder is built in a temporary sibling and renamed into place at the end, so a failed
+build never leaves half a dataset at `out_dir`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import warnings
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image, UnidentifiedImageError
+
+from banana100 import about
+from banana100.errors import DatasetError
+from banana100.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.schema import RECORD_FIELDS
+
+SPLIT = "train"
+ENDPOINT_STEPS = (0, 1, 5, 10, 20, 100)
+ENDPOINTS_CONFIG = "endpoints"
+DEFAULT_CONFIG = "default"
+DATA_DIR = "data"
+ENDPOINTS_DIR = "endpoints"
+CARD_NAME = "README.md"
+CARD_TEMPLATE = "card_template.md"
+
+#: The Hub's recommended maximum size of one Parquet file (`datasets.config.MAX_SHARD_SIZE`).
+SHARD_MAX_BYTES = 500 * 1024**2
+#: Rows per row group: `datasets` and the dataset viewer use ~100 for image datasets, so that
+#: reading one row (random access, the viewer) reads at most 100 images.
+ROW_GROUP_ROWS = 100
+#: ...and a row group is also closed at about this size (`datasets.config.MAX_ROW_GROUP_SIZE`),
+#: which bounds the memory a writer or a reader needs for large images.
+ROW_GROUP_MAX_BYTES = 100 * 1024**2
+
+_IMAGE_COLUMN = "image"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_RESERVED_CONFIGS = (DEFAULT_CONFIG, ENDPOINTS_CONFIG)
+_MAX_LISTED_PROBLEMS = 20
+_NO_STATISTICS = ("prompt", "thought_summary", "generation_config", "editor_info", "finish_reason")
+
+
+# ---------------------------------------------------------------------------------------------
+# Features
+
+
+def dataset_features():
+    """`datasets.Features` of a dataset row, built from `banana100.schema.RECORD_FIELDS`.
+
+    Every field keeps its dtype, in schema order, except `image`: a path in the manifest, the
+    embedded image (`datasets.Image()`) in the dataset.
+    """
+    import datasets
+
+    feats = {}
+    for f in RECORD_FIELDS:
+        feats[f.name] = datasets.Image() if f.name == _IMAGE_COLUMN else datasets.Value(f.dtype)
+    return datasets.Features(feats)
+
+
+def _parquet_writer_options(features, schema: pa.Schema) -> dict:
+    """The ParquetWriter options `datasets` itself uses (datasets.arrow_writer.ParquetWriter)."""
+    try:
+        from datasets.arrow_writer import get_parquet_column_options
+
+        options = dict(get_parquet_column_options(features, schema))
+    except ImportError:  # older datasets: same policy, written out
+        options = {
+            "compression": {
+                **{f.name: "snappy" for f in schema if f.name != _IMAGE_COLUMN},
+                f"{_IMAGE_COLUMN}.bytes": "none",
+                f"{_IMAGE_COLUMN}.path": "none",
+            },
+            "use_dictionary": [f.name for f in schema if f.name != _IMAGE_COLUMN],
+            "column_encoding": {f"{_IMAGE_COLUMN}.bytes": "PLAIN", f"{_IMAGE_COLUMN}.path": "PLAIN"},
+        }
+    options["write_page_index"] = True
+    # Statistics (min/max in the footer and the page index) only where they help filtering:
+    # not for image bytes (up to 4 KiB per page and row group, for nothing) nor free text.
+    options["write_statistics"] = [
+        f.name for f in RECORD_FIELDS if f.name != _IMAGE_COLUMN and f.name not in _NO_STATISTICS
+    ]
+    try:
+        from datasets.config import DEFAULT_CDC_OPTIONS
+
+        options["use_content_defined_chunking"] = dict(DEFAULT_CDC_OPTIONS)
+    except ImportError:
+        pass
+    return options
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and checking the run folders
+
+
+@dataclass(frozen=True)
+class _Item:
+    run_dir: Path
+    record: dict
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / self.record["image"]
+
+    @property
+    def where(self) -> str:
+        return f"chain {self.record['chain_id']!r} step {self.record['step']}"
+
+
+def collect_items(run_dirs: list[Path]) -> list[_Item]:
+    """Every record of the run folders, merged, checked for collisions, in dataset order.
+
+    Raises ManifestError (from `read_manifest`) for a folder without a valid manifest and
+    DatasetError for a chain found in two run folders, a broken parent link or an unusable
+    setting name.
+    """
+    if not run_dirs:
+        raise DatasetError("no run folders given")
+    seen_dirs: set[Path] = set()
+    owner: dict[str, Path] = {}
+    items: list[_Item] = []
+    for run_dir in run_dirs:
+        run_dir = Path(run_dir)
+        key = run_dir.resolve()
+        if key in seen_dirs:
+            warnings.warn(f"{run_dir}: run folder given twice; reading it once", stacklevel=3)
+            continue
+        seen_dirs.add(key)
+        records = read_manifest(run_dir)  # ManifestError propagates
+        chains_here = set()
+        for record in records:
+            cid = record["chain_id"]
+            if cid in owner and owner[cid] != run_dir:
+                raise DatasetError(
+                    f"chain {cid!r} appears in two run folders, {owner[cid]} and {run_dir}: a chain must come "
+                    "from one run (rename or drop one of them before merging)"
+                )
+            owner[cid] = run_dir
+            chains_here.add(cid)
+            items.append(_Item(run_dir, record))
+    if not items:
+        raise DatasetError(f"the run folders {', '.join(map(str, run_dirs))} hold no images (empty manifests)")
+
+    settings = sorted({it.record["setting"] for it in items})
+    for s in settings:
+        if not _SAFE_NAME.match(s) or s in _RESERVED_CONFIGS:
+            raise DatasetError(
+                f"setting name {s!r} cannot be a dataset config (it must match {_SAFE_NAME.pattern} "
+                f"and not be one of {_RESERVED_CONFIGS})"
+            )
+    items.sort(key=lambda it: (it.record["setting"], it.record["chain_id"], it.record["step"]))
+    _check_chains(items)
+    return items
+
+
+def _check_chains(items: list[_Item]) -> None:
+    problems = []
+    by_chain: dict[str, list[_Item]] = defaultdict(list)
+    for it in items:
+        by_chain[it.record["chain_id"]].append(it)
+    for cid, chain in by_chain.items():
+        keys = {(it.record["setting"], it.record["source_id"], it.record["repeat"]) for it in chain}
+        if len(keys) > 1:
+            problems.append(f"chain {cid!r}: records disagree on setting/source_id/repeat: {sorted(keys)}")
+        by_step = {it.record["step"]: it for it in chain}
+        for it in chain:
+            k = it.record["step"]
+            parent = by_step.get(k - 1)
+            if k > 0 and parent is not None and it.record["parent_sha256"] != parent.record["sha256"]:
+                problems.append(
+                    f"{it.path} ({it.where}): parent_sha256 does not match step {k - 1}'s sha256 "
+                    f"({parent.path}): the chain's lineage is broken"
+                )
+        steps = sorted(by_step)
+        missing = sorted(set(range(steps[0], steps[-1] + 1)) - set(steps))
+        if steps[0] != 0 or missing:
+            warnings.warn(
+                f"chain {cid!r} is incomplete (steps {steps[0]}..{steps[-1]}, missing {missing or 'step 0'}); "
+                "its images are included as they are",
+                stacklevel=4,
+            )
+    _raise_problems("the run folders' chains are inconsistent", problems)
+
+
+def _raise_problems(headline: str, problems: list[str]) -> None:
+    if not problems:
+        return
+    shown = "\n  ".join(problems[:_MAX_LISTED_PROBLEMS])
+    more = len(problems) - _MAX_LISTED_PROBLEMS
+    tail = f"\n  ... and {more} more" if more > 0 else ""
+    raise DatasetError(f"{headline} ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  {shown}{tail}")
+
+
+def _check_image(item: _Item) -> str | None:
+    """None when the image is fine, else a message that names the file and the chain step."""
+    path = item.path
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"{path}: missing image file ({item.where})"
+    except OSError as e:
+        return f"{path}: cannot read ({e.strerror}) ({item.where})"
+    digest = sha256_bytes(data)
+    if digest != item.record["sha256"]:
+        return (
+            f"{path}: corrupted: its SHA-256 is {digest[:16]}..., the manifest says "
+            f"{item.record['sha256'][:16]}... ({item.where})"
+        )
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()  # container-level checks (PNG chunk CRCs)
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()  # full decode: catches truncated or broken pixel data
+            size = im.size
+    except UnidentifiedImageError:
+        return f"{path}: not an image file PIL can read ({item.where})"
+    except Exception as e:  # noqa: BLE001 - PIL raises many types for broken files
+        return f"{path}: corrupt image that does not decode ({type(e).__name__}: {e}) ({item.where})"
+    expected = (item.record["width"], item.record["height"])
+    if size != expected:
+        return f"{path}: image is {size[0]}x{size[1]} but the manifest says {expected[0]}x{expected[1]} ({item.where})"
+    return None
+
+
+def verify_images(items: list[_Item], workers: int | None = None) -> None:
+    """Check every image; raise one DatasetError listing every bad file (path, chain, step)."""
+    for it in items:  # a manifest path must not leave its run folder
+        rel = Path(it.record["image"])
+        if rel.is_absolute() or ".." in rel.parts:
+            raise DatasetError(f"{it.run_dir / MANIFEST_NAME}: image path {it.record['image']!r} leaves the run folder")
+    workers = workers or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = pool.map(_check_image, items)
+        problems = [p for p in _progress(results, len(items), "checking images") if p]
+    _raise_problems("cannot build the dataset: some images are missing or damaged", problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing Parquet shards
+
+
+class _ShardWriter:
+    """Writes rows into `folder/train-XXXXX-of-YYYYY.parquet` shards, streaming.
+
+    Rows are buffered until a row group is full (ROW_GROUP_ROWS rows or ROW_GROUP_MAX_BYTES),
+    then written; a shard is closed before a row would push it past `max_bytes` (a single
+    row larger than that gets a shard of its own).
+    """
+
+    # Parquet footer and page index, written at close: measured at ~5 KiB plus ~4 KiB per row
+    # group (23 columns, statistics on the small columns only); estimated at twice that.
+    _FOOTER_BASE = 16 * 1024
+    _FOOTER_PER_ROW_GROUP = 8 * 1024
+    _ROW_OVERHEAD = 512  # the non-image columns of one row, uncompressed upper bound-ish
+
+    def __init__(self, folder: Path, features, max_bytes: int):
+        self.folder = folder
+        self.features = features
+        self.schema = features.arrow_schema
+        self.options = _parquet_writer_options(features, self.schema)
+        self.max_bytes = max_bytes
+        self.parts: list[Path] = []
+        self.num_rows = 0
+        self.num_bytes = 0  # Arrow (in-memory) bytes, as datasets reports them
+        self._pending: list[dict] = []
+        self._pending_bytes = 0
+        self._sink = None
+        self._writer = None
+        self._shard_rows = 0
+        self._shard_groups = 0
+
+    def _row_bytes(self, row: dict) -> int:
+        extra = sum(len(v) for k, v in row.items() if isinstance(v, str) and k != _IMAGE_COLUMN)
+        return len(row[_IMAGE_COLUMN]["bytes"]) + len(row[_IMAGE_COLUMN]["path"]) + extra + self._ROW_OVERHEAD
+
+    def _footer(self, groups: int) -> int:
+        return self._FOOTER_BASE + self._FOOTER_PER_ROW_GROUP * groups
+
+    def add(self, row: dict) -> None:
+        size = self._row_bytes(row)
+        if self._shard_rows or self._pending:
+            written = self._sink.tell() if self._sink is not None else 0
+            groups = self._shard_groups + 2  # the open row group, and one more if it fills up
+            if written + self._pending_bytes + size + self._footer(groups) > self.max_bytes:
+                self._flush()
+                self._close_shard()
+        self._pending.append(row)
+        self._pending_bytes += size
+        if len(self._pending) >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_MAX_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        if self._writer is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = self.folder / f".part-{len(self.parts):05d}.parquet"
+            self.parts.append(path)
+            self._sink = pa.OSFile(str(path), "wb")
+            try:
+                self._writer = pq.ParquetWriter(self._sink, self.schema, **self.options)
+            except TypeError:  # pyarrow without content-defined chunking
+                self.options.pop("use_content_defined_chunking", None)
+                self._writer = pq.ParquetWriter(self._sink, self.schema, **self.options)
+            cdc = self.options.get("use_content_defined_chunking")
+            if cdc:
+                self._writer.add_key_value_metadata({"content_defined_chunking": json.dumps(cdc)})
+        table = pa.Table.from_pylist(self._pending, schema=self.schema)
+        self._writer.write_table(table, row_group_size=len(self._pending))
+        self.num_rows += table.num_rows
+        self.num_bytes += table.nbytes
+        self._shard_rows += table.num_rows
+        self._shard_groups += 1
+        self._pending = []
+        self._pending_bytes = 0
+
+    def _close_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+        self._writer = self._sink = None
+        self._shard_rows = self._shard_groups = 0
+
+    def close(self) -> list[Path]:
+        """Finish the last shard and give the shards their final `train-i-of-n` names."""
+        self._flush()
+        self._close_shard()
+        n = len(self.parts)
+        final = []
+        for i, part in enumerate(self.parts):
+            target = part.with_name(f"{SPLIT}-{i:05d}-of-{n:05d}.parquet")
+            os.replace(part, target)
+            final.append(target)
+        self.parts = final
+        return final
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):  # already failing: keep the first error
+            self._close_shard()
+
+
+def _row(item: _Item) -> dict:
+    """The dataset row of one item, with its image bytes (re-checked against the manifest)."""
+    data = item.path.read_bytes()
+    if sha256_bytes(data) != item.record["sha256"]:
+        raise DatasetError(f"{item.path}: changed on disk while the dataset was being built ({item.where})")
+    row = {f.name: item.record.get(f.name) for f in RECORD_FIELDS}
+    row[_IMAGE_COLUMN] = {"bytes": data, "path": Path(item.record["image"]).as_posix()}
+    return row
+
+
+@dataclass
+class _ConfigStats:
+    num_rows: int = 0
+    num_bytes: int = 0  # Arrow bytes (dataset_size)
+    download_size: int = 0  # Parquet file bytes
+    files: int = 0
+
+    def add(self, writer: _ShardWriter) -> None:
+        self.num_rows += writer.num_rows
+        self.num_bytes += writer.num_bytes
+        self.download_size += sum(p.stat().st_size for p in writer.parts)
+        self.files += len(writer.parts)
+
+
+def _progress(iterable, total: int, desc: str):
+    """A tqdm bar on a terminal, silent elsewhere (tests, logs)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="img", disable=None, leave=False)
+
+
+def _write_shards(items: list[_Item], folder: Path, features, max_bytes: int, desc: str) -> _ShardWriter:
+    writer = _ShardWriter(folder, features, max_bytes)
+    try:
+        for it in _progress(items, len(items), f"writing {desc}"):
+            writer.add(_row(it))
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return writer
+
+
+# ---------------------------------------------------------------------------------------------
+# The card
+
+
+def _size_category(n: int) -> str:
+    for limit, name in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+        (10_000_000, "1M<n<10M"),
+    ):
+        if n < limit:
+            return name
+    return "10M<n<100M"
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{n} B"
+            return f"{size:.0f} {unit}" if size == int(size) else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _card_context(items: list[_Item], stats: dict[str, _ConfigStats], shard_max_bytes: int) -> dict:
+    from banana100.errors import SettingError
+    from banana100.settings import load_settings
+
+    try:
+        known = load_settings()
+    except SettingError:
+        known = {}
+    records = [it.record for it in items]
+    chains = defaultdict(list)
+    for r in records:
+        chains[r["chain_id"]].append(r["step"])
+
+    made_by = Counter((r["editor"], r["model"]) for r in records if r["step"] > 0)
+    sources = Counter((r["editor"], r["model"]) for r in records if r["step"] == 0)
+    chains_by_editor: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in records:
+        if r["step"] > 0:
+            chains_by_editor[(r["editor"], r["model"])].add(r["chain_id"])
+    editors = [
+        {"editor": e, "model": m, "rows": n, "chains": len(chains_by_editor[(e, m)])}
+        for (e, m), n in sorted(made_by.items(), key=lambda kv: -kv[1])
+    ]
+    simulated_rows = sum(n for (e, _), n in made_by.items() if e == "simulated")
+
+    settings = []
+    for name in sorted({r["setting"] for r in records}):
+        rows = [r for r in records if r["setting"] == name]
+        data_prompts = list(dict.fromkeys(r["prompt"] for r in rows if r.get("prompt")))
+        s = known.get(name)
+        listed = list(s.prompts) if s else []
+        settings.append(
+            {
+                "name": name,
+                "description": s.description if s else "(not in this toolkit's generation/settings.yaml)",
+                "prompts": listed or data_prompts,
+                "other_prompts": [p for p in data_prompts if p not in listed] if listed else [],
+                "chains": len({r["chain_id"] for r in rows}),
+                "sources": len({r["source_id"] for r in rows}),
+                "rows": len(rows),
+                "max_step": max(r["step"] for r in rows),
+            }
+        )
+
+    configs = []
+    for name, st in stats.items():
+        if name == DEFAULT_CONFIG:
+            what, where = "every image of every chain", f"`{DATA_DIR}/*/*.parquet`"
+        elif name == ENDPOINTS_CONFIG:
+            what, where = f"steps {', '.join(map(str, ENDPOINT_STEPS))} only", f"`{ENDPOINTS_DIR}/*.parquet`"
+        else:
+            what, where = f"the `{name}` setting", f"`{DATA_DIR}/{name}/*.parquet`"
+        configs.append(
+            {"name": name, "what": what, "where": where, "rows": st.num_rows, "files": st.files,
+             "size": _human_bytes(st.download_size)}
+        )
+
+    fields = []
+    for f in RECORD_FIELDS:
+        if f.name == _IMAGE_COLUMN:
+            fields.append(
+                {"name": f.name, "dtype": "Image",
+                 "doc": "The image, its original file bytes untouched (decoded to PIL by `datasets`); "
+                        "`path` is its file path in the run folder, `<chain_id>/step_NNN.png`."}
+            )
+        else:
+            fields.append({"name": f.name, "dtype": f.dtype, "doc": f.doc})
+
+    endpoint_steps_present = sorted({r["step"] for r in records} & set(ENDPOINT_STEPS))
+    max_steps = sorted({max(v) for v in chains.values()})
+    return {
+        "n_rows": len(records),
+        "n_step0": sum(r["step"] == 0 for r in records),
+        "n_edited": sum(made_by.values()),
+        "n_chains": len(chains),
+        "n_sources": len({r["source_id"] for r in records}),
+        "max_steps": max_steps,
+        "editors": editors,
+        "source_editors": [{"editor": e, "model": m, "rows": n} for (e, m), n in sorted(sources.items())],
+        "simulated": simulated_rows > 0,
+        "simulated_rows": simulated_rows,
+        "all_simulated": simulated_rows > 0 and simulated_rows == sum(made_by.values()),
+        "settings": settings,
+        "configs": configs,
+        "fields": fields,
+        "endpoint_steps": list(ENDPOINT_STEPS),
+        "endpoint_steps_present": endpoint_steps_present,
+        "example_setting": settings[0]["name"],
+        "shard_max": _human_bytes(shard_max_bytes),
+        "row_group_rows": ROW_GROUP_ROWS,
+        "citation": about.CITATION,
+    }
+
+
+def write_card(folder: Path, items: list[_Item], stats: dict[str, _ConfigStats], features,
+               shard_max_bytes: int = SHARD_MAX_BYTES) -> Path:
+    """Write `folder/README.md`: YAML (licence, configs, dataset_info, ...) and prose."""
+    import datasets
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    settings = [c for c in stats if c not in _RESERVED_CONFIGS]
+    config_files = {DEFAULT_CONFIG: f"{DATA_DIR}/*/*.parquet", ENDPOINTS_CONFIG: f"{ENDPOINTS_DIR}/*.parquet"}
+    config_files.update({s: f"{DATA_DIR}/{s}/*.parquet" for s in settings})
+    order = [DEFAULT_CONFIG, *settings, *([ENDPOINTS_CONFIG] if ENDPOINTS_CONFIG in stats else [])]
+    yaml_configs = [
+        {"config_name": name, "data_files": [{"split": SPLIT, "path": config_files[name]}]}
+        | ({"default": True} if name == DEFAULT_CONFIG else {})
+        for name in order
+    ]
+    n_rows = stats[DEFAULT_CONFIG].num_rows
+    context = _card_context(items, {name: stats[name] for name in order}, shard_max_bytes)
+    pretty_name = "Banana100 chains"
+    if context["all_simulated"]:
+        pretty_name += " (simulated editor)"
+    elif context["simulated"]:
+        pretty_name += " (partly simulated editor)"
+    card_data = DatasetCardData(
+        license="cc-by-nc-sa-4.0",
+        pretty_name=pretty_name,
+        task_categories=["image-to-image"],
+        tags=["image-quality-assessment", "no-reference-iqa", "nr-iqa", "iterative-editing", "image-editing",
+              "degradation", "synthetic", "banana100"],
+        size_categories=[_size_category(n_rows)],
+        configs=yaml_configs,
+    )
+    from datasets.info import DatasetInfosDict
+
+    infos = DatasetInfosDict()
+    for name in order:
+        st = stats[name]
+        splits = datasets.SplitDict()
+        splits.add(datasets.SplitInfo(name=SPLIT, num_bytes=st.num_bytes, num_examples=st.num_rows))
+        infos[name] = datasets.DatasetInfo(
+            features=features.copy(), splits=splits, download_size=st.download_size,
+            dataset_size=st.num_bytes, config_name=name,
+        )
+    infos.to_dataset_card_data(card_data)
+
+    template = resources.files("banana100.dataset_script").joinpath(CARD_TEMPLATE).read_text(encoding="utf-8")
+    card = DatasetCard.from_template(card_data, template_str=template, **context)
+    text = re.sub(r"\n{3,}", "\n\n", str(card)).rstrip("\n") + "\n"
+    path = folder / CARD_NAME
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# The build
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    from banana100.dataset_io import is_dataset_dir
+
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise DatasetError(f"{out_dir} exists and is not a folder; choose another --out")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not is_dataset_dir(out_dir):
+        raise DatasetError(
+            f"{out_dir} exists and is not a dataset folder from an earlier build; refusing to overwrite it "
+            "(choose another --out or remove it)"
+        )
+
+
+def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SHARD_MAX_BYTES) -> Path:
+    """Build the Hub-ready dataset folder `out_dir` from run folders; return `out_dir`.
+
+    Every image is checked before anything is written; the folder appears at `out_dir` only
+    when complete (an earlier dataset build there is replaced; any other folder is refused).
+    """
+    import datasets  # noqa: F401 - fail early with a clear ImportError
+
+    out_dir = Path(out_dir)
+    run_dirs = [Path(p) for p in run_dirs]
+    if shard_max_bytes < 64 * 1024:
+        raise DatasetError(f"shard_max_bytes={shard_max_bytes} is too small (at least 64 KiB)")
+    _check_out_dir(out_dir)
+    for run_dir in run_dirs:
+        if out_dir.resolve() == run_dir.resolve() or out_dir.resolve() in run_dir.resolve().parents:
+            raise DatasetError(f"--out {out_dir} must not be a run folder or contain one ({run_dir})")
+
+    items = collect_items(run_dirs)
+    verify_images(items)
+
+    features = dataset_features()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    # A plain mkdir (not mkdtemp, whose 0700 mode the renamed folder would keep) honours the umask.
+    tmp = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        stats: dict[str, _ConfigStats] = {DEFAULT_CONFIG: _ConfigStats()}
+        by_setting: dict[str, list[_Item]] = defaultdict(list)
+        for it in items:
+            by_setting[it.record["setting"]].append(it)
+        for setting, setting_items in by_setting.items():
+            folder = f"{DATA_DIR}/{setting}"
+            writer = _write_shards(setting_items, tmp / folder, features, shard_max_bytes, folder)
+            stats[setting] = _ConfigStats()
+            stats[setting].add(writer)
+            stats[DEFAULT_CONFIG].add(writer)
+        endpoint_items = [it for it in items if it.record["step"] in ENDPOINT_STEPS]
+        if endpoint_items:  # else (no chain has any endpoint step) the config is left out
+            writer = _write_shards(endpoint_items, tmp / ENDPOINTS_DIR, features, shard_max_bytes, ENDPOINTS_DIR)
+            stats[ENDPOINTS_CONFIG] = _ConfigStats()
+            stats[ENDPOINTS_CONFIG].add(writer)
+        write_card(tmp, items, stats, features, shard_max_bytes)
+        _replace_dir(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Move the finished folder `new` to `target`, replacing an earlier build there."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    _check_out_dir(target)  # again: it may have changed during the build
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    os.replace(target, old / target.name)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(old / target.name, target)  # put the earlier build back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)

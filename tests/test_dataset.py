@@ -1,0 +1,347 @@
+"""The dataset builder (dataset_script/build.py) and the dataset reader (banana100.dataset_io).
+
+A tiny run folder is made here (random 32x32 PNGs + a valid manifest), independent of the
+chain runner: 2 settings x 2 chains x steps 0..20 = 84 images.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from banana100.dataset_io import count_dataset_rows, is_dataset_dir, iter_dataset_records
+from banana100.dataset_script.build import ENDPOINT_STEPS, build_dataset, dataset_features
+from banana100.errors import DatasetError, ManifestError
+from banana100.manifest import MANIFEST_NAME, sha256_bytes
+from banana100.schema import FIELD_NAMES, RECORD_FIELDS, validate_record
+
+SETTINGS = ("replicate", "mirror")
+STEPS = 20
+SIZE = (32, 24)  # width, height: not square, so a swapped size would show
+
+
+def _png(rng: np.random.Generator) -> bytes:
+    a = rng.integers(0, 256, size=(SIZE[1], SIZE[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def make_run(run_dir: Path, sources=("moss", "dunes"), settings=SETTINGS, steps=STEPS, seed=0,
+             editor="simulated", model="simulated-v1") -> list[dict]:
+    """Write a run folder: one chain per source x setting, steps 0..`steps`, and its manifest."""
+    from banana100.schema import chain_id as make_chain_id
+    from banana100.settings import get_setting
+
+    rng = np.random.default_rng(seed)
+    records = []
+    for setting in settings:
+        for source in sources:
+            cid = make_chain_id(source, setting, 0)
+            parent = None
+            for step in range(steps + 1):
+                rel = f"{cid}/step_{step:03d}.png"
+                data = _png(rng)
+                (run_dir / cid).mkdir(parents=True, exist_ok=True)
+                (run_dir / rel).write_bytes(data)
+                sha = sha256_bytes(data)
+                rec = {
+                    "chain_id": cid, "source_id": source, "setting": setting, "repeat": 0, "step": step,
+                    "image": rel, "sha256": sha, "parent_sha256": parent,
+                    "prompt": None if step == 0 else get_setting(setting).prompt(step),
+                    "editor": "source" if step == 0 else editor,
+                    "model": "source" if step == 0 else model,
+                    "seed": None if step == 0 else 1000 + step,
+                    "width": SIZE[0], "height": SIZE[1],
+                    "latency_s": None if step == 0 else 0.01 * step,
+                    "generation_config": json.dumps({"setting": setting}),
+                    "created_at": "2026-01-01T00:00:00+00:00",
+                }
+                assert validate_record(rec) == [], validate_record(rec)
+                records.append(rec)
+                parent = sha
+    with open(run_dir / MANIFEST_NAME, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    return records
+
+
+@pytest.fixture
+def run(tmp_path) -> tuple[Path, list[dict]]:
+    run_dir = tmp_path / "run"
+    return run_dir, make_run(run_dir)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One build shared by the read-only tests: (dataset folder, manifest records, cache dir)."""
+    base = tmp_path_factory.mktemp("built")
+    records = make_run(base / "run")
+    # A small shard limit, so that each setting is split over several files.
+    out = build_dataset([base / "run"], base / "ds", shard_max_bytes=96 * 1024)
+    return out, records, base / "cache"
+
+
+def _load(out: Path, cache: Path, config: str | None = None):
+    import datasets
+
+    args = (str(out),) if config is None else (str(out), config)
+    return datasets.load_dataset(*args, split="train", cache_dir=str(cache))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_features_follow_the_schema():
+    import datasets
+
+    feats = dataset_features()
+    assert list(feats) == list(FIELD_NAMES)
+    assert isinstance(feats["image"], datasets.Image)
+    for f in RECORD_FIELDS:
+        if f.name != "image":
+            assert feats[f.name] == datasets.Value(f.dtype), f.name
+    assert b"huggingface" in feats.arrow_schema.metadata
+
+
+def test_default_config_loads_with_schema_columns_and_hashes(built):
+    import datasets
+
+    out, records, cache = built
+    ds = _load(out, cache)
+    assert len(ds) == len(records) == 2 * 2 * (STEPS + 1)
+    assert ds.column_names == list(FIELD_NAMES)
+    assert isinstance(ds.features["image"], datasets.Image)
+    assert ds.features == dataset_features()
+
+    raw = ds.cast_column("image", datasets.Image(decode=False))
+    by_key = {(r["chain_id"], r["step"]): r for r in records}
+    sha_of = {}
+    for row in raw:
+        rec = by_key[(row["chain_id"], row["step"])]
+        assert sha256_bytes(row["image"]["bytes"]) == row["sha256"] == rec["sha256"]
+        assert row["image"]["path"] == rec["image"]
+        for name in FIELD_NAMES:
+            if name != "image":
+                assert row[name] == rec.get(name), name
+        sha_of[(row["chain_id"], row["step"])] = row["sha256"]
+    assert set(sha_of) == set(by_key)
+    for cid, step in sha_of:
+        parent = raw.filter(lambda r, c=cid, s=step: r["chain_id"] == c and r["step"] == s)[0]["parent_sha256"]
+        if step == 0:
+            assert parent is None
+        else:
+            assert parent == sha_of[(cid, step - 1)]
+
+    img = ds[0]["image"]
+    assert isinstance(img, Image.Image) and img.size == SIZE
+
+
+def test_setting_and_endpoints_configs(built):
+    out, records, cache = built
+    for setting in SETTINGS:
+        ds = _load(out, cache, setting)
+        assert set(ds["setting"]) == {setting}
+        assert len(ds) == sum(r["setting"] == setting for r in records)
+    ends = _load(out, cache, "endpoints")
+    expected = sorted((r["chain_id"], r["step"]) for r in records if r["step"] in ENDPOINT_STEPS)
+    assert sorted(zip(ends["chain_id"], ends["step"])) == expected
+    assert set(ends["step"]) == {0, 1, 5, 10, 20}  # no step 100 in 20-step chains
+    assert ends[0]["image"].size == SIZE
+
+
+def test_layout_shards_and_row_groups(built):
+    import pyarrow.parquet as pq
+
+    out, _, _ = built
+    for setting in SETTINGS:
+        files = sorted((out / "data" / setting).glob("*.parquet"))
+        n = len(files)
+        assert n >= 2, "the small shard limit should split each setting"
+        assert [f.name for f in files] == [f"train-{i:05d}-of-{n:05d}.parquet" for i in range(n)]
+        for f in files:
+            assert f.stat().st_size <= 96 * 1024
+            meta = pq.ParquetFile(f).metadata
+            assert all(meta.row_group(i).num_rows <= 100 for i in range(meta.num_row_groups))
+    assert list((out / "endpoints").glob("*.parquet"))
+    assert not list(out.rglob(".*")), "no temporary files left behind"
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".ds.")]
+
+
+def test_card(built):
+    from huggingface_hub import DatasetCard
+
+    out, records, _ = built
+    card = DatasetCard.load(out / "README.md")
+    data = card.data.to_dict()
+    assert data["license"] == "cc-by-nc-sa-4.0"
+    names = [c["config_name"] for c in data["configs"]]
+    assert names == ["default", "mirror", "replicate", "endpoints"]
+    infos = {i["config_name"]: i for i in data["dataset_info"]}
+    assert set(infos) == set(names)
+    assert infos["default"]["splits"][0]["num_examples"] == len(records)
+    assert infos["replicate"]["splits"][0]["num_examples"] == len(records) // 2
+    assert {f["name"] for f in infos["default"]["features"]} == set(FIELD_NAMES)
+    assert "image-to-image" in data["task_categories"]
+    text = card.text
+    assert "simulated" in text and "not Nano Banana output" in text
+    assert "2604.03400" in text and "CC BY-NC-SA 4.0" in text
+    assert "Produce an exact replica of the provided image, with no alterations." in text  # settings.yaml prompt
+    assert "Other prompts found in the data" not in text
+    assert data["pretty_name"].endswith("(simulated editor)")
+    assert 'evaluate.load("metrics/niqe")' in text
+
+
+def test_card_of_real_editor_rows_has_no_simulated_warning(tmp_path):
+    make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=5,
+             editor="gemini", model="gemini-3-pro-image-preview")
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds")
+    text = (out / "README.md").read_text()
+    assert "gemini-3-pro-image-preview" in text
+    assert "model of the effect" not in text
+
+
+def test_iter_dataset_records(built):
+    out, records, _ = built
+    assert is_dataset_dir(out)
+    seen = []
+    for record, data in iter_dataset_records(out):
+        assert "image" not in record
+        assert set(record) == set(FIELD_NAMES) - {"image"}
+        assert sha256_bytes(data) == record["sha256"]
+        seen.append((record["chain_id"], record["step"]))
+    assert sorted(seen) == sorted((r["chain_id"], r["step"]) for r in records)
+    assert count_dataset_rows(out) == len(records)
+    ends = list(iter_dataset_records(out, "endpoints"))
+    assert len(ends) == sum(r["step"] in ENDPOINT_STEPS for r in records)
+    with pytest.raises(DatasetError, match="no config"):
+        next(iter_dataset_records(out, "nope"))
+
+
+def test_is_dataset_dir(tmp_path, run):
+    assert not is_dataset_dir(tmp_path / "missing")
+    assert not is_dataset_dir(run[0])
+    with pytest.raises(DatasetError, match="not a dataset folder"):
+        next(iter_dataset_records(run[0]))
+
+
+def test_corrupted_image_is_named_and_nothing_is_written(tmp_path, run):
+    run_dir, records = run
+    bad = run_dir / records[7]["image"]
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    out = tmp_path / "ds"
+    with pytest.raises(DatasetError, match="corrupted") as e:
+        build_dataset([run_dir], out)
+    assert str(bad) in str(e.value)
+    assert f"step {records[7]['step']}" in str(e.value)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_missing_image_is_named(tmp_path, run):
+    run_dir, records = run
+    gone = run_dir / records[30]["image"]
+    gone.unlink()
+    out = tmp_path / "ds"
+    with pytest.raises(DatasetError, match="missing") as e:
+        build_dataset([run_dir], out)
+    assert str(gone) in str(e.value)
+    assert not out.exists()
+
+
+def test_undecodable_image_with_matching_hash(tmp_path, run):
+    run_dir, records = run
+    rec = records[3]
+    path = run_dir / rec["image"]
+    junk = path.read_bytes()[: 60]  # truncated PNG, re-hashed so that only decoding fails
+    path.write_bytes(junk)
+    lines = []
+    for r in records:
+        if r is rec:
+            r = dict(r, sha256=sha256_bytes(junk))
+        elif r["parent_sha256"] == rec["sha256"]:
+            r = dict(r, parent_sha256=sha256_bytes(junk))
+        lines.append(json.dumps(r))
+    (run_dir / MANIFEST_NAME).write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError) as e:
+        build_dataset([run_dir], tmp_path / "ds")
+    assert str(path) in str(e.value)
+
+
+def test_missing_manifest_propagates(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ManifestError):
+        build_dataset([tmp_path / "empty"], tmp_path / "ds")
+
+
+def test_merge_runs_and_reject_duplicate_chains(tmp_path):
+    a = make_run(tmp_path / "a", sources=("moss",), steps=3, seed=1)
+    b = make_run(tmp_path / "b", sources=("dunes",), steps=3, seed=2)
+    out = build_dataset([tmp_path / "a", tmp_path / "b"], tmp_path / "ds")
+    rows = list(iter_dataset_records(out))
+    assert len(rows) == len(a) + len(b)
+
+    make_run(tmp_path / "c", sources=("moss",), steps=3, seed=3)
+    with pytest.raises(DatasetError, match="two run folders"):
+        build_dataset([tmp_path / "a", tmp_path / "c"], tmp_path / "ds2")
+    assert not (tmp_path / "ds2").exists()
+
+
+def test_broken_parent_link_is_an_error(tmp_path, run):
+    run_dir, records = run
+    records[5]["parent_sha256"] = "0" * 64
+    (run_dir / MANIFEST_NAME).write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(DatasetError, match="parent_sha256"):
+        build_dataset([run_dir], tmp_path / "ds")
+
+
+def test_overwrite_rules(tmp_path):
+    make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=2)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(DatasetError, match="refusing to overwrite"):
+        build_dataset([tmp_path / "run"], other)
+    assert (other / "notes.txt").read_text() == "mine"
+
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds")
+    (out / "stale.txt").write_text("from the first build")
+    build_dataset([tmp_path / "run"], out)  # a previous build is replaced
+    assert not (out / "stale.txt").exists()
+    assert is_dataset_dir(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "other", "run"]
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    build_dataset([tmp_path / "run"], empty)
+    assert is_dataset_dir(empty)
+
+
+def test_card_of_mixed_editors(tmp_path):
+    from huggingface_hub import DatasetCard
+
+    make_run(tmp_path / "g", sources=("moss",), settings=("replicate",), steps=3,
+             editor="gemini", model="gemini-3-pro-image-preview")
+    make_run(tmp_path / "s", sources=("dunes",), settings=("replicate",), steps=3)
+    out = build_dataset([tmp_path / "g", tmp_path / "s"], tmp_path / "ds")
+    card = DatasetCard.load(out / "README.md")
+    assert "partly simulated" in card.data.pretty_name
+    assert "3 of the 6 edited images" in card.text
+
+
+def test_cli_build_dataset(tmp_path, capsys):
+    from banana100.cli import main
+
+    make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=2)
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds")]) == 0
+    assert is_dataset_dir(tmp_path / "ds")
+    (tmp_path / "run" / "moss__replicate__r0" / "step_001.png").unlink()
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds2")]) == 2
+    assert "step_001.png" in capsys.readouterr().err
