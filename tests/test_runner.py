@@ -1,0 +1,398 @@
+"""The chain runner: run folders, manifests, resume, crash safety, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from banana100.cli import main as cli_main
+from banana100.editors.base import EditResult
+from banana100.editors.simulated import DELAY_ENV, SimulatedEditor
+from banana100.errors import Banana100Error, ImageReadError, ManifestError
+from banana100.imageio import load_rgb
+from banana100.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.runner import RUN_FILE, ChainsFailedError, RunMismatchError, generate_chains, step_seed
+from banana100.schema import FIELD_NAMES
+from banana100.settings import get_setting
+
+REPO = Path(__file__).resolve().parents[1]
+REPLICA = "Produce an exact replica of the provided image, with no alterations."
+
+
+def write_source(path: Path, h=48, w=64, seed=0) -> np.ndarray:
+    """An asymmetric image (bright left, dark right) with some texture; returns its pixels."""
+    rng = np.random.default_rng(seed)
+    xx = np.linspace(230, 30, w)[None, :, None]
+    img = np.clip(xx + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)
+    Image.fromarray(img).save(path)
+    return img
+
+
+@pytest.fixture
+def sources(tmp_path) -> Path:
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    write_source(folder / "alpha.png", seed=1)
+    write_source(folder / "beta.png", h=40, w=56, seed=2)
+    return folder
+
+
+def run(sources, out, steps=3, repeats=1, setting="replicate", editor=None, **kw):
+    return generate_chains(editor or SimulatedEditor(), sources, setting, steps, repeats, out, progress=False, **kw)
+
+
+def by_chain(records):
+    out = {}
+    for r in records:
+        out.setdefault(r["chain_id"], []).append(r)
+    return {k: sorted(v, key=lambda r: r["step"]) for k, v in out.items()}
+
+
+def check_run(out: Path, n_chains: int, steps: int, setting="replicate", seed=0) -> dict:
+    """Every invariant of a finished run folder; returns the records by chain."""
+    records = read_manifest(out)
+    lines = [line for line in (out / MANIFEST_NAME).read_text().splitlines() if line.strip()]
+    assert len(lines) == len(records) == n_chains * (steps + 1)  # no duplicate lines at all
+    chains = by_chain(records)
+    assert len(chains) == n_chains
+    s = get_setting(setting)
+    for cid, recs in chains.items():
+        assert [r["step"] for r in recs] == list(range(steps + 1))
+        parent = None
+        for r in recs:
+            assert set(r) <= set(FIELD_NAMES)
+            data = (out / r["image"]).read_bytes()
+            assert sha256_bytes(data) == r["sha256"]
+            assert r["image"] == f"{cid}/step_{r['step']:03d}.png"
+            assert r["parent_sha256"] == parent
+            rgb = load_rgb(data)
+            assert (r["height"], r["width"]) == rgb.shape[:2]
+            assert (r["editor"], r["model"], r["setting"]) == ("simulated", "simulated-v1", setting)
+            if r["step"] == 0:
+                assert r["prompt"] is None and r["seed"] is None
+                assert {"prompt", "seed", "parent_sha256"} <= set(r)  # explicit nulls
+            else:
+                assert r["prompt"] == s.prompt(r["step"])
+                assert r["seed"] == step_seed(seed, cid, r["step"])
+                assert r["finish_reason"] == "STOP" and r["attempts"] == 1
+                assert json.loads(r["editor_info"])["simulated"] is True
+                assert isinstance(r["latency_s"], float)
+            parent = r["sha256"]
+    return chains
+
+
+def test_run_folder_is_valid(sources, tmp_path):
+    out = tmp_path / "run"
+    summary = run(sources, out, steps=3, repeats=2)
+    assert (summary.chains, summary.written, summary.already_present, summary.chains_complete) == (4, 16, 0, 4)
+    text = str(summary)
+    assert str(out) in text and "written this run: 16" in text and "4 complete" in text
+    chains = check_run(out, n_chains=4, steps=3)
+    assert set(chains) == {f"{s}__replicate__r{r}" for s in ("alpha", "beta") for r in (0, 1)}
+    # Step 0 is the source, decoded to RGB; repeats differ (their seeds differ).
+    src = load_rgb(sources / "alpha.png")
+    assert np.array_equal(load_rgb(out / "alpha__replicate__r0/step_000.png"), src)
+    a0 = (out / "alpha__replicate__r0/step_003.png").read_bytes()
+    assert a0 != (out / "alpha__replicate__r1/step_003.png").read_bytes()
+    params = json.loads((out / RUN_FILE).read_text())
+    assert {k: params[k] for k in ("editor", "model", "setting", "seed")} == {
+        "editor": "simulated",
+        "model": "simulated-v1",
+        "setting": "replicate",
+        "seed": 0,
+    }
+    # Each step is the editor applied to the previous stored image with the recorded seed.
+    ed = SimulatedEditor()
+    rec = chains["beta__replicate__r0"][2]
+    prev = load_rgb(out / chains["beta__replicate__r0"][1]["image"])
+    assert np.array_equal(load_rgb(out / rec["image"]), ed.apply(prev, seed=rec["seed"]))
+
+
+def test_rerun_resumes_and_extends(sources, tmp_path):
+    out = tmp_path / "run"
+    run(sources, out, steps=2)
+    manifest = (out / MANIFEST_NAME).read_bytes()
+    again = run(sources, out, steps=2)
+    assert (again.written, again.already_present, again.chains_complete) == (0, 6, 2)
+    assert (out / MANIFEST_NAME).read_bytes() == manifest
+    more = run(sources, out, steps=5)
+    assert (more.written, more.already_present) == (6, 6)
+    check_run(out, n_chains=2, steps=5)
+    # More repeats add chains; the old ones stay as they are.
+    wider = run(sources, out, steps=5, repeats=2)
+    assert (wider.written, wider.chains) == (12, 4)
+    check_run(out, n_chains=4, steps=5)
+    # The extended run equals a run made in one go.
+    fresh = tmp_path / "fresh"
+    run(sources, fresh, steps=5, repeats=2)
+    for rec in read_manifest(fresh):
+        assert (out / rec["image"]).read_bytes() == (fresh / rec["image"]).read_bytes()
+
+
+def test_refuses_changed_parameters(sources, tmp_path):
+    out = tmp_path / "run"
+    run(sources, out, steps=1)
+    before = (out / MANIFEST_NAME).read_bytes()
+    with pytest.raises(RunMismatchError, match="setting") as info:
+        run(sources, out, steps=1, setting="mirror")
+    assert isinstance(info.value, Banana100Error) and "'replicate'" in str(info.value)
+    with pytest.raises(RunMismatchError, match="seed"):
+        run(sources, out, steps=1, seed=1)
+
+    class Other(SimulatedEditor):
+        model = "simulated-v2"
+
+    with pytest.raises(RunMismatchError, match="model"):
+        run(sources, out, steps=1, editor=Other())
+    assert (out / MANIFEST_NAME).read_bytes() == before
+
+
+def test_source_errors(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ImageReadError, match="no source images"):
+        run(empty, tmp_path / "r1")
+    with pytest.raises(ImageReadError, match="no such folder"):
+        run(tmp_path / "missing", tmp_path / "r1")
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write_source(bad / "good.png")
+    (bad / "broken.png").write_bytes(b"this is not a png at all")
+    with pytest.raises(ImageReadError, match="broken.png"):
+        run(bad, tmp_path / "r2")
+    assert not (tmp_path / "r2").exists()  # nothing was started
+
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    write_source(dup / "same.png")
+    Image.open(dup / "same.png").save(dup / "same.jpg")
+    with pytest.raises(Banana100Error, match="same"):
+        run(dup, tmp_path / "r3")
+
+
+def test_mirror_setting_flips(sources, tmp_path):
+    out = tmp_path / "run"
+    run(sources, out, steps=2, setting="mirror")
+    chains = check_run(out, n_chains=2, steps=2, setting="mirror")
+    recs = chains["alpha__mirror__r0"]
+    imgs = [load_rgb(out / r["image"]) for r in recs]
+    half = imgs[0].shape[1] // 2
+    bright_left = [im[:, :half].mean() > im[:, half:].mean() for im in imgs]
+    assert bright_left == [True, False, True]
+    ed = SimulatedEditor()
+    assert np.array_equal(imgs[1], ed.apply(imgs[0], seed=recs[1]["seed"], transform="hflip"))
+
+
+def test_resume_checks_the_last_image(sources, tmp_path):
+    out = tmp_path / "run"
+    run(sources, out, steps=2)
+    last = out / "alpha__replicate__r0" / "step_002.png"
+    data = last.read_bytes()
+    last.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ManifestError, match="step_002.png"):
+        run(sources, out, steps=3)
+    last.unlink()
+    with pytest.raises(ManifestError, match="step_002.png.*missing"):
+        run(sources, out, steps=3)
+    last.write_bytes(data)
+    assert run(sources, out, steps=3).written == 2
+
+
+def test_image_without_record_is_redone(sources, tmp_path):
+    """A crash between the image's rename and the record's append leaves an unrecorded file."""
+    out = tmp_path / "run"
+    run(sources, out, steps=3)
+    lines = (out / MANIFEST_NAME).read_text().splitlines(keepends=True)
+    dropped = json.loads(lines[-1])
+    good = (out / dropped["image"]).read_bytes()
+    (out / dropped["image"]).write_bytes(b"half-written garbage")
+    (out / MANIFEST_NAME).write_text("".join(lines[:-1]) + lines[-1][:25])  # also a cut last line
+    with pytest.warns(UserWarning):
+        summary = run(sources, out, steps=3)
+    assert summary.written == 1
+    assert (out / dropped["image"]).read_bytes() == good
+    check_run(out, n_chains=2, steps=3)
+
+
+def test_one_run_per_folder_at_a_time(sources, tmp_path):
+    from banana100.runner import _RunLock
+
+    out = tmp_path / "run"
+    out.mkdir()
+    with _RunLock(out), pytest.raises(Banana100Error, match="in use by another"):
+        run(sources, out)
+    assert run(sources, out, steps=1).written == 4
+
+
+class FlakyEditor(SimulatedEditor):
+    """Fails at step 2 of the beta chain; everything else as the simulated editor."""
+
+    def edit(self, request):
+        if request.step == 2 and request.image.shape[0] == 40:  # beta is 40 px high
+            raise RuntimeError("service unavailable")
+        return super().edit(request)
+
+
+def test_one_failing_chain_does_not_stop_the_others(sources, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(ChainsFailedError, match="beta__replicate__r0 at step 2.*service unavailable") as info:
+        run(sources, out, steps=4, editor=FlakyEditor())
+    assert set(info.value.failures) == {"beta__replicate__r0"}
+    assert info.value.summary.chains_complete == 1
+    chains = by_chain(read_manifest(out))
+    assert [r["step"] for r in chains["alpha__replicate__r0"]] == [0, 1, 2, 3, 4]
+    assert [r["step"] for r in chains["beta__replicate__r0"]] == [0, 1]
+    # Rerunning with a working editor (same name and model) finishes the failed chain.
+    assert run(sources, out, steps=4).written == 3
+    check_run(out, n_chains=2, steps=4)
+
+
+class BytesEditor(SimulatedEditor):
+    """Returns its own PNG encoding (level 9): the runner must store those bytes as they are."""
+
+    def edit(self, request):
+        res = super().edit(request)
+        import io
+
+        buf = io.BytesIO()
+        Image.fromarray(res.image).save(buf, format="PNG", compress_level=9)
+        md = dict(res.metadata, thought_summary="looks fine", surprise=np.float32(1.5), input_tokens=np.int64(7))
+        return EditResult(image=None, metadata=md, image_bytes=buf.getvalue())
+
+
+def test_editor_bytes_and_metadata(sources, tmp_path):
+    out = tmp_path / "run"
+    run(sources, out, steps=2, editor=BytesEditor())
+    recs = [r for r in read_manifest(out) if r["step"] > 0]
+    for r in recs:
+        data = (out / r["image"]).read_bytes()
+        assert sha256_bytes(data) == r["sha256"]
+        assert r["thought_summary"] == "looks fine" and r["input_tokens"] == 7
+        assert json.loads(r["editor_info"])["surprise"] == 1.5  # unknown keys kept in editor_info
+    # Same pixels as the plain simulated editor (only the PNG encoding differs).
+    plain = tmp_path / "plain"
+    run(sources, plain, steps=2)
+    for r in recs:
+        assert np.array_equal(load_rgb(out / r["image"]), load_rgb(plain / r["image"]))
+
+
+def test_cli_prints_summary(sources, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = [
+        "generate",
+        "--editor",
+        "simulated",
+        "--sources",
+        str(sources),
+        "--setting",
+        "replicate",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
+    assert cli_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "run folder:" in printed and "images written this run: 6" in printed
+    assert cli_main(argv[:-1] + [str(out)]) == 0
+    assert "already present: 6" in capsys.readouterr().out
+    assert cli_main(argv[:6] + ["mirror"] + argv[7:]) == 2
+    assert "different setting" in capsys.readouterr().err
+    assert cli_main(["generate", "--editor", "nope", "--sources", str(sources), "--out", str(out)]) == 2
+    assert "known editors: simulated" in capsys.readouterr().err
+
+
+# -- real processes: SIGKILL and Ctrl-C ----------------------------------------------------
+
+
+def cli_cmd(sources, out, steps, repeats):
+    return [
+        sys.executable,
+        "-m",
+        "banana100",
+        "generate",
+        "--editor",
+        "simulated",
+        "--sources",
+        str(sources),
+        "--setting",
+        "replicate",
+        "--steps",
+        str(steps),
+        "--repeats",
+        str(repeats),
+        "--out",
+        str(out),
+        "--concurrency",
+        "3",
+    ]
+
+
+def manifest_lines(out: Path) -> int:
+    try:
+        return (out / MANIFEST_NAME).read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def start_and_wait(cmd, out, min_lines, env, log):
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + 60
+    while manifest_lines(out) < min_lines:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"generate ended or stalled before writing {min_lines} records (rc={proc.returncode})")
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.mark.parametrize("how", ["sigkill", "sigint"])
+def test_interrupted_process_resumes_exactly(tmp_path, how):
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    write_source(sources / "alpha.png", seed=1)
+    steps, repeats = 30, 3
+    total = repeats * (steps + 1)
+    out = tmp_path / "run"
+    # BANANA100_SIMULATED_DELAY_S slows each step, so the process is surely mid-run when stopped.
+    env = dict(os.environ, **{DELAY_ENV: "0.03"})
+    cmd = cli_cmd(sources, out, steps, repeats)
+    with open(tmp_path / "log1.txt", "wb") as log:
+        proc = start_and_wait(cmd, out, 12, env, log)
+        if how == "sigkill":
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(30) == -signal.SIGKILL
+        else:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(30) == 130
+    if how == "sigint":
+        assert "rerun the same command to resume" in (tmp_path / "log1.txt").read_text()
+    done_before = len(read_manifest(out))
+    assert 12 <= done_before < total
+
+    with open(tmp_path / "log2.txt", "wb") as log:
+        rerun = subprocess.run(
+            cmd, check=False, cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=log, timeout=120
+        )
+    assert rerun.returncode == 0, (tmp_path / "log2.txt").read_text()
+    assert f"images written this run: {total - done_before}" in rerun.stdout.decode()
+    check_run(out, n_chains=repeats, steps=steps)
+    assert not list(out.glob("*/.step_*"))  # no temporary files left behind
+
+    # Identical to an uninterrupted run with the same seed.
+    fresh = tmp_path / "fresh"
+    run(sources, fresh, steps=steps, repeats=repeats, concurrency=3)
+    for rec in read_manifest(fresh):
+        assert (out / rec["image"]).read_bytes() == (fresh / rec["image"]).read_bytes(), rec["image"]
