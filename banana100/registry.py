@@ -46,11 +46,15 @@ class MetricSpec:
         return "lower is better" if self.lower_better else "higher is better"
 
 
-LIVE = "LIVE licence (University of Texas at Austin): research use; see NOTICE-LIVE"
+# The LIVE copyright notice (NOTICE-LIVE) permits use "for any purpose" provided the notice is
+# kept with the files and LIVE / UT Austin is acknowledged in publications using them.
+LIVE = "LIVE licence (University of Texas at Austin): keep the copyright notice, acknowledge LIVE; see NOTICE-LIVE"
 
 _SPECS = [
     MetricSpec(
-        "piqe", "PIQE", "hand-crafted", True, (0, 100), min_size=16,
+        # min_size: the smallest side pyiqa 0.1.16 scores without raising (measured on crops
+        # of natural images): PIQE 8 (16-px blocks after its symmetric padding).
+        "piqe", "PIQE", "hand-crafted", True, (0, 100), min_size=8,
         paper="Venkatanath N. et al., Blind image quality evaluation using perception based features, NCC 2015.",
         citation="@inproceedings{venkatanath2015piqe, title={Blind image quality evaluation using perception based features}, author={Venkatanath, N and Praneeth, D and Bh, Maruthi Chandrasekhar and Channappayya, Sumohana S and Medasani, Swarup S}, booktitle={NCC}, year={2015}}",
     ),
@@ -64,14 +68,19 @@ _SPECS = [
     MetricSpec(
         "brisque", "BRISQUE", "hand-crafted", True, (0, 150),
         files=(WeightFile("brisque_svm_weights.pth", sha256="53997f776d076c49746ee6d50f3f8ffe1c436824312256211b957a7e139a338b", licence=LIVE),),
-        min_size=2, path_kwarg="pretrained_model_path",
+        # 7: below it pyiqa raises; under ~17 px a side the AGGD fits often give NaN.
+        # Not batchable: its float32 SVR sum changes by up to ~0.01 with the batch size.
+        min_size=7, path_kwarg="pretrained_model_path", batchable=False,
         paper="Mittal A., Moorthy A. K., Bovik A. C., No-reference image quality assessment in the spatial domain, IEEE TIP 2012.",
         citation="@article{mittal2012brisque, title={No-reference image quality assessment in the spatial domain}, author={Mittal, Anish and Moorthy, Anush Krishna and Bovik, Alan Conrad}, journal={IEEE Transactions on Image Processing}, volume={21}, number={12}, pages={4695--4708}, year={2012}}",
     ),
     MetricSpec(
         "ilniqe", "IL-NIQE", "hand-crafted", True, (0, None),
         files=(WeightFile("ILNIQE_templateModel.mat", sha256="14f4919a630498d732bbf11837d894d45a57f89c9ed84bea98851147290ce93c", licence="Apache-2.0 (IceClear/IL-NIQE)"),),
-        min_size=84, path_kwarg="pretrained_model_path", batchable=False,
+        # IL-NIQE resizes every input to 524x524 first: 1-2 px raise IndexError, 3-4 px
+        # fail in the SVD (linalg error), 5 px and up score. Not batchable: batched scores
+        # differ in the 7th digit and a batch of two 512x384 images takes ~4.7 GB.
+        min_size=5, path_kwarg="pretrained_model_path", batchable=False,
         paper="Zhang L., Zhang L., Bovik A. C., A feature-enriched completely blind image quality evaluator, IEEE TIP 2015.",
         citation="@article{zhang2015ilniqe, title={A feature-enriched completely blind image quality evaluator}, author={Zhang, Lin and Zhang, Lei and Bovik, Alan C}, journal={IEEE Transactions on Image Processing}, volume={24}, number={8}, pages={2579--2591}, year={2015}}",
     ),

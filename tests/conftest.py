@@ -1,8 +1,14 @@
-"""Shared test fixtures: offline, isolated caches, and the read-only ../shared folder."""
+"""Shared test set-up: offline, private caches, and the read-only ../shared folder.
+
+The environment is set when this file is imported, before any test module imports
+huggingface_hub, datasets, evaluate or pyiqa: those libraries read their cache locations and
+offline flags once, at import, so setting them later (per test) would not take effect.
+"""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,19 +18,16 @@ SHARED = REPO.parent / "shared"
 IQA_PARAMS = SHARED / "iqa-params"
 REFERENCE_IMAGES = SHARED / "reference-images"
 
-# Nothing in the tests may reach the network or write to the user's caches.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
-
-@pytest.fixture(autouse=True)
-def _isolated_caches(tmp_path_factory, monkeypatch):
-    cache = tmp_path_factory.getbasetemp() / "caches"
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(cache / "hf"))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(cache / "hf" / "datasets"))
-    monkeypatch.setenv("TORCH_HOME", str(cache / "torch"))
+# Nothing in the tests may reach the network or touch the user's caches.
+_SESSION_CACHE = Path(tempfile.mkdtemp(prefix="banana100-tests-"))
+os.environ.update(
+    HF_HOME=str(_SESSION_CACHE / "hf"),
+    HF_HUB_OFFLINE="1",
+    HF_DATASETS_OFFLINE="1",
+    HF_EVALUATE_OFFLINE="1",
+    TORCH_HOME=str(_SESSION_CACHE / "torch"),
+)
+os.environ.pop("BANANA100_WEIGHTS", None)
 
 
 @pytest.fixture
@@ -32,3 +35,10 @@ def iqa_params() -> Path:
     if not (IQA_PARAMS / "niqe_modelparameters.mat").is_file():
         pytest.skip(f"parameter files not found in {IQA_PARAMS}")
     return IQA_PARAMS
+
+
+@pytest.fixture
+def weights_from_shared(iqa_params, monkeypatch) -> Path:
+    """Metrics find their parameter files in ../shared/iqa-params (read in place, never copied)."""
+    monkeypatch.setenv("BANANA100_WEIGHTS", str(iqa_params))
+    return iqa_params

@@ -1,0 +1,306 @@
+"""Metric cards (`metrics/<name>/README.md`), generated from the metric table.
+
+The facts in a card (direction, nominal range, minimum size, parameter files, hashes,
+licences, paper, citation) come from `banana100.registry`; this file adds only prose. Cards
+are committed; a test fails when a committed card differs from `render_metric_card`.
+
+    python -m banana100.cards                 # rewrite the cards of every metrics/<name>/<name>.py
+    python -m banana100.cards --check         # exit 1 when a card is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from .registry import MetricSpec, get_metric
+from .weights import ENV_VAR, hub_url
+
+PYIQA_VERSION = "0.1.16"
+
+# What each metric measures (prose only; facts live in the registry).
+_DESCRIPTIONS = {
+    "piqe": (
+        "PIQE (Perception-based Image Quality Evaluator) is an opinion-unaware, training-free "
+        "no-reference metric. It splits the luminance of the image into 16x16 blocks, keeps the "
+        "spatially active ones, and marks each for blocking artefacts (flat segments along the "
+        "block edges) and for noise (centre-surround deviation of the normalised luminance). "
+        "The score is the mean distortion of the active blocks, scaled to 0-100."
+    ),
+    "niqe": (
+        "NIQE (Natural Image Quality Evaluator) is a 'completely blind' no-reference metric: it "
+        "uses no human opinion scores. It fits a multivariate Gaussian to natural-scene-statistics "
+        "features (MSCN coefficients and the products of neighbouring coefficients) of 96x96 "
+        "patches of the image's luminance, at two scales, and reports the distance between that "
+        "Gaussian and one fitted on pristine natural images (the LIVE pristine model)."
+    ),
+    "brisque": (
+        "BRISQUE (Blind/Referenceless Image Spatial Quality Evaluator) computes 36 "
+        "natural-scene-statistics features of the image's luminance (generalised Gaussian fits "
+        "of MSCN coefficients and of products of neighbouring coefficients, at two scales) and "
+        "maps them to a quality score with the support-vector regressor that LIVE trained on "
+        "the LIVE IQA database (DMOS, so higher means more distorted)."
+    ),
+    "ilniqe": (
+        "IL-NIQE (Integrated Local NIQE) is a training-free, opinion-unaware extension of NIQE. "
+        "It resizes the image to 524x524, extracts a richer feature set from 84x84 patches at two "
+        "scales (MSCN statistics, gradient magnitudes, log-Gabor responses and colour statistics "
+        "in a log-opponent space), reduces it with PCA, and averages the per-patch distances to a "
+        "multivariate Gaussian fitted on pristine images (the official IL-NIQE template model)."
+    ),
+}
+
+# How pyiqa's implementation reads the image, beyond the shared RGB policy.
+_INPUT_NOTES = {
+    "piqe": "PIQE works on the luminance (the Y of YIQ), normalised by the image's own maximum.",
+    "niqe": (
+        "NIQE works on the luminance (the Y of YIQ, rounded to 8 bits) and ignores the bottom "
+        "and right pixels beyond the last whole 96x96 block."
+    ),
+    "brisque": (
+        "BRISQUE works on the luminance (the Y of YCbCr). Images smaller than about 17 pixels "
+        "a side often score NaN (too few pixels for the distribution fits)."
+    ),
+    "ilniqe": (
+        "IL-NIQE itself resizes every image to 524x524 (MATLAB-style bicubic) before scoring, as "
+        "the official code does, so scores of different-sized images are computed at one scale."
+    ),
+}
+
+# Agreement of pyiqa (and so of this module) with the original implementation, measured by
+# tests/test_reference_scores.py on the images in ../shared/reference-images.
+_AGREEMENT = {
+    "piqe": (
+        "On two TID2013 images (I03, I04) the original PIQE gives 100.00 and 21.62; this module "
+        "gives 100.00 and 21.624 (agreement to the published two decimals)."
+    ),
+    "niqe": (
+        "On two TID2013 images (I03, I04) the original MATLAB release gives 15.7536 and 3.6549; "
+        "this module gives 15.6558 (-0.62 %) and 3.6549 (-0.0004 %)."
+    ),
+    "brisque": (
+        "On TID2013 I03 and I04 the original LIVE release gives 94.6421 and -0.1076; this module "
+        "gives 94.6440 and -0.1152 (absolute differences 0.002 and 0.008: the score is computed "
+        "in float32). On goldhill.gif and I01.BMP (MATLAB values from piq's tests) it gives "
+        "8.4248 (-0.009 %) and 10.2647 (+0.05 %)."
+    ),
+    "ilniqe": (
+        "On TID2013 I03 and I04 the original MATLAB release gives 113.4801 and 23.9968; this "
+        "module gives 115.6177 (+1.9 %) and 24.0712 (+0.3 %). On the five pepper images of the "
+        "official IL-NIQE repository it is within 1.5 % of the official Python release and within "
+        "0.8 % of MATLAB on three of them; on pepper_3 and pepper_4 it follows the official "
+        "Python release (83.2 and 52.1), which itself differs from MATLAB (78.1, 46.9) by 7-10 %."
+    ),
+}
+
+
+def metric_description(name: str) -> str:
+    """One paragraph on what the metric measures (used by the card and the module's info)."""
+    spec = get_metric(name)
+    text = _DESCRIPTIONS.get(
+        spec.name, f"{spec.display_name} is a no-reference image quality metric ({spec.family}), as implemented in pyiqa."
+    )
+    return f"{text} {spec.display_name}: {spec.direction}; nominal range {format_range(spec)}."
+
+
+def format_range(spec: MetricSpec) -> str:
+    lo, hi = spec.score_range
+    lo_s = "unbounded" if lo is None else f"{lo:g}"
+    hi_s = "no fixed upper bound" if hi is None else f"{hi:g}"
+    if hi is None:
+        return f"{lo_s} and up ({hi_s})"
+    return f"{lo_s} to {hi_s}"
+
+
+def _header(spec: MetricSpec) -> str:
+    meta = {
+        "title": spec.display_name,
+        "emoji": "\U0001f34c",
+        "tags": ["evaluate", "metric", "image-quality-assessment", "no-reference"],
+        "description": f"{spec.display_name} no-reference image quality score ({spec.direction}), "
+        f"computed with pyiqa {PYIQA_VERSION}; part of the Banana100 toolkit.",
+    }
+    body = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{body}---\n"
+
+
+def _files_section(spec: MetricSpec) -> str:
+    if not spec.files:
+        return f"{spec.display_name} needs no parameter file: it works offline as installed.\n"
+    rows = "\n".join(
+        f"| `{wf.filename}` | {wf.licence} | `{wf.sha256 or 'not pinned'}` | {hub_url(wf.filename, wf.repo_id)} |"
+        for wf in spec.files
+    )
+    names = ", ".join(f"`{wf.filename}`" for wf in spec.files)
+    return f"""{spec.display_name} needs {names}:
+
+| file | licence | sha256 | download |
+| --- | --- | --- | --- |
+{rows}
+
+The files are looked for, in this order:
+
+1. `${ENV_VAR}/<file>`: set `{ENV_VAR}` to a folder holding them (the way to work offline);
+2. pyiqa's cache, `$TORCH_HOME/hub/pyiqa/<file>` (`~/.cache/torch/hub/pyiqa/` by default);
+3. the Hugging Face cache (`huggingface_hub`);
+4. a download from the Hub into the Hugging Face cache, unless `HF_HUB_OFFLINE=1`.
+
+The sha256 is checked wherever the file is found. If no file is found, the module raises
+`WeightsNotFoundError`, naming the missing file, the URL above and where to put it:
+
+```bash
+mkdir -p ~/iqa-weights
+curl -L -o ~/iqa-weights/{spec.files[0].filename} {hub_url(spec.files[0].filename, spec.files[0].repo_id)}
+export {ENV_VAR}=~/iqa-weights
+```
+"""
+
+
+def render_metric_card(name: str) -> str:
+    """The README.md of `metrics/<name>/`, from the metric table."""
+    spec = get_metric(name)
+    n = spec.name
+    d = spec.display_name
+    files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.files) or (
+        f"  - none: {d} needs no parameter file."
+    )
+    live = any("LIVE" in wf.licence for wf in spec.files)
+    live_note = (
+        "\nThe LIVE files come with the LIVE copyright notice (University of Texas at Austin): "
+        "keep it with any copy of the files and acknowledge LIVE in publications that use them.\n"
+        if live
+        else ""
+    )
+    return f"""{_header(spec)}
+# Metric Card for {d}
+
+## Metric Description
+
+{metric_description(n)}
+
+This module is a thin face over the `banana100` library: the score is the one pyiqa
+{PYIQA_VERSION} (`pyiqa.create_metric("{n}")`) gives for the same image, computed by the
+library's batched scoring engine.
+
+- **Direction:** {spec.direction}.
+- **Nominal range:** {format_range(spec)}.
+- **Family:** {spec.family}.
+
+## How to Use
+
+```python
+import evaluate
+
+{n} = evaluate.load("metrics/{n}")  # the folder holding {n}.py and this card
+out = {n}.compute(images=["a.png", "b.jpg"])  # paths, PIL images or HxWx3 uint8 arrays
+# {{"metric": "{n}", "scores": [...], "mean": ..., "lower_better": {spec.lower_better}}}
+```
+
+`compute(images=...)` scores the images directly; `add_batch(images=...)` followed by
+`compute()` also works (slower: evaluate stores every image in its cache first).
+
+### Inputs
+
+- **images** (`list`): file paths, PIL images, or HxWx3 `uint8` arrays.
+- **device** (`str`, optional): `"cpu"`, `"cuda"`, `"cuda:1"`, ...; default `cuda` when available.
+- **batch_size** (`int`, optional, default 8): the most same-size images per forward pass.
+
+Every image becomes RGB exactly as pyiqa reads a file (PIL `.convert("RGB")`): grayscale is
+replicated to three channels, an alpha channel is dropped (not composited), 16-bit images keep
+their high byte, float arrays must lie in [0, 1]. Images are **not** resized by the module.
+{_INPUT_NOTES.get(n, "")}
+
+**Minimum size:** {spec.min_size}x{spec.min_size} pixels. A smaller image raises
+`ImageTooSmallError` naming the image and this minimum.
+
+### Output Values
+
+- **metric** (`str`): `"{n}"`.
+- **scores** (`list[float]`): one score per image, in input order.
+- **mean** (`float`): the mean of the scores.
+- **lower_better** (`bool`): `{spec.lower_better}`.
+
+#### Agreement with the original implementation
+
+{_AGREEMENT.get(n, "Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code.")}
+
+### Parameter files
+
+{_files_section(spec)}
+## Limitations and Bias
+
+{d} is a no-reference metric: it scores how "natural" or undistorted an image looks, not how
+faithful it is to a source. The Banana100 benchmark (arXiv 2604.03400) shows that NR-IQA
+metrics like this one often fail to register the static noise and colour drift that build
+up when an image editor copies an image again and again.
+
+## Licences
+
+- Module code (`banana100`): Apache-2.0.
+- pyiqa, which computes the score: PolyForm Noncommercial 1.0.0 since April 2026. Using this
+  module means using pyiqa under that licence: noncommercial use only unless you obtain
+  other terms from pyiqa's authors.
+- Parameter files keep their authors' licences:
+{files_licences}
+{live_note}
+## Citation
+
+```bibtex
+{spec.citation or spec.paper}
+```
+
+{spec.paper}
+
+## Further References
+
+- pyiqa (IQA-PyTorch): https://github.com/chaofengc/IQA-PyTorch
+- Banana100: https://arxiv.org/abs/2604.03400
+"""
+
+
+def card_metrics(metrics_dir: str | Path) -> list[str]:
+    """Metric names with a module in `metrics_dir` (`<name>/<name>.py`) and a registry entry."""
+    from .registry import METRICS
+
+    root = Path(metrics_dir)
+    return [n for n in METRICS if (root / n / f"{n}.py").is_file()]
+
+
+def write_metric_cards(metrics_dir: str | Path, names: list[str] | None = None) -> list[Path]:
+    """Write `<metrics_dir>/<name>/README.md` for each metric module present; return the paths."""
+    root = Path(metrics_dir)
+    written = []
+    for n in names if names is not None else card_metrics(root):
+        path = root / n / "README.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_metric_card(n), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m banana100.cards", description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics-dir", default="metrics", help="folder holding <name>/<name>.py (default: ./metrics)")
+    ap.add_argument("--check", action="store_true", help="do not write; exit 1 if a card is out of date")
+    args = ap.parse_args(argv)
+    root = Path(args.metrics_dir)
+    names = card_metrics(root)
+    if not names:
+        print(f"no metric modules found under {root}", file=sys.stderr)
+        return 1
+    if args.check:
+        stale = [n for n in names if not (root / n / "README.md").is_file()
+                 or (root / n / "README.md").read_text(encoding="utf-8") != render_metric_card(n)]
+        for n in stale:
+            print(f"out of date: {root / n / 'README.md'} (run python -m banana100.cards)")
+        return 1 if stale else 0
+    for p in write_metric_cards(root, names):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

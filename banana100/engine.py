@@ -1,0 +1,159 @@
+"""The scoring engine: one pyiqa model per metric, fed batches of same-size images.
+
+Scores equal pyiqa's own: images are read with `imageio.load_rgb` (pyiqa's PIL `.convert("RGB")`
+policy) and turned into float tensors exactly as pyiqa turns a file into a tensor
+(`TF.to_tensor`: uint8 / 255 in float32), and the pyiqa model is built with the local path of
+its parameter file (from the weights store), so pyiqa never tries to download anything.
+
+    scorer = MetricScorer("niqe")              # cuda when available, else cpu
+    scorer.score(["a.png", pil_image, array])  # -> [float, float, float], input order
+
+Images of the same size are stacked into batches of `batch_size` when the metric table says
+the metric is `batchable` (its batched scores equal its one-at-a-time scores).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import weights
+from .errors import ImageReadError, ImageTooSmallError
+from .imageio import ImageLike, describe, load_rgb
+from .registry import MetricSpec, get_metric
+
+
+def default_device() -> str:
+    """'cuda' when a GPU is visible, else 'cpu'."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def to_tensor(rgb: np.ndarray) -> torch.Tensor:
+    """HxWx3 uint8 -> 3xHxW float32 in [0, 1]; bit-for-bit what `TF.to_tensor` gives pyiqa."""
+    if not rgb.flags.writeable:  # arrays from PIL are read-only; torch warns on those
+        rgb = rgb.copy()
+    return torch.from_numpy(rgb).permute(2, 0, 1).contiguous().to(torch.float32).div(255)
+
+
+def check_size(spec: MetricSpec, rgb: np.ndarray, name: str) -> None:
+    """Raise ImageTooSmallError when `rgb` is below the metric's minimum height or width."""
+    h, w = rgb.shape[:2]
+    m = spec.min_size
+    if h < m or w < m:
+        raise ImageTooSmallError(
+            f"{spec.display_name} needs at least {m}x{m} pixels; {name} is {w}x{h} (width x height)"
+        )
+
+
+def _stage_in_pyiqa_cache(paths: Sequence[Path]) -> None:
+    """Link files into pyiqa's download folder, for archs that only look there.
+
+    Only for files a pyiqa arch cannot take as a path argument (metric without `path_kwarg`,
+    or a second file); pyiqa would download them to the same place itself.
+    """
+    if not paths:
+        return
+    from pyiqa.utils.download_util import DEFAULT_CACHE_DIR
+
+    cache = Path(DEFAULT_CACHE_DIR)
+    cache.mkdir(parents=True, exist_ok=True)
+    for p in paths:
+        target = cache / p.name
+        if target.exists():
+            continue
+        if target.is_symlink():  # a dangling link from an earlier run
+            target.unlink()
+        try:
+            os.symlink(p.resolve(), target)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(p, target)
+
+
+class MetricScorer:
+    """Scores images with one pyiqa metric.
+
+    Args:
+        metric: pyiqa id from the metric table (`banana100.registry`).
+        device: "cpu", "cuda", "cuda:1"...; default cuda when available.
+        batch_size: most images per forward pass (same-size images only; batchable metrics).
+
+    Raises WeightsNotFoundError (naming the file and where to put it) when the metric's
+    parameter files are missing, UnknownMetricError for a name not in the table.
+    """
+
+    def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8):
+        import pyiqa  # heavy import, only when a scorer is built
+
+        self.spec = get_metric(metric)
+        self.device = torch.device(device if device is not None else default_device())
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = int(batch_size)
+        files = weights.files_for(self.spec.name)
+        kwargs = dict(self.spec.pyiqa_kwargs)
+        if files and self.spec.path_kwarg:
+            kwargs[self.spec.path_kwarg] = str(files[0])
+            files = files[1:]
+        _stage_in_pyiqa_cache(files)
+        self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"MetricScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size})"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def score(self, images: Sequence[ImageLike]) -> list[float]:
+        """Scores of `images` (paths, bytes, PIL images or arrays), as Python floats in input order.
+
+        Every image is read and size-checked before any scoring starts.
+        """
+        rgbs = []
+        for img in images:
+            rgb = load_rgb(img)
+            check_size(self.spec, rgb, describe(img))
+            rgbs.append(rgb)
+        return self._score(rgbs)
+
+    def score_arrays(self, arrays: Sequence[np.ndarray]) -> list[float]:
+        """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order."""
+        for i, a in enumerate(arrays):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
+                raise ImageReadError(f"array {i}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
+            check_size(self.spec, a, f"array {i} {describe(a)}")
+        return self._score([np.ascontiguousarray(a) for a in arrays])
+
+    def _chunks(self, rgbs: Sequence[np.ndarray]) -> list[list[int]]:
+        """Index lists to score together: same-size groups cut to batch_size, or singles."""
+        if not self.spec.batchable or self.batch_size == 1:
+            return [[i] for i in range(len(rgbs))]
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, a in enumerate(rgbs):
+            groups[a.shape[:2]].append(i)
+        bs = self.batch_size
+        return [idx[k : k + bs] for idx in groups.values() for k in range(0, len(idx), bs)]
+
+    def _forward(self, x: torch.Tensor) -> list[float]:
+        out = self.model(x)
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        out = out.detach().reshape(-1)
+        if out.numel() != x.shape[0]:
+            raise RuntimeError(f"{self.spec.name}: expected {x.shape[0]} scores, got shape {tuple(out.shape)}")
+        return [float(v) for v in out.cpu().tolist()]
+
+    def _score(self, rgbs: Sequence[np.ndarray]) -> list[float]:
+        scores: list[float | None] = [None] * len(rgbs)
+        for idx in self._chunks(rgbs):
+            x = torch.stack([to_tensor(rgbs[i]) for i in idx])
+            for i, s in zip(idx, self._forward(x)):
+                scores[i] = s
+        return scores  # type: ignore[return-value]

@@ -1,0 +1,121 @@
+"""The shared base of the metric evaluate modules (`metrics/<name>/<name>.py`).
+
+A module file only names its metric:
+
+    import banana100.evaluate_module as em
+
+    class Niqe(em.IQAMetric):
+        METRIC_NAME = "niqe"
+
+(`evaluate.load` takes the first non-abstract `EvaluationModule` subclass in the module's
+namespace; `IQAMetric` is abstract and the module refers to it through `em`, so the metric's
+own class is the one found.)
+
+`compute(images=[...])` scores the images directly with the engine: evaluate's usual path
+(`add_batch` -> Arrow cache -> `compute`) re-encodes every image feature to PNG, which is pure
+overhead here. `add`/`add_batch` followed by `compute()` still work, through that usual path.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Any
+
+import datasets
+import evaluate
+import numpy as np
+from PIL import Image
+
+from .engine import MetricScorer, default_device
+from .registry import get_metric
+from .weights import hub_url
+
+_INPUTS_DESCRIPTION = """
+Args:
+    images: a list of images: file paths, PIL images, or HxWx3 uint8 arrays (also HxW
+        grayscale, HxWx4, uint16, or float arrays in [0, 1]; see `banana100.imageio`).
+    device: "cpu", "cuda", "cuda:1", ...; default cuda when available.
+    batch_size: most same-size images per forward pass (default 8).
+Returns:
+    metric: the pyiqa id of the metric.
+    scores: one float per image, in input order.
+    mean: the mean of the scores.
+    lower_better: True when a lower score means better quality.
+"""
+
+
+def _as_list(images: Any) -> list:
+    """One image, or a list of them, as a list (a 4-D array is a batch of HxWxC images)."""
+    if isinstance(images, (str, os.PathLike, bytes, Image.Image)):
+        return [images]
+    if isinstance(images, np.ndarray):
+        return list(images) if images.ndim == 4 else [images]
+    return list(images)
+
+
+def _from_arrow(value: Any) -> Any:
+    """An `images` cell read back from evaluate's Arrow cache -> something load_rgb reads."""
+    if isinstance(value, dict):  # Image(decode=False) gives {"bytes": ..., "path": ...}
+        return value["bytes"] if value.get("bytes") is not None else value["path"]
+    return value
+
+
+class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
+    """An NR-IQA metric from the metric table as an evaluate module; subclasses set METRIC_NAME."""
+
+    @property
+    @abc.abstractmethod
+    def METRIC_NAME(self) -> str:
+        """The metric's pyiqa id; subclasses override it with a plain class attribute."""
+
+    def _info(self) -> evaluate.MetricInfo:
+        from .cards import metric_description  # cards imports nothing from here
+
+        spec = get_metric(self.METRIC_NAME)
+        return evaluate.MetricInfo(
+            description=metric_description(spec.name),
+            citation=spec.citation,
+            inputs_description=_INPUTS_DESCRIPTION,
+            # decode=False: the fallback path hands us the stored bytes/path, which we read
+            # with load_rgb exactly like the direct path (no EXIF rotation, pyiqa's policy).
+            features=datasets.Features({"images": datasets.Image(decode=False)}),
+            homepage="https://github.com/chaofengc/IQA-PyTorch",
+            license="Apache-2.0 (module code); pyiqa: PolyForm Noncommercial 1.0.0; parameter files: their authors' licences",
+            codebase_urls=["https://github.com/chaofengc/IQA-PyTorch"],
+            reference_urls=["https://arxiv.org/abs/2604.03400"] + [hub_url(wf.filename, wf.repo_id) for wf in spec.files],
+        )
+
+    def _scorer(self, device: str | None, batch_size: int) -> MetricScorer:
+        cache = self.__dict__.setdefault("_scorers", {})
+        key = (str(device or default_device()), int(batch_size))
+        if key not in cache:
+            cache[key] = MetricScorer(self.METRIC_NAME, device=key[0], batch_size=key[1])
+        return cache[key]
+
+    def compute(self, *, images=None, device=None, batch_size=8, **kwargs):
+        """Score images with this metric.
+
+        With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
+        re-encoding). Without it, the images stored by `add`/`add_batch` are scored.
+        """
+        if kwargs:
+            raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; compute takes images, device, batch_size")
+        if images is not None and self.writer is None and self.num_process == 1:
+            return self._compute(images=_as_list(images), device=device, batch_size=batch_size)
+        if images is not None:
+            images = _as_list(images)
+        # images added before (add/add_batch), or a distributed run: evaluate's own path
+        return super().compute(images=images, device=device, batch_size=batch_size)
+
+    def _compute(self, images, device=None, batch_size=8):
+        images = [_from_arrow(x) for x in images]
+        if not images:
+            raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
+        scores = self._scorer(device, batch_size).score(images)
+        return {
+            "metric": self.METRIC_NAME,
+            "scores": scores,
+            "mean": float(np.mean(scores)),
+            "lower_better": get_metric(self.METRIC_NAME).lower_better,
+        }

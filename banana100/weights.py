@@ -1,0 +1,235 @@
+"""The weights store: where every metric's parameter files and checkpoints come from.
+
+A file named in the metric table (`registry.WeightFile`) is looked for, in this order:
+
+1. `$BANANA100_WEIGHTS/<file>` (one folder, or several joined with `os.pathsep`);
+2. pyiqa's cache, `torch.hub.get_dir()/pyiqa/<file>` (where pyiqa itself downloads to);
+3. the Hugging Face cache (`huggingface_hub.try_to_load_from_cache`);
+4. a download with `huggingface_hub.hf_hub_download`, unless `HF_HUB_OFFLINE=1` is set or the
+   caller passed `allow_download=False`.
+
+When the table knows a file's sha256 it is checked wherever the file was found. When nothing
+works, `WeightsNotFoundError` names the file, the metric, the Hub URL and where to put it.
+Nothing here touches the network at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .errors import WeightsNotFoundError
+from .registry import METRICS, PYIQA_WEIGHTS_REPO, WeightFile, get_metric
+
+ENV_VAR = "BANANA100_WEIGHTS"
+_TRUE = {"1", "on", "yes", "true"}
+
+
+class WeightsChecksumError(WeightsNotFoundError):
+    """A weights file was found but its sha256 is not the one in the metric table."""
+
+
+def hub_url(filename: str, repo_id: str = PYIQA_WEIGHTS_REPO) -> str:
+    """The Hub URL a file downloads from (the same URL pyiqa uses)."""
+    return f"https://huggingface.co/{repo_id}/resolve/main/{filename}"
+
+
+def weights_dirs() -> list[Path]:
+    """The folders named by $BANANA100_WEIGHTS (empty when unset)."""
+    value = os.environ.get(ENV_VAR, "")
+    return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+
+
+def pyiqa_cache_dir() -> Path:
+    """pyiqa's download folder, `torch.hub.get_dir()/pyiqa` (follows $TORCH_HOME)."""
+    import torch.hub  # imported here: the store itself does not need torch
+
+    return Path(torch.hub.get_dir()) / "pyiqa"
+
+
+def offline() -> bool:
+    """True when HF_HUB_OFFLINE asks for no network (read now, not at import time)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except Exception:  # noqa: BLE001  # pragma: no cover - huggingface_hub is a dependency
+        return False
+
+
+def _known(filename: str, repo_id: str | None) -> tuple[str | None, list[str]]:
+    """(sha256 from the table or None, display names of the metrics that use the file)."""
+    sha, users = None, []
+    for spec in METRICS.values():
+        for wf in spec.files:
+            if wf.filename == filename and (repo_id is None or wf.repo_id == repo_id):
+                sha = sha or wf.sha256
+                users.append(spec.display_name)
+    return sha, users
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """sha256 of a file, cached on (path, size, mtime) so large checkpoints hash once."""
+    st = os.stat(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
+def _verify(path: Path, filename: str, sha256: str | None, where: str, repo_id: str = PYIQA_WEIGHTS_REPO) -> Path:
+    if sha256 is None:
+        return path
+    actual = sha256_of(path)
+    if actual != sha256.lower():
+        raise WeightsChecksumError(
+            f"{filename}: the file at {path} (from {where}) has sha256 {actual}, but the metric "
+            f"table expects {sha256}. It is corrupt, truncated or a different release: delete it "
+            f"and put the right file there (download: {hub_url(filename, repo_id)})."
+        )
+    return path
+
+
+def _hf_cached(filename: str, repo_id: str) -> Path | None:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(repo_id=repo_id, filename=filename)
+    except Exception:  # noqa: BLE001 - a malformed repo id or cache: treat as a miss
+        return None
+    return Path(hit) if isinstance(hit, str) and os.path.isfile(hit) else None
+
+
+def _hub_unreachable(timeout: float = 3.0) -> str:
+    """Why the Hub cannot be reached, or "" when its host accepts a TCP connection.
+
+    huggingface_hub retries a failed request five times with back-off (about 30 s) and logs
+    each retry; one quick probe first keeps an offline machine from waiting on that. Behind a
+    proxy the probe says nothing, so it is skipped.
+    """
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return ""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        return f"download skipped: cannot reach {host}:{port} ({e.strerror or type(e).__name__})"
+    return ""
+
+
+def _download(filename: str, repo_id: str) -> tuple[Path | None, str]:
+    """(path, "") on success, (None, reason) on failure; never raises, never prints a trace."""
+    try:
+        reason = _hub_unreachable()
+        if reason:
+            return None, reason
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(repo_id=repo_id, filename=filename, etag_timeout=10)), ""
+    except Exception as e:  # noqa: BLE001 - offline, DNS, 404, gated repo...: report, don't trace
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return None, f"download failed ({type(e).__name__}: {first_line[:200]})"
+
+
+def resolve(
+    filename: str,
+    repo_id: str = PYIQA_WEIGHTS_REPO,
+    allow_download: bool | None = None,
+    *,
+    sha256: str | None = None,
+    metric: str | None = None,
+) -> Path:
+    """Return a local path to `filename`, downloading it only when allowed.
+
+    No download happens when HF_HUB_OFFLINE=1 or `allow_download=False` (`None`, the
+    default, and `True` both mean "download when online"). `sha256` defaults to the
+    table's value for the file; `metric` only improves the error message.
+    """
+    table_sha, users = _known(filename, repo_id)
+    sha256 = sha256 or table_sha
+    if metric is not None:
+        users = [get_metric(metric).display_name]
+    looked: list[str] = []
+
+    dirs = weights_dirs()
+    for d in dirs:
+        p = d / filename
+        if p.is_file():
+            return _verify(p, filename, sha256, f"${ENV_VAR}", repo_id)
+    looked.append(f"${ENV_VAR} ({os.pathsep.join(map(str, dirs))})" if dirs else f"${ENV_VAR} (not set)")
+
+    pdir = pyiqa_cache_dir()
+    p = pdir / filename
+    if p.is_file():
+        return _verify(p, filename, sha256, "pyiqa's cache", repo_id)
+    looked.append(f"pyiqa's cache ({pdir})")
+
+    p = _hf_cached(filename, repo_id)
+    if p is not None:
+        return _verify(p, filename, sha256, "the Hugging Face cache", repo_id)
+    looked.append(f"the Hugging Face cache (repo {repo_id})")
+
+    if allow_download is False:
+        why_not = "download not allowed (allow_download=False)"
+    elif offline():  # HF_HUB_OFFLINE=1 wins even over allow_download=True
+        why_not = "download skipped: HF_HUB_OFFLINE=1"
+    else:
+        p, why_not = _download(filename, repo_id)
+        if p is not None:
+            return _verify(p, filename, sha256, "a fresh download", repo_id)
+
+    who = " and ".join(users) if users else "a metric"
+    target = f"${ENV_VAR}/{filename}"
+    if dirs:
+        target += f" (here: {dirs[0] / filename})"
+    raise WeightsNotFoundError(
+        f"{filename} (needed by {who}) was not found. Looked in: {'; '.join(looked)}; "
+        f"{why_not}. Download it from {hub_url(filename, repo_id)} and put it at {target} "
+        f"(set {ENV_VAR} to a folder), or at {pdir / filename} (pyiqa's cache)."
+    )
+
+
+def _resolve_file(wf: WeightFile, metric: str, allow_download: bool | None) -> Path:
+    return resolve(wf.filename, wf.repo_id, allow_download, sha256=wf.sha256, metric=metric)
+
+
+def files_for(metric: str, allow_download: bool | None = None) -> list[Path]:
+    """Local paths of every file `metric` needs, in table order (downloads unless offline)."""
+    spec = get_metric(metric)
+    return [_resolve_file(wf, metric, allow_download) for wf in spec.files]
+
+
+def is_available(metric: str, allow_download: bool = False) -> bool:
+    """True when every file of `metric` is present (and, with allow_download, fetchable)."""
+    try:
+        files_for(metric, allow_download=allow_download)
+    except WeightsNotFoundError:
+        return False
+    return True
+
+
+def missing(metric: str) -> list[str]:
+    """File names of `metric` that are not available locally (no download is tried)."""
+    out = []
+    for wf in get_metric(metric).files:
+        try:
+            _resolve_file(wf, metric, allow_download=False)
+        except WeightsNotFoundError:
+            out.append(wf.filename)
+    return out

@@ -1,0 +1,90 @@
+"""Metric cards: generated from the metric table, committed, and in agreement with it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from banana100.cards import format_range, main, render_metric_card, write_metric_cards
+from banana100.registry import get_metric
+from banana100.weights import hub_url
+
+REPO = Path(__file__).resolve().parents[1]
+METRICS_DIR = REPO / "metrics"
+CARDS = ("piqe", "niqe", "brisque", "ilniqe")
+
+
+def header(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+@pytest.mark.parametrize("name", CARDS)
+def test_committed_card_is_the_generated_one(name):
+    committed = (METRICS_DIR / name / "README.md").read_text(encoding="utf-8")
+    assert committed == render_metric_card(name), (
+        f"metrics/{name}/README.md is out of date with the metric table: run `python -m banana100.cards`"
+    )
+
+
+@pytest.mark.parametrize("name", CARDS)
+def test_yaml_header(name):
+    meta = header(render_metric_card(name))
+    spec = get_metric(name)
+    assert meta["title"] == spec.display_name
+    assert meta["emoji"]
+    assert {"evaluate", "metric"} <= set(meta["tags"])
+    assert spec.direction in meta["description"]
+
+
+@pytest.mark.parametrize("name", CARDS)
+def test_card_agrees_with_the_table(name):
+    spec = get_metric(name)
+    card = render_metric_card(name)
+    assert f"**Direction:** {spec.direction}." in card
+    other = "higher is better" if spec.lower_better else "lower is better"
+    assert other not in card
+    assert f"**Nominal range:** {format_range(spec)}." in card
+    assert f"**lower_better** (`bool`): `{spec.lower_better}`" in card
+    assert f"**Minimum size:** {spec.min_size}x{spec.min_size} pixels" in card
+    for wf in spec.files:
+        assert f"`{wf.filename}`" in card
+        assert wf.sha256 in card
+        assert hub_url(wf.filename, wf.repo_id) in card
+        assert wf.licence in card
+    assert "BANANA100_WEIGHTS" in card if spec.files else "needs no parameter file" in card
+    assert spec.citation in card and spec.paper in card
+    assert "PolyForm Noncommercial 1.0.0" in card and "Apache-2.0" in card
+    assert f'evaluate.load("metrics/{name}")' in card
+
+
+def test_licences_per_metric():
+    assert "LIVE" in render_metric_card("niqe") and "LIVE" in render_metric_card("brisque")
+    assert "Apache-2.0 (IceClear/IL-NIQE)" in render_metric_card("ilniqe")
+    assert "acknowledge LIVE" not in render_metric_card("piqe")
+
+
+def test_ranges_are_formatted_from_the_table():
+    assert format_range(get_metric("piqe")) == "0 to 100"
+    assert format_range(get_metric("niqe")) == "0 and up (no fixed upper bound)"
+
+
+def test_write_and_check(tmp_path, capsys):
+    shutil.copytree(METRICS_DIR, tmp_path / "metrics", ignore=shutil.ignore_patterns("__pycache__"))
+    written = write_metric_cards(tmp_path / "metrics")
+    names = {p.parent.name for p in written}
+    assert set(CARDS) <= names  # a card for every module folder present
+    assert main(["--metrics-dir", str(tmp_path / "metrics"), "--check"]) == 0
+    stale = tmp_path / "metrics" / "niqe" / "README.md"
+    stale.write_text(stale.read_text().replace("lower is better", "higher is better"))
+    assert main(["--metrics-dir", str(tmp_path / "metrics"), "--check"]) == 1
+    assert "niqe/README.md" in capsys.readouterr().out
+    assert main(["--metrics-dir", str(tmp_path / "metrics")]) == 0
+    assert stale.read_text() == render_metric_card("niqe")
+
+
+def test_repository_cards_are_current():
+    assert main(["--metrics-dir", str(METRICS_DIR), "--check"]) == 0

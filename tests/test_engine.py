@@ -1,0 +1,321 @@
+"""The scoring engine: equal to pyiqa, batching, input kinds, minimum sizes.
+
+Uses the real parameter files in ../shared/iqa-params (never copied into the repository).
+IL-NIQE takes ~20 s an image on two CPU cores, so only its cheap checks run by default.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from banana100.engine import MetricScorer, check_size, to_tensor
+from banana100.errors import ImageReadError, ImageTooSmallError, WeightsNotFoundError
+from banana100.registry import get_metric
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+PARAMS = SHARED / "iqa-params"
+REF = SHARED / "reference-images"
+CLASSICAL = ("piqe", "niqe", "brisque", "ilniqe")
+FAST = ("piqe", "niqe", "brisque")
+
+pytestmark = pytest.mark.skipif(not PARAMS.is_dir() or not REF.is_dir(), reason=f"needs {SHARED}")
+
+
+@pytest.fixture(autouse=True)
+def _weights(weights_from_shared):
+    """Parameter files from ../shared/iqa-params (offline and private caches: conftest)."""
+
+
+_SCORERS: dict[tuple[str, int], MetricScorer] = {}
+
+
+def scorer(name: str, batch_size: int = 8) -> MetricScorer:
+    """One CPU scorer per (metric, batch size) for the whole module (building one is cheap, but why)."""
+    key = (name, batch_size)
+    if key not in _SCORERS:
+        _SCORERS[key] = MetricScorer(name, device="cpu", batch_size=batch_size)
+    return _SCORERS[key]
+
+
+def rgb(path: Path) -> np.ndarray:
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+@pytest.fixture(scope="module")
+def same_size_images() -> list[np.ndarray]:
+    """Seven different 384x512 images (three TID2013/LIVE images, four peppers cropped)."""
+    imgs = [rgb(REF / "tid2013" / "I03.bmp"), rgb(REF / "tid2013" / "I04.bmp"), rgb(REF / "piq" / "I01.BMP")]
+    imgs += [rgb(REF / "ilniqe" / f"pepper_{i}.png")[:384, :512] for i in (0, 1, 2, 4)]
+    assert {a.shape for a in imgs} == {(384, 512, 3)}
+    return imgs
+
+
+@pytest.fixture(scope="module")
+def mixed_images(same_size_images) -> list[np.ndarray]:
+    """Same-size images interleaved with two other sizes, so groups and order both matter."""
+    a, b, c, d, e, f, g = same_size_images
+    return [a, b[:200, :300], c, d[:200, :300].copy(), e, f[100:300, 50:350], g, a[:130, :250]]
+
+
+# -- equal to pyiqa ----------------------------------------------------------------------
+
+
+def test_to_tensor_is_bitwise_pyiqa_file_path(same_size_images):
+    import torchvision.transforms.functional as TF
+
+    for a in same_size_images[:3]:
+        assert torch.equal(to_tensor(a), TF.to_tensor(Image.fromarray(a)))
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_scores_equal_pyiqa_on_files(name):
+    import pyiqa
+
+    files = [REF / "tid2013" / "I03.bmp", REF / "tid2013" / "I04.bmp"]
+    spec = get_metric(name)
+    kwargs = {spec.path_kwarg: str(PARAMS / spec.files[0].filename)} if spec.files else {}
+    ref = pyiqa.create_metric(name, device="cpu", **kwargs)
+    expected = [float(ref(str(p))) for p in files]
+    assert scorer(name).score(files) == expected
+
+
+def test_pyiqa_never_downloads(monkeypatch):
+    """The engine hands pyiqa the local file, so pyiqa's own downloader is never called."""
+    from pyiqa.archs import brisque_arch, niqe_arch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"pyiqa tried to download {args}")
+
+    monkeypatch.setattr(niqe_arch, "load_file_from_url", refuse)
+    monkeypatch.setattr(brisque_arch, "load_file_from_url", refuse)
+    for name in ("niqe", "ilniqe", "brisque"):
+        MetricScorer(name, device="cpu")
+
+
+def test_missing_weights_raise_before_pyiqa(monkeypatch):
+    monkeypatch.delenv("BANANA100_WEIGHTS")
+    with pytest.raises(WeightsNotFoundError, match="niqe_modelparameters.mat"):
+        MetricScorer("niqe", device="cpu")
+
+
+def test_returns_python_floats_in_order(mixed_images):
+    s = scorer("niqe").score(mixed_images[:3])
+    assert all(type(v) is float for v in s)
+    assert s == [scorer("niqe", 1).score([a])[0] for a in mixed_images[:3]]
+
+
+# -- batching -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["piqe", "niqe"])
+def test_batched_equals_one_at_a_time(name, mixed_images):
+    one = scorer(name, batch_size=1).score(mixed_images)
+    for bs in (3, 8):
+        assert scorer(name, batch_size=bs).score(mixed_images) == one  # exactly, in input order
+
+
+def test_batches_group_same_size_images(mixed_images):
+    chunks = scorer("piqe", batch_size=3)._chunks(mixed_images)
+    assert sorted(i for c in chunks for i in c) == list(range(len(mixed_images)))
+    for c in chunks:
+        assert len(c) <= 3 and len({mixed_images[i].shape for i in c}) == 1
+    assert max(len(c) for c in chunks) == 3
+
+
+@pytest.mark.parametrize("name", ["brisque", "ilniqe"])
+def test_unbatchable_metrics_score_one_at_a_time(name, mixed_images):
+    """BRISQUE's float32 SVR sum and IL-NIQE's float64 pipeline change with the batch size
+    (by up to ~0.01 and ~1e-7 respectively), so the table marks them not batchable."""
+    assert not get_metric(name).batchable
+    assert all(len(c) == 1 for c in scorer(name, batch_size=8)._chunks(mixed_images))
+
+
+def test_brisque_one_at_a_time_equals_pyiqa_per_image(mixed_images):
+    import pyiqa
+
+    ref = pyiqa.create_metric("brisque", device="cpu", pretrained_model_path=str(PARAMS / "brisque_svm_weights.pth"))
+    expected = [float(ref(torch.stack([to_tensor(a)]))) for a in mixed_images]
+    assert scorer("brisque", batch_size=8).score(mixed_images) == expected
+
+
+# -- minimum sizes ------------------------------------------------------------------------
+
+
+def crop(h: int, w: int) -> np.ndarray:
+    return np.ascontiguousarray(rgb(REF / "tid2013" / "I04.bmp")[50 : 50 + h, 100 : 100 + w])
+
+
+@pytest.mark.parametrize("name", CLASSICAL)
+def test_too_small_names_image_and_minimum(name):
+    m = get_metric(name).min_size
+    for h, w in ((m - 1, m + 20), (m + 20, m - 1)):
+        with pytest.raises(ImageTooSmallError) as exc:
+            scorer(name).score([crop(h, w)])
+        msg = str(exc.value)
+        assert f"{get_metric(name).display_name} needs at least {m}x{m} pixels" in msg
+        assert f"is {w}x{h}" in msg and f"({h}, {w}, 3)" in msg
+
+
+def test_too_small_message_for_a_file(tmp_path):
+    path = tmp_path / "small.png"
+    Image.fromarray(crop(80, 64)).save(path)
+    with pytest.raises(ImageTooSmallError, match=r"NIQE needs at least 96x96 pixels; .*small\.png is 64x80"):
+        scorer("niqe").score([path])
+
+
+def test_too_small_is_checked_before_any_scoring(monkeypatch):
+    s = scorer("piqe")
+    monkeypatch.setattr(s, "_forward", lambda x: pytest.fail("scored before checking sizes"))
+    with pytest.raises(ImageTooSmallError):
+        s.score([crop(100, 100), crop(4, 4)])
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_minimum_is_pyiqas_real_minimum(name):
+    """pyiqa scores an image of exactly min_size and fails one pixel below it."""
+    import pyiqa
+
+    spec = get_metric(name)
+    m = spec.min_size
+    kwargs = {spec.path_kwarg: str(PARAMS / spec.files[0].filename)} if spec.files else {}
+    raw = pyiqa.create_metric(name, device="cpu", **kwargs)
+    for h, w in ((m, m), (m, 300), (300, m)):
+        raw(torch.stack([to_tensor(crop(h, w))]))  # no exception
+    for h, w in ((m - 1, m - 1), (m - 1, 300), (300, m - 1)):
+        with pytest.raises((RuntimeError, IndexError)):  # unfold / interpolate / indexing errors
+            raw(torch.stack([to_tensor(crop(h, w))]))
+    assert math.isfinite(scorer(name).score([crop(max(m, 17), max(m, 17))])[0])
+
+
+def test_ilniqe_minimum_check_is_cheap():
+    spec = get_metric("ilniqe")
+    check_size(spec, crop(5, 5), "x")
+    with pytest.raises(ImageTooSmallError, match="IL-NIQE needs at least 5x5 pixels"):
+        check_size(spec, crop(4, 300), "x")
+
+
+@pytest.mark.slow
+def test_ilniqe_minimum_is_pyiqas_real_minimum():
+    """IL-NIQE resizes to 524x524: 2 px raise IndexError, 4 px fail in the SVD, 5 px score."""
+    import pyiqa
+
+    raw = pyiqa.create_metric("ilniqe", device="cpu", pretrained_model_path=str(PARAMS / "ILNIQE_templateModel.mat"))
+    assert math.isfinite(float(raw(torch.stack([to_tensor(crop(5, 5))]))))
+    for s in (2, 4):
+        with pytest.raises((RuntimeError, IndexError)):  # IndexError; torch linalg error
+            raw(torch.stack([to_tensor(crop(s, s))]))
+
+
+# -- input kinds --------------------------------------------------------------------------
+
+
+def test_paths_pil_bytes_and_arrays_score_equal(tmp_path):
+    a = crop(200, 260)
+    path = tmp_path / "img.png"
+    Image.fromarray(a).save(path)
+    inputs = [str(path), path, path.read_bytes(), Image.open(path), Image.fromarray(a), a]
+    for name in FAST:
+        s = scorer(name).score(inputs)
+        assert len(set(s)) == 1, (name, s)
+        assert s[:1] == scorer(name).score_arrays([a])
+
+
+def test_grayscale_is_replicated_like_pyiqa(tmp_path):
+    import pyiqa
+
+    gray = np.asarray(Image.fromarray(crop(200, 260)).convert("L"))
+    path = tmp_path / "gray.png"
+    Image.fromarray(gray).save(path)
+    three = np.repeat(gray[:, :, None], 3, axis=2)
+    ref = pyiqa.create_metric("niqe", device="cpu", pretrained_model_path=str(PARAMS / "niqe_modelparameters.mat"))
+    s = scorer("niqe").score([path, gray, gray[:, :, None], three])
+    assert len(set(s)) == 1
+    assert s[0] == float(ref(str(path)))
+
+
+def test_goldhill_gif_grayscale_file_equals_pyiqa():
+    import pyiqa
+
+    path = REF / "piq" / "goldhill.gif"
+    assert Image.open(path).mode in ("L", "P")
+    ref = pyiqa.create_metric("brisque", device="cpu", pretrained_model_path=str(PARAMS / "brisque_svm_weights.pth"))
+    assert scorer("brisque").score([path]) == [float(ref(str(path)))]
+
+
+def test_rgba_drops_alpha_like_pyiqa(tmp_path):
+    import pyiqa
+
+    a = crop(200, 260)
+    alpha = np.linspace(0, 255, a.shape[0] * a.shape[1]).reshape(a.shape[:2]).astype(np.uint8)
+    rgba = np.dstack([a, alpha])
+    path = tmp_path / "rgba.png"
+    Image.fromarray(rgba, "RGBA").save(path)
+    ref = pyiqa.create_metric("piqe", device="cpu")
+    s = scorer("piqe").score([path, rgba, Image.open(path), a])
+    assert len(set(s)) == 1  # alpha dropped, no compositing
+    assert s[0] == float(ref(str(path)))
+
+
+def test_16bit_png_uses_the_high_byte(tmp_path):
+    import cv2
+    import pyiqa
+
+    a8 = crop(200, 260)
+    a16 = (a8.astype(np.uint16) << 8) | 0x5A  # low byte is noise that must be ignored
+    rgb_path = tmp_path / "rgb16.png"
+    assert cv2.imwrite(str(rgb_path), a16[:, :, ::-1].copy())  # OpenCV writes BGR, 16 bits
+    gray16 = (np.asarray(Image.fromarray(a8).convert("L")).astype(np.uint16) << 8) | 0x33
+    gray_path = tmp_path / "gray16.png"
+    assert cv2.imwrite(str(gray_path), gray16)
+    assert Image.open(gray_path).mode.startswith("I")
+
+    s = scorer("niqe")
+    # 16-bit RGB: PIL (and so pyiqa) reads the high byte; we match pyiqa exactly.
+    ref = pyiqa.create_metric("niqe", device="cpu", pretrained_model_path=str(PARAMS / "niqe_modelparameters.mat"))
+    assert s.score([rgb_path]) == s.score([a8]) == s.score([a16]) == [float(ref(str(rgb_path)))]
+    # 16-bit grayscale: high byte too (plain pyiqa would clip it to white; see imageio).
+    g8 = (gray16 >> 8).astype(np.uint8)
+    assert s.score([gray_path]) == s.score([g8]) == s.score([gray16])
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(ImageReadError, match="no such file"):
+        scorer("piqe").score([tmp_path / "nope.png"])
+    with pytest.raises(ImageReadError, match="HxWx3 uint8"):
+        scorer("piqe").score_arrays([crop(50, 50).astype(np.float32)])
+    with pytest.raises(ImageReadError):
+        scorer("piqe").score([io.BytesIO(b"x")])
+
+
+def test_device_and_batch_size(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    s = MetricScorer("piqe")
+    assert s.device == torch.device("cpu") and s.batch_size == 8
+    with pytest.raises(ValueError):
+        MetricScorer("piqe", device="cpu", batch_size=0)
+    assert scorer("piqe").score([]) == []
+
+
+def test_files_without_a_path_argument_are_linked_into_pyiqas_cache(monkeypatch, tmp_path):
+    """For archs that only read pyiqa's cache (no path keyword), the engine links the file there."""
+    from pyiqa.utils import download_util
+
+    from banana100.engine import _stage_in_pyiqa_cache
+
+    cache = tmp_path / "pyiqa-cache"
+    monkeypatch.setattr(download_util, "DEFAULT_CACHE_DIR", str(cache))
+    src = PARAMS / "niqe_modelparameters.mat"
+    (cache).mkdir()
+    (cache / "ILNIQE_templateModel.mat").symlink_to(tmp_path / "gone")  # a dangling link is replaced
+    _stage_in_pyiqa_cache([src, PARAMS / "ILNIQE_templateModel.mat"])
+    _stage_in_pyiqa_cache([src])  # idempotent
+    assert (cache / src.name).resolve() == src.resolve()
+    assert (cache / "ILNIQE_templateModel.mat").resolve() == (PARAMS / "ILNIQE_templateModel.mat").resolve()
