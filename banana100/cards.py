@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from .registry import MetricSpec, get_metric
-from .weights import ENV_VAR, hub_url
+from .weights import ENV_VAR
 
 PYIQA_VERSION = "0.1.16"
 
@@ -50,6 +50,89 @@ _DESCRIPTIONS = {
         "scales (MSCN statistics, gradient magnitudes, log-Gabor responses and colour statistics "
         "in a log-opponent space), reduces it with PCA, and averages the per-patch distances to a "
         "multivariate Gaussian fitted on pristine images (the official IL-NIQE template model)."
+    ),
+    "nrqm": (
+        "NRQM (Ma et al.) was learned for super-resolved images: it computes local frequency "
+        "(DCT), global frequency (wavelet) and spatial (PCA) features of the image and maps them "
+        "to a 0-10 quality score with a cascade of regression forests trained on human ratings."
+    ),
+    "pi": (
+        "The Perceptual Index of the 2018 PIRM super-resolution challenge combines two "
+        "no-reference scores: PI = ((10 - NRQM) + NIQE) / 2, so lower means more natural-looking."
+    ),
+    "cnniqa": (
+        "CNNIQA is a shallow convolutional network (one convolution layer with max and min "
+        "pooling, two fully connected layers) that regresses quality from 32x32 normalised "
+        "patches; pyiqa's checkpoint was trained on KonIQ-10k."
+    ),
+    "dbcnn": (
+        "DBCNN (Deep Bilinear CNN) pools two streams bilinearly: a VGG-16 trained on ImageNet "
+        "(authentic, content-related features) and a small CNN (S-CNN) pre-trained to classify "
+        "synthetic distortions; a linear layer maps the pooled features to quality (KonIQ-10k)."
+    ),
+    "hyperiqa": (
+        "HyperIQA first recognises the image content with a ResNet-50, then a hyper network "
+        "turns those semantics into the weights of a small quality-prediction network, which "
+        "scores multi-scale content features (KonIQ-10k checkpoint)."
+    ),
+    "wadiqam_nr": (
+        "WaDIQaM-NR is a deep CNN (ten convolution layers) that predicts a quality and a weight "
+        "for each 32x32 patch and reports the weighted average (KonIQ-10k checkpoint)."
+    ),
+    "nima": (
+        "NIMA (Neural Image Assessment) predicts the distribution of human ratings (1-10) with "
+        "an Inception-ResNet-v2 trained on the AVA aesthetics dataset and reports its mean; it "
+        "scores aesthetics as much as technical quality."
+    ),
+    "paq2piq": (
+        "PaQ-2-PiQ is a ResNet-18 with region-of-interest pooling trained on the LIVE-FB "
+        "database of patch and picture ratings; it scores the whole picture from patch-level "
+        "quality."
+    ),
+    "musiq": (
+        "MUSIQ (Multi-Scale Image Quality Transformer) encodes the image at its native "
+        "resolution and aspect ratio plus two rescaled copies as 32x32 patches with hash-based "
+        "2-D spatial and scale embeddings, and regresses quality with a transformer (KonIQ-10k)."
+    ),
+    "maniqa": (
+        "MANIQA (Multi-dimension Attention Network) feeds ViT-B/8 features through transposed "
+        "attention blocks and scale Swin transformer blocks and predicts quality with a "
+        "patch-weighted dual-branch head (KonIQ-10k checkpoint)."
+    ),
+    "tres": (
+        "TReS combines ResNet-50 features (local) with a transformer encoder (non-local) and is "
+        "trained with a relative-ranking loss and a self-consistency loss between an image and "
+        "its horizontal flip (KonIQ-10k checkpoint)."
+    ),
+    "topiq_nr": (
+        "TOPIQ (top-down IQA) uses high-level semantic features of a ResNet-50 to guide "
+        "attention over lower-level, distortion-sensitive features (cross-scale attention), "
+        "then pools them into a quality score (no-reference variant, KonIQ-10k checkpoint)."
+    ),
+    "clipiqa": (
+        "CLIP-IQA scores an image by the softmax similarity of its CLIP (RN50) embedding to "
+        "antonym prompt pairs ('Good image' / 'bad image', 'Sharp image' / 'blurry image', ...) "
+        "averaged over the pairs; no IQA training (pyiqa's multi-prompt variant)."
+    ),
+    "liqe": (
+        "LIQE (Language-Image Quality Evaluator) fine-tunes CLIP ViT-B/32 on several IQA "
+        "datasets with a multitask vision-language objective (quality level, scene, distortion "
+        "type); the score is the expectation over five quality-level prompts (KonIQ-10k)."
+    ),
+    "qualiclip": (
+        "QualiCLIP is CLIP RN50 fine-tuned without human opinion scores: it learns to rank "
+        "increasingly degraded crops against antonym quality prompts; the score is the "
+        "prompt-similarity softmax, like CLIP-IQA."
+    ),
+    "arniqa": (
+        "ARNIQA learns an image-distortion manifold: a ResNet-50 trained contrastively so that "
+        "images with the same degradation lie close together; a linear regressor on the "
+        "features of the image and its half-size copy gives the score (KonIQ-10k regressor)."
+    ),
+    "qalign": (
+        "Q-Align (the OneAlign checkpoint) is a large multimodal model (mPLUG-Owl2, about 8B "
+        "parameters) taught to rate images with text levels (bad, poor, fair, good, excellent); "
+        "the score is the probability-weighted mean of those levels (1-5)."
     ),
 }
 
@@ -127,36 +210,86 @@ def _header(spec: MetricSpec) -> str:
     return f"---\n{body}---\n"
 
 
+def _size(wf) -> str:
+    if wf.size is None:
+        return "unknown"
+    gb = wf.size / 1e9
+    return f"about {gb:.1f} GB" if gb >= 1 else f"about {wf.size / 1e6:.0f} MB"
+
+
+def _where(wf) -> str:
+    return {
+        "pyiqa": "`$TORCH_HOME/hub/pyiqa/`",
+        "torch": "`$TORCH_HOME/hub/checkpoints/` (torchvision's cache)",
+        "clip": "`$TORCH_HOME/hub/clip/` (pyiqa's CLIP loader)",
+        "hf": f"the Hugging Face cache (repo `{wf.repo_id}`)",
+    }[wf.cache]
+
+
+def _checksum(wf) -> str:
+    if wf.sha256:
+        return f"`{wf.sha256}`"
+    if wf.sha256_prefix:
+        return f"starts `{wf.sha256_prefix}`"
+    return "not pinned"
+
+
+def _fetch_example(wf) -> str:
+    if wf.snapshot:
+        return f"huggingface-cli download {wf.repo_id} --local-dir ~/iqa-weights/{wf.filename}"
+    return f"curl -L -o ~/iqa-weights/{wf.filename} {wf.download_url}"
+
+
 def _files_section(spec: MetricSpec) -> str:
     if not spec.files:
         return f"{spec.display_name} needs no parameter file: it works offline as installed.\n"
     rows = "\n".join(
-        f"| `{wf.filename}` | {wf.licence} | `{wf.sha256 or 'not pinned'}` | {hub_url(wf.filename, wf.repo_id)} |"
+        f"| `{wf.filename}` | {wf.role} | {_size(wf)} | {wf.licence} | {_checksum(wf)} | {wf.download_url} | {_where(wf)} |"
         for wf in spec.files
     )
     names = ", ".join(f"`{wf.filename}`" for wf in spec.files)
+    fetch = "\n".join(_fetch_example(wf) for wf in spec.files)
     return f"""{spec.display_name} needs {names}:
 
-| file | licence | sha256 | download |
-| --- | --- | --- | --- |
+| file | role | size | licence | sha256 | download | its library's cache |
+| --- | --- | --- | --- | --- | --- | --- |
 {rows}
 
 The files are looked for, in this order:
 
 1. `${ENV_VAR}/<file>`: set `{ENV_VAR}` to a folder holding them (the way to work offline);
-2. pyiqa's cache, `$TORCH_HOME/hub/pyiqa/<file>` (`~/.cache/torch/hub/pyiqa/` by default);
+2. the cache of the library that reads the file (last column; `$TORCH_HOME` defaults to `~/.cache/torch`);
 3. the Hugging Face cache (`huggingface_hub`);
-4. a download from the Hub into the Hugging Face cache, unless `HF_HUB_OFFLINE=1`.
+4. a download into that cache, unless `HF_HUB_OFFLINE=1`.
 
-The sha256 is checked wherever the file is found. If no file is found, the module raises
-`WeightsNotFoundError`, naming the missing file, the URL above and where to put it:
+The sha256 (or its prefix) is checked wherever the file is found. If a file is missing, the
+module raises `WeightsNotFoundError`, naming the missing file, its URL and where to put it.
+Nothing is downloaded when the module is imported. On a machine with internet,
+`banana100 weights download {spec.name}` fetches everything; for an offline cluster:
 
 ```bash
 mkdir -p ~/iqa-weights
-curl -L -o ~/iqa-weights/{spec.files[0].filename} {hub_url(spec.files[0].filename, spec.files[0].repo_id)}
+{fetch}
 export {ENV_VAR}=~/iqa-weights
+banana100 weights check {spec.name}   # exit status 0 when every file is present and intact
 ```
 """
+
+
+def _gpu_memory(spec: MetricSpec) -> str:
+    one, two = spec.gpu_memory_gib
+    if one is None and two is None:
+        return ("not measured yet: run `bench/gpu_check.sh` on a GPU machine (it reports peak memory "
+                "for one 1024x1024 and one 2048x2048 image).")
+    fmt = lambda v: "not measured" if v is None else f"{v:.2f} GiB"  # noqa: E731
+    return f"{fmt(one)} at 1024x1024, {fmt(two)} at 2048x2048 (peak, one image, batch 1; bench/gpu_check.py)."
+
+
+def _precision(spec: MetricSpec) -> str:
+    if spec.half_tolerance is None:
+        return "float32 only (the module never uses half precision for this metric)."
+    return (f"float32 by default; `half=True` allowed on GPU, where scores stayed within "
+            f"{spec.half_tolerance:g} of float32 in bench/gpu_check.py.")
 
 
 def render_metric_card(name: str) -> str:
@@ -213,6 +346,13 @@ replicated to three channels, an alpha channel is dropped (not composited), 16-b
 their high byte, float arrays must lie in [0, 1]. Images are **not** resized by the module.
 {_INPUT_NOTES.get(n, "")}
 
+**Input size handling (pyiqa's own, kept as is):** {spec.resize}. Same-size images are
+batched together{"" if spec.batchable else " only when the metric allows it; " + d + " scores one image at a time (batched scores would differ or the arch takes one image)"}.
+
+**GPU memory:** {_gpu_memory(spec)}
+
+**Precision:** {_precision(spec)}
+
 **Minimum size:** {spec.min_size}x{spec.min_size} pixels. A smaller image raises
 `ImageTooSmallError` naming the image and this minimum.
 
@@ -225,7 +365,7 @@ their high byte, float arrays must lie in [0, 1]. Images are **not** resized by 
 
 #### Agreement with the original implementation
 
-{_AGREEMENT.get(n, "Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code.")}
+{_AGREEMENT.get(n, "Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code. Not re-checked here: the checkpoint cannot be downloaded on the machines this toolkit is built on (tests marked `needs_weights` compare with pyiqa wherever the files exist).")}
 
 ### Parameter files
 
@@ -257,6 +397,7 @@ up when an image editor copies an image again and again.
 ## Further References
 
 - pyiqa (IQA-PyTorch): https://github.com/chaofengc/IQA-PyTorch
+{("- Original code: " + spec.original_code) if spec.original_code else ""}
 - Banana100: https://arxiv.org/abs/2604.03400
 """
 

@@ -15,8 +15,10 @@ the metric is `batchable` (its batched scores equal its one-at-a-time scores).
 from __future__ import annotations
 
 import os
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ import torch
 from . import weights
 from .errors import ImageReadError, ImageTooSmallError
 from .imageio import ImageLike, describe, load_rgb
-from .registry import MetricSpec, get_metric
+from .registry import MetricSpec, WeightFile, get_metric
 
 
 def default_device() -> str:
@@ -50,6 +52,25 @@ def check_size(spec: MetricSpec, rgb: np.ndarray, name: str) -> None:
         )
 
 
+def _link_into(folder: Path, paths: Sequence[Path]) -> None:
+    """Link (or copy) files into `folder` unless a file of that name is already there."""
+    if not paths:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in paths:
+        target = folder / p.name
+        if target.exists():
+            continue
+        if target.is_symlink():  # a dangling link from an earlier run
+            target.unlink()
+        try:
+            os.symlink(Path(p).resolve(), target)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(p, target)
+
+
 def _stage_in_pyiqa_cache(paths: Sequence[Path]) -> None:
     """Link files into pyiqa's download folder, for archs that only look there.
 
@@ -60,20 +81,64 @@ def _stage_in_pyiqa_cache(paths: Sequence[Path]) -> None:
         return
     from pyiqa.utils.download_util import DEFAULT_CACHE_DIR
 
-    cache = Path(DEFAULT_CACHE_DIR)
-    cache.mkdir(parents=True, exist_ok=True)
-    for p in paths:
-        target = cache / p.name
-        if target.exists():
-            continue
-        if target.is_symlink():  # a dangling link from an earlier run
-            target.unlink()
-        try:
-            os.symlink(p.resolve(), target)
-        except OSError:
-            import shutil
+    _link_into(Path(DEFAULT_CACHE_DIR), paths)
 
-            shutil.copyfile(p, target)
+
+@contextmanager
+def files_in_place(pairs: Sequence[tuple[WeightFile, Path]]):
+    """Put each (table file, local path) where the library that reads it will look, for a build.
+
+    pyiqa, torchvision and CLIP files are linked into their caches under `torch.hub.get_dir()`
+    (the places those libraries download to), renamed to the name they expect. timm backbones
+    and the Q-Align snapshot are handed over by patching, only while the block runs:
+    `timm.create_model(..., pretrained=True)` gets `pretrained_cfg_overlay={"file": path}`, and
+    Q-Align's `from_pretrained("q-future/one-align")` gets the local folder. Not thread-safe:
+    build scorers from one thread.
+    """
+    from contextlib import ExitStack
+    from unittest import mock
+
+    by_cache: dict[str, list[Path]] = defaultdict(list)
+    timm_files: dict[str, Path] = {}
+    snapshots: dict[str, Path] = {}
+    for wf, path in pairs:
+        if wf.snapshot:
+            snapshots[wf.repo_id] = path
+        elif wf.timm_name:
+            timm_files[wf.timm_name] = path
+        else:
+            by_cache[wf.cache].append(path)
+    if by_cache.get("pyiqa"):
+        _stage_in_pyiqa_cache(by_cache["pyiqa"])
+    for cache in ("torch", "clip"):
+        if by_cache.get(cache):
+            _link_into(weights.cache_dir(WeightFile("x", cache=cache)), by_cache[cache])
+    with ExitStack() as stack:
+        if timm_files:
+            import timm
+
+            original = timm.create_model
+
+            def create_model(model_name, pretrained=False, **kwargs):
+                if pretrained and model_name in timm_files:
+                    overlay = dict(kwargs.pop("pretrained_cfg_overlay", None) or {})
+                    overlay["file"] = str(timm_files[model_name])
+                    kwargs["pretrained_cfg_overlay"] = overlay
+                return original(model_name, pretrained=pretrained, **kwargs)
+
+            stack.enter_context(mock.patch.object(timm, "create_model", create_model))
+        if snapshots:
+            from pyiqa.archs import qalign_arch
+
+            for cls_name in ("MPLUGOwl2LlamaForCausalLM", "CLIPImageProcessor"):
+                cls = getattr(qalign_arch, cls_name)
+                orig = cls.from_pretrained
+
+                def from_pretrained(name, *args, _orig=orig, **kwargs):
+                    return _orig(str(snapshots.get(str(name), name)), *args, **kwargs)
+
+                stack.enter_context(mock.patch.object(cls, "from_pretrained", from_pretrained))
+        yield
 
 
 class MetricScorer:
@@ -91,18 +156,30 @@ class MetricScorer:
     def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8):
         import pyiqa  # heavy import, only when a scorer is built
 
+        self._setup(metric, device, batch_size)
+        pairs = weights.resolved_files(self.spec.name)
+        kwargs = dict(self.spec.pyiqa_kwargs)
+        if pairs and self.spec.path_kwarg:
+            kwargs[self.spec.path_kwarg] = str(pairs[0][1])
+            pairs = pairs[1:]
+        with files_in_place(pairs):
+            self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
+
+    def _setup(self, metric: str, device, batch_size: int) -> None:
         self.spec = get_metric(metric)
         self.device = torch.device(device if device is not None else default_device())
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
-        files = weights.files_for(self.spec.name)
-        kwargs = dict(self.spec.pyiqa_kwargs)
-        if files and self.spec.path_kwarg:
-            kwargs[self.spec.path_kwarg] = str(files[0])
-            files = files[1:]
-        _stage_in_pyiqa_cache(files)
-        self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
+        self.decode_workers = min(4, os.cpu_count() or 1)  # threads decoding images in score()
+
+    @classmethod
+    def from_model(cls, metric: str, model: torch.nn.Module, device=None, batch_size: int = 8) -> "MetricScorer":
+        """A scorer around an already built pyiqa model (tests build archs with random weights)."""
+        self = cls.__new__(cls)
+        self._setup(metric, device, batch_size)
+        self.model = model.to(self.device)
+        return self
 
     def __repr__(self) -> str:
         return f"MetricScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size})"
@@ -116,11 +193,16 @@ class MetricScorer:
 
         Every image is read and size-checked before any scoring starts.
         """
-        rgbs = []
-        for img in images:
-            rgb = load_rgb(img)
+        images = list(images)
+        if len(images) > 1 and self.decode_workers > 1:  # PIL decodes with the GIL released
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(self.decode_workers, len(images))) as pool:
+                rgbs = list(pool.map(load_rgb, images))
+        else:
+            rgbs = [load_rgb(img) for img in images]
+        for img, rgb in zip(images, rgbs):
             check_size(self.spec, rgb, describe(img))
-            rgbs.append(rgb)
         return self._score(rgbs)
 
     def score_arrays(self, arrays: Sequence[np.ndarray]) -> list[float]:
@@ -153,7 +235,35 @@ class MetricScorer:
     def _score(self, rgbs: Sequence[np.ndarray]) -> list[float]:
         scores: list[float | None] = [None] * len(rgbs)
         for idx in self._chunks(rgbs):
-            x = torch.stack([to_tensor(rgbs[i]) for i in idx])
-            for i, s in zip(idx, self._forward(x)):
+            for i, s in zip(idx, self._forward_backing_off(rgbs, idx)):
                 scores[i] = s
         return scores  # type: ignore[return-value]
+
+    def _forward_backing_off(self, rgbs: Sequence[np.ndarray], idx: list[int]) -> list[float]:
+        """Score one same-size group; on out-of-memory, halve the batch (and keep it halved).
+
+        A single image that still does not fit raises the out-of-memory error.
+        """
+        x = None
+        try:
+            x = torch.stack([to_tensor(rgbs[i]) for i in idx])
+            return self._forward(x)
+        except Exception as e:  # noqa: BLE001 - only out-of-memory is handled here
+            if not _is_oom(e) or len(idx) == 1:
+                raise
+        del x
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        half = max(1, len(idx) // 2)
+        if half < self.batch_size:
+            warnings.warn(f"{self.spec.name}: out of memory with {len(idx)} images a batch; "
+                          f"batch_size lowered to {half}", RuntimeWarning, stacklevel=3)
+            self.batch_size = half
+        return self._forward_backing_off(rgbs, idx[:half]) + self._forward_backing_off(rgbs, idx[half:])
+
+
+def _is_oom(e: BaseException) -> bool:
+    """True for CUDA (or other accelerator / host) out-of-memory errors."""
+    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()

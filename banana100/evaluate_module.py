@@ -30,7 +30,6 @@ from PIL import Image
 from . import about
 from .engine import MetricScorer, default_device
 from .registry import get_metric
-from .weights import hub_url
 
 _INPUTS_DESCRIPTION = """
 Args:
@@ -84,7 +83,7 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
             homepage="https://github.com/chaofengc/IQA-PyTorch",
             license="Apache-2.0 (module code); pyiqa: PolyForm Noncommercial 1.0.0; parameter files: their authors' licences",
             codebase_urls=["https://github.com/chaofengc/IQA-PyTorch"],
-            reference_urls=[about.PAPER_URL] + [hub_url(wf.filename, wf.repo_id) for wf in spec.files],
+            reference_urls=[about.PAPER_URL] + [wf.download_url for wf in spec.files],
         )
 
     def _scorer(self, device: str | None, batch_size: int) -> MetricScorer:

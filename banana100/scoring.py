@@ -102,12 +102,13 @@ def _done_keys(table: pa.Table) -> set[tuple[str, int, str]]:
     return set(zip(cols["chain_id"], cols["step"], cols["metric"]))
 
 
-def _write_part(parts: Path, rows: list[dict]) -> None:
+def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
+    """Write one part file; each process of a distributed run has its own `prefix` (no clashes)."""
     parts.mkdir(parents=True, exist_ok=True)
-    index = len(list(parts.glob("part-*.parquet")))
+    index = len(list(parts.glob(f"{prefix}*.parquet")))
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), sink)
-    write_file_atomic(parts / f"part-{index:06d}.parquet", sink.getvalue().to_pybytes())
+    write_file_atomic(parts / f"{prefix}{index:06d}.parquet", sink.getvalue().to_pybytes())
 
 
 def _merge(out: Path) -> None:
@@ -118,18 +119,22 @@ def _merge(out: Path) -> None:
     shutil.rmtree(_parts_dir(out), ignore_errors=True)
 
 
-def _score_chunk(chunk: list[tuple[ImageItem, list[str]]], scorers: dict) -> list[dict]:
+def _score_chunk(chunk: list[tuple[ImageItem, list[str]]], scorers: dict, decode_pool=None) -> list[dict]:
     """Decode each image once, then score it with every metric it still needs."""
     rows = []
-    arrays: list[np.ndarray | None] = []
-    decode_errors: list[str | None] = []
-    for item, _ in chunk:
+
+    def decode(item: ImageItem) -> tuple[np.ndarray | None, str | None]:
         try:
-            arrays.append(load_rgb(item.read()))
-            decode_errors.append(None)
+            return load_rgb(item.read()), None
         except (Banana100Error, OSError) as e:
-            arrays.append(None)
-            decode_errors.append(f"{item.name}: {e}")
+            return None, f"{item.name}: {e}"
+
+    if decode_pool is not None:  # PIL decoding releases the GIL: threads decode in parallel
+        decoded = list(decode_pool.map(decode, [item for item, _ in chunk]))
+    else:
+        decoded = [decode(item) for item, _ in chunk]
+    arrays = [a for a, _ in decoded]
+    decode_errors = [e for _, e in decoded]
 
     for metric, scorer in scorers.items():
         spec = scorer.spec
@@ -147,12 +152,13 @@ def _score_chunk(chunk: list[tuple[ImageItem, list[str]]], scorers: dict) -> lis
         scores: dict[int, float] = {}
         try:
             scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok])))
-        except Banana100Error:
-            for i in ok:  # isolate the image that failed
+        except Exception:  # noqa: BLE001 - isolate the image that failed; the others go on
+            for i in ok:
                 try:
                     scores[i] = scorer.score_arrays([arrays[i]])[0]
-                except Banana100Error as e:
-                    errors[i] = f"{chunk[i][0].name}: {e}"
+                except Exception as e:  # noqa: BLE001 - reported in the `error` column
+                    why = str(e) if isinstance(e, Banana100Error) else f"{type(e).__name__}: {e}"
+                    errors[i] = f"{chunk[i][0].name}: {why}"
         for i in todo:
             record = chunk[i][0].record
             rows.append({
@@ -174,6 +180,38 @@ def build_scorers(metrics: list[str], device: str | None = None, batch_size: int
     return {m: MetricScorer(m, device=device, batch_size=batch_size) for m in metrics}
 
 
+class _Processes:
+    """This process's place in a distributed run (`accelerate launch` or `torchrun`), or a lone one.
+
+    accelerate's PartialState reads the launcher's environment (RANK, WORLD_SIZE, ...); it
+    gives the rank, the process count and a barrier. With one process nothing is imported.
+    """
+
+    def __init__(self, device: str | None):
+        self.rank, self.world, self.local_rank, self._state = 0, 1, 0, None
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            from accelerate import PartialState
+
+            import torch
+
+            cpu = device == "cpu" or (device is None and not torch.cuda.is_available())
+            self._state = PartialState(cpu=cpu)
+            self.rank, self.world = self._state.process_index, self._state.num_processes
+            self.local_rank = self._state.local_process_index
+
+    def device(self, device: str | None) -> str | None:
+        """One GPU per process: 'cuda' (or the default) becomes 'cuda:<local rank>'."""
+        import torch
+
+        if self.world > 1 and device in (None, "cuda") and torch.cuda.is_available():
+            return f"cuda:{self.local_rank}"
+        return device
+
+    def barrier(self) -> None:
+        if self._state is not None:
+            self._state.wait_for_everyone()
+
+
 def score_to_parquet(
     source: str | os.PathLike,
     metrics: list[str],
@@ -182,32 +220,52 @@ def score_to_parquet(
     batch_size: int = 8,
     chunk_size: int = 32,
     progress: bool = True,
+    decode_workers: int | None = None,
 ) -> Path:
-    """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped."""
+    """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
+
+    Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
+    each process takes every n-th image, writes its own part files, and process 0 merges all
+    of them into `out` once every process is done. `decode_workers` threads decode images
+    (default: up to 4).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     out = Path(out)
     if out.suffix != ".parquet":
         raise Banana100Error(f"{out}: the scores file must end in .parquet")
     out.parent.mkdir(parents=True, exist_ok=True)
+    procs = _Processes(device)
     total, items = iter_items(Path(source))
-    scorers = build_scorers(metrics, device=device, batch_size=batch_size)
+    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size)
     done = _done_keys(read_scores(out))
     parts = _parts_dir(out)
+    prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
+    procs.barrier()  # every process has read what is done before anyone writes
+    if procs.world > 1:
+        print(f"banana100 score: process {procs.rank}/{procs.world} scores every {procs.world}th image "
+              f"from #{procs.rank}", file=sys.stderr, flush=True)
 
     n_errors = 0
     chunk: list[tuple[ImageItem, list[str]]] = []
-    bar = tqdm(total=total, unit="img", desc="scoring", disable=not progress, file=sys.stderr)
+    share = total // procs.world + (procs.rank < total % procs.world)
+    bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
+    workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
 
     def flush():
         nonlocal n_errors
         if chunk:
-            rows = _score_chunk(chunk, scorers)
+            rows = _score_chunk(chunk, scorers, pool)
             n_errors += sum(r["error"] is not None for r in rows)
-            _write_part(parts, rows)
+            _write_part(parts, rows, prefix)
             bar.update(len(chunk))
             chunk.clear()
 
     try:
-        for item in items:
+        for index, item in enumerate(items):
+            if index % procs.world != procs.rank:
+                continue
             needed = [m for m in metrics if (item.record["chain_id"], item.record["step"], m) not in done]
             if not needed:
                 bar.update(1)
@@ -218,7 +276,12 @@ def score_to_parquet(
         flush()
     finally:
         bar.close()
-    _merge(out)
+        if pool is not None:
+            pool.shutdown()
+    procs.barrier()
+    if procs.rank == 0:
+        _merge(out)
+    procs.barrier()
     if n_errors:
         warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",
                       stacklevel=2)

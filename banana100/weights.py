@@ -3,14 +3,16 @@
 A file named in the metric table (`registry.WeightFile`) is looked for, in this order:
 
 1. `$BANANA100_WEIGHTS/<file>` (one folder, or several joined with `os.pathsep`);
-2. pyiqa's cache, `torch.hub.get_dir()/pyiqa/<file>` (where pyiqa itself downloads to);
-3. the Hugging Face cache (`huggingface_hub.try_to_load_from_cache`);
-4. a download with `huggingface_hub.hf_hub_download`, unless `HF_HUB_OFFLINE=1` is set or the
-   caller passed `allow_download=False`.
+2. the cache of the library that reads it: pyiqa's `torch.hub.get_dir()/pyiqa/<file>`,
+   torchvision's `torch.hub.get_dir()/checkpoints/<file>`, CLIP's `torch.hub.get_dir()/clip/<file>`;
+3. the Hugging Face cache (`huggingface_hub.try_to_load_from_cache`; timm backbones live there);
+4. a download (Hub files with `huggingface_hub`, torchvision and CLIP files from their URL into
+   their cache), unless `HF_HUB_OFFLINE=1` is set or the caller passed `allow_download=False`.
 
-When the table knows a file's sha256 it is checked wherever the file was found. When nothing
-works, `WeightsNotFoundError` names the file, the metric, the Hub URL and where to put it.
-Nothing here touches the network at import time.
+When the table knows a file's sha256 (or, for torchvision, the sha256 prefix in its name) it is
+checked wherever the file was found. When nothing works, `WeightsNotFoundError` names the file,
+the metric, the download URL and where to put it. Nothing here touches the network at import
+time; `banana100 weights list | download | check` is the command-line face of this module.
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ def offline() -> bool:
         return False
 
 
+def _table_file(filename: str, repo_id: str | None = None) -> WeightFile | None:
+    """The table's entry for `filename` (the first one, when several metrics share it)."""
+    for spec in METRICS.values():
+        for wf in spec.files:
+            if wf.filename == filename and (repo_id is None or wf.repo_id == repo_id):
+                return wf
+    return None
+
+
 def _known(filename: str, repo_id: str | None) -> tuple[str | None, list[str]]:
     """(sha256 from the table or None, display names of the metrics that use the file)."""
     sha, users = None, []
@@ -69,6 +80,14 @@ def _known(filename: str, repo_id: str | None) -> tuple[str | None, list[str]]:
                 sha = sha or wf.sha256
                 users.append(spec.display_name)
     return sha, users
+
+
+def cache_dir(wf: WeightFile) -> Path | None:
+    """The folder where the library that reads `wf` looks for it (None: the Hugging Face cache)."""
+    import torch.hub
+
+    hub = Path(torch.hub.get_dir())
+    return {"pyiqa": hub / "pyiqa", "torch": hub / "checkpoints", "clip": hub / "clip"}.get(wf.cache)
 
 
 _HASHES: dict[tuple[str, int, int], str] = {}
@@ -87,21 +106,34 @@ def sha256_of(path: str | os.PathLike) -> str:
     return _HASHES[key]
 
 
-def _verify(path: Path, filename: str, sha256: str | None, where: str, repo_id: str = PYIQA_WEIGHTS_REPO) -> Path:
-    if sha256 is None:
+def _verify(path: Path, filename: str, sha256: str | None, where: str, repo_id: str | None = PYIQA_WEIGHTS_REPO,
+            *, prefix: str | None = None, url: str | None = None) -> Path:
+    if path.is_dir() or (sha256 is None and prefix is None):
         return path
     actual = sha256_of(path)
-    if actual != sha256.lower():
+    expected = (sha256 or prefix or "").lower()
+    if not actual.startswith(expected) or (sha256 is not None and actual != expected):
+        what = f"expects {sha256}" if sha256 else f"expects a sha256 starting {prefix} (from the file name)"
         raise WeightsChecksumError(
             f"{filename}: the file at {path} (from {where}) has sha256 {actual}, but the metric "
-            f"table expects {sha256}. It is corrupt, truncated or a different release: delete it "
-            f"and put the right file there (download: {hub_url(filename, repo_id)})."
+            f"table {what}. It is corrupt, truncated or a different release: delete it "
+            f"and put the right file there (download: {url or hub_url(filename, repo_id or PYIQA_WEIGHTS_REPO)})."
         )
     return path
 
 
-def _hf_cached(filename: str, repo_id: str) -> Path | None:
+def _check(path: Path, wf: WeightFile, where: str) -> Path:
+    return _verify(path, wf.filename, wf.sha256, where, wf.repo_id, prefix=wf.sha256_prefix, url=wf.download_url)
+
+
+def _hf_cached(filename: str, repo_id: str | None, snapshot: bool = False) -> Path | None:
+    if repo_id is None:
+        return None
     try:
+        if snapshot:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(repo_id=repo_id, local_files_only=True))
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(repo_id=repo_id, filename=filename)
@@ -110,7 +142,7 @@ def _hf_cached(filename: str, repo_id: str) -> Path | None:
     return Path(hit) if isinstance(hit, str) and os.path.isfile(hit) else None
 
 
-def _hub_unreachable(timeout: float = 3.0) -> str:
+def _hub_unreachable(timeout: float = 3.0, url: str | None = None) -> str:
     """Why the Hub cannot be reached, or "" when its host accepts a TCP connection.
 
     huggingface_hub retries a failed request five times with back-off (about 30 s) and logs
@@ -124,7 +156,7 @@ def _hub_unreachable(timeout: float = 3.0) -> str:
 
     from huggingface_hub import constants
 
-    url = urlparse(constants.ENDPOINT)
+    url = urlparse(url or constants.ENDPOINT)
     host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
     try:
         socket.create_connection((host, port), timeout=timeout).close()
@@ -133,15 +165,30 @@ def _hub_unreachable(timeout: float = 3.0) -> str:
     return ""
 
 
-def _download(filename: str, repo_id: str) -> tuple[Path | None, str]:
+def _download(filename: str, repo_id: str | None, wf: WeightFile | None = None) -> tuple[Path | None, str]:
     """(path, "") on success, (None, reason) on failure; never raises, never prints a trace."""
     try:
+        if wf is not None and wf.url:  # torchvision / CLIP: straight into the reading library's cache
+            reason = _hub_unreachable(url=wf.url)
+            if reason:
+                return None, reason
+            import torch.hub
+
+            target = cache_dir(wf) / wf.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            torch.hub.download_url_to_file(wf.url, str(target), hash_prefix=wf.sha256_prefix, progress=True)
+            return target, ""
         reason = _hub_unreachable()
         if reason:
             return None, reason
+        if wf is not None and wf.snapshot:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(repo_id=repo_id, etag_timeout=10)), ""
         from huggingface_hub import hf_hub_download
 
-        return Path(hf_hub_download(repo_id=repo_id, filename=filename, etag_timeout=10)), ""
+        remote = wf.remote_name if wf is not None and wf.remote_name else filename
+        return Path(hf_hub_download(repo_id=repo_id, filename=remote, etag_timeout=10)), ""
     except Exception as e:  # noqa: BLE001 - offline, DNS, 404, gated repo...: report, don't trace
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return None, f"download failed ({type(e).__name__}: {first_line[:200]})"
@@ -149,7 +196,7 @@ def _download(filename: str, repo_id: str) -> tuple[Path | None, str]:
 
 def resolve(
     filename: str,
-    repo_id: str = PYIQA_WEIGHTS_REPO,
+    repo_id: str | None = PYIQA_WEIGHTS_REPO,
     allow_download: bool | None = None,
     *,
     sha256: str | None = None,
@@ -159,10 +206,23 @@ def resolve(
 
     No download happens when HF_HUB_OFFLINE=1 or `allow_download=False` (`None`, the
     default, and `True` both mean "download when online"). `sha256` defaults to the
-    table's value for the file; `metric` only improves the error message.
+    table's value for the file; `metric` only improves the error message. A file the table
+    knows is looked for where its own library keeps it (see `resolve_file`).
     """
-    table_sha, users = _known(filename, repo_id)
-    sha256 = sha256 or table_sha
+    wf = _table_file(filename, repo_id) or _table_file(filename)
+    if wf is None or (repo_id is not None and wf.repo_id not in (None, repo_id)):
+        wf = WeightFile(filename, repo_id=repo_id)
+    if sha256:
+        from dataclasses import replace
+
+        wf = replace(wf, sha256=sha256)
+    return resolve_file(wf, allow_download, metric=metric)
+
+
+def resolve_file(wf: WeightFile, allow_download: bool | None = None, *, metric: str | None = None) -> Path:
+    """Return a local path to the table's file `wf` (a folder for a whole-repo snapshot)."""
+    filename, repo_id = wf.filename, wf.repo_id
+    _, users = _known(filename, repo_id)
     if metric is not None:
         users = [get_metric(metric).display_name]
     looked: list[str] = []
@@ -170,43 +230,54 @@ def resolve(
     dirs = weights_dirs()
     for d in dirs:
         p = d / filename
-        if p.is_file():
-            return _verify(p, filename, sha256, f"${ENV_VAR}", repo_id)
+        if p.is_file() or (wf.snapshot and p.is_dir()):
+            return _check(p, wf, f"${ENV_VAR}")
     looked.append(f"${ENV_VAR} ({os.pathsep.join(map(str, dirs))})" if dirs else f"${ENV_VAR} (not set)")
 
-    pdir = pyiqa_cache_dir()
-    p = pdir / filename
-    if p.is_file():
-        return _verify(p, filename, sha256, "pyiqa's cache", repo_id)
-    looked.append(f"pyiqa's cache ({pdir})")
+    cdir = cache_dir(wf)
+    if cdir is not None:
+        p = cdir / filename
+        if p.is_file():
+            return _check(p, wf, f"{wf.cache}'s cache" if wf.cache != "pyiqa" else "pyiqa's cache")
+        looked.append(f"pyiqa's cache ({cdir})" if wf.cache == "pyiqa" else f"the {wf.cache} cache ({cdir})")
 
-    p = _hf_cached(filename, repo_id)
+    p = _hf_cached(wf.remote_name or filename, repo_id, wf.snapshot)
     if p is not None:
-        return _verify(p, filename, sha256, "the Hugging Face cache", repo_id)
-    looked.append(f"the Hugging Face cache (repo {repo_id})")
+        return _check(p, wf, "the Hugging Face cache")
+    if repo_id is not None:
+        looked.append(f"the Hugging Face cache (repo {repo_id})")
 
     if allow_download is False:
         why_not = "download not allowed (allow_download=False)"
     elif offline():  # HF_HUB_OFFLINE=1 wins even over allow_download=True
         why_not = "download skipped: HF_HUB_OFFLINE=1"
     else:
-        p, why_not = _download(filename, repo_id)
+        p, why_not = _download(filename, repo_id, wf)
         if p is not None:
-            return _verify(p, filename, sha256, "a fresh download", repo_id)
+            return _check(p, wf, "a fresh download")
 
     who = " and ".join(users) if users else "a metric"
+    what = "folder (a snapshot of the whole repository)" if wf.snapshot else ""
     target = f"${ENV_VAR}/{filename}"
     if dirs:
         target += f" (here: {dirs[0] / filename})"
+    alt = f", or at {cdir / filename} ({'pyiqa' if wf.cache == 'pyiqa' else wf.cache}'s cache)" if cdir is not None else ""
     raise WeightsNotFoundError(
-        f"{filename} (needed by {who}) was not found. Looked in: {'; '.join(looked)}; "
-        f"{why_not}. Download it from {hub_url(filename, repo_id)} and put it at {target} "
-        f"(set {ENV_VAR} to a folder), or at {pdir / filename} (pyiqa's cache)."
+        f"{filename}{' ' + what if what else ''} (needed by {who}) was not found. Looked in: {'; '.join(looked)}; "
+        f"{why_not}. Download it from {wf.download_url} and put it at {target} "
+        f"(set {ENV_VAR} to a folder){alt}; or run `banana100 weights download {metric or '<metric>'}` "
+        f"on a machine with internet and copy the folder."
     )
 
 
 def _resolve_file(wf: WeightFile, metric: str, allow_download: bool | None) -> Path:
-    return resolve(wf.filename, wf.repo_id, allow_download, sha256=wf.sha256, metric=metric)
+    return resolve_file(wf, allow_download, metric=metric)
+
+
+def resolved_files(metric: str, allow_download: bool | None = None) -> list[tuple[WeightFile, Path]]:
+    """(table entry, local path) of every file `metric` needs, in table order."""
+    spec = get_metric(metric)
+    return [(wf, _resolve_file(wf, metric, allow_download)) for wf in spec.files]
 
 
 def files_for(metric: str, allow_download: bool | None = None) -> list[Path]:

@@ -9,12 +9,11 @@ import pytest
 import yaml
 
 from banana100.cards import format_range, main, render_metric_card, write_metric_cards
-from banana100.registry import get_metric
-from banana100.weights import hub_url
+from banana100.registry import ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS_DIR = REPO / "metrics"
-CARDS = ("piqe", "niqe", "brisque", "ilniqe")
+CARDS = ROSTER  # every roster metric has a module folder and a card
 
 
 def header(card: str) -> dict:
@@ -52,9 +51,18 @@ def test_card_agrees_with_the_table(name):
     assert f"**Minimum size:** {spec.min_size}x{spec.min_size} pixels" in card
     for wf in spec.files:
         assert f"`{wf.filename}`" in card
-        assert wf.sha256 in card
-        assert hub_url(wf.filename, wf.repo_id) in card
+        if wf.sha256:
+            assert wf.sha256 in card
+        if wf.sha256_prefix:
+            assert f"starts `{wf.sha256_prefix}`" in card
+        assert wf.download_url in card
         assert wf.licence in card
+        assert f"| `{wf.filename}` | {wf.role} |" in card
+    assert f"**Input size handling (pyiqa's own, kept as is):** {spec.resize}" in card
+    assert "**GPU memory:**" in card and "**Precision:**" in card
+    assert f"**Family:** {spec.family}." in card
+    if spec.original_code:
+        assert spec.original_code in card
     assert "BANANA100_WEIGHTS" in card if spec.files else "needs no parameter file" in card
     assert spec.citation in card and spec.paper in card
     assert "PolyForm Noncommercial 1.0.0" in card and "Apache-2.0" in card
@@ -88,3 +96,22 @@ def test_write_and_check(tmp_path, capsys):
 
 def test_repository_cards_are_current():
     assert main(["--metrics-dir", str(METRICS_DIR), "--check"]) == 0
+
+
+def test_every_roster_metric_has_a_module_and_card():
+    for name in ROSTER:
+        module = METRICS_DIR / name / f"{name}.py"
+        assert module.is_file(), f"no module for {name}"
+        text = module.read_text(encoding="utf-8")
+        assert f'METRIC_NAME = "{name}"' in text and "import banana100.evaluate_module as em" in text
+        assert (METRICS_DIR / name / "README.md").is_file()
+
+
+def test_table_agrees_with_pyiqa_configs():
+    """Direction and pyiqa config of every roster metric match pyiqa's DEFAULT_CONFIGS."""
+    from pyiqa.default_model_configs import DEFAULT_CONFIGS
+
+    for name in ROSTER:
+        cfg = DEFAULT_CONFIGS[name]
+        assert cfg["metric_mode"] == "NR", name
+        assert get_metric(name).lower_better == cfg.get("lower_better", False), name

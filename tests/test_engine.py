@@ -319,3 +319,50 @@ def test_files_without_a_path_argument_are_linked_into_pyiqas_cache(monkeypatch,
     _stage_in_pyiqa_cache([src])  # idempotent
     assert (cache / src.name).resolve() == src.resolve()
     assert (cache / "ILNIQE_templateModel.mat").resolve() == (PARAMS / "ILNIQE_templateModel.mat").resolve()
+
+
+class _OOMAbove(torch.nn.Module):
+    """Scores the mean pixel; raises CUDA's out-of-memory error for batches above `limit`."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.sizes = limit, []
+
+    def forward(self, x):
+        self.sizes.append(x.shape[0])
+        if x.shape[0] > self.limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return x.mean(dim=(1, 2, 3))
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_the_order():
+    imgs = [np.full((8, 8, 3), v, np.uint8) for v in range(10)]
+    model = _OOMAbove(limit=2)
+    s = MetricScorer.from_model("piqe", model, device="cpu", batch_size=8)
+    with pytest.warns(RuntimeWarning, match="batch_size lowered"):
+        scores = s.score_arrays(imgs)
+    np.testing.assert_allclose(scores, [v / 255 for v in range(10)], rtol=1e-6)
+    assert s.batch_size == 2  # remembered for the next call
+    model.sizes.clear()
+    s.score_arrays(imgs)
+    assert max(model.sizes) == 2
+
+
+def test_out_of_memory_on_one_image_is_raised():
+    s = MetricScorer.from_model("piqe", _OOMAbove(limit=0), device="cpu", batch_size=4)
+    with pytest.raises(torch.cuda.OutOfMemoryError), pytest.warns(RuntimeWarning, match="batch_size lowered"):
+        s.score_arrays([np.zeros((8, 8, 3), np.uint8)] * 3)
+
+
+def test_other_errors_are_not_retried():
+    class Broken(torch.nn.Module):
+        calls = 0
+
+        def forward(self, x):
+            Broken.calls += 1
+            raise ValueError("bad input")
+
+    s = MetricScorer.from_model("piqe", Broken(), device="cpu", batch_size=4)
+    with pytest.raises(ValueError):
+        s.score_arrays([np.zeros((8, 8, 3), np.uint8)] * 4)
+    assert Broken.calls == 1

@@ -13,13 +13,15 @@ import pytest
 from PIL import Image
 
 import banana100.evaluate_module as em
-from banana100.registry import get_metric
+from banana100.errors import WeightsNotFoundError
+from banana100.registry import ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 PARAMS = SHARED / "iqa-params"
 REF = SHARED / "reference-images"
-MODULES = {"piqe": "Piqe", "niqe": "Niqe", "brisque": "Brisque", "ilniqe": "Ilniqe"}
+# every roster metric: pyiqa id -> the class name in metrics/<id>/<id>.py
+MODULES = {n: "".join(w.capitalize() for w in n.split("_")) for n in ROSTER}
 FAST = ("piqe", "niqe", "brisque")
 KEYS = {"metric", "scores", "mean", "lower_better"}
 
@@ -96,6 +98,18 @@ def test_a_copied_folder_works_alone(tmp_path):
     shutil.copytree(REPO / "metrics" / "niqe", tmp_path / "niqe")
     m = evaluate.load(str(tmp_path / "niqe"))
     assert m.compute(images=[str(I04)])["scores"] == load("niqe").compute(images=[str(I04)])["scores"]
+
+
+@pytest.mark.parametrize("name", ["topiq_nr", "clipiqa"])
+def test_a_copied_deep_metric_folder_loads_and_names_its_missing_file(name, tmp_path, monkeypatch):
+    """Pushed to the Hub and loaded on a machine without the checkpoint: the error says what to fetch."""
+    monkeypatch.delenv("BANANA100_WEIGHTS")
+    shutil.copytree(REPO / "metrics" / name, tmp_path / name)
+    m = evaluate.load(str(tmp_path / name))
+    assert m.METRIC_NAME == name
+    first = get_metric(name).files[0].filename
+    with pytest.raises(WeightsNotFoundError, match=first.replace(".", r"\.")):
+        m.compute(images=[np.zeros((64, 64, 3), np.uint8)], device="cpu")
 
 
 # -- compute ---------------------------------------------------------------------------------

@@ -1,0 +1,160 @@
+"""`banana100 weights list | download | check`: the weights store on the command line.
+
+    banana100 weights list [METRIC ...] [--json]       every file, its size, checksum, licence, status
+    banana100 weights download METRIC ... [--to DIR]  fetch into the usual caches (and copy to DIR)
+    banana100 weights check [METRIC ...]              exit 1 unless every file is present and intact
+
+`METRIC` is a pyiqa id from the metric table, or `all` (the default for list and check).
+An offline cluster: run `download ... --to DIR` where there is internet, copy DIR over, set
+`BANANA100_WEIGHTS=DIR` and run `check`. Nothing here downloads unless asked to (`download`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from . import weights
+from .errors import WeightsNotFoundError
+from .registry import METRICS, ROSTER, WeightFile, get_metric
+
+
+def _metrics(names: list[str]) -> list[str]:
+    if not names or names == ["all"]:
+        return list(ROSTER)
+    out = []
+    for n in names:
+        for part in n.split(","):
+            if part.strip():
+                out.append(get_metric(part.strip()).name)
+    return out
+
+
+def inventory(metrics: list[str]) -> list[tuple[WeightFile, list[str]]]:
+    """Each distinct file the metrics need (by filename), with the metrics that use it."""
+    seen: dict[str, tuple[WeightFile, list[str]]] = {}
+    for m in metrics:
+        for wf in METRICS[m].files:
+            seen.setdefault(wf.filename, (wf, []))[1].append(m)
+    return list(seen.values())
+
+
+def status(wf: WeightFile, metric: str) -> dict:
+    """Where the file is, or why it is not usable (never downloads)."""
+    row = {
+        "file": wf.filename, "role": wf.role, "size": wf.size, "sha256": wf.sha256,
+        "sha256_prefix": wf.sha256_prefix, "licence": wf.licence, "url": wf.download_url, "cache": wf.cache,
+    }
+    try:
+        row.update(state="ok", path=str(weights.resolve_file(wf, allow_download=False, metric=metric)))
+    except weights.WeightsChecksumError as e:
+        row.update(state="bad-checksum", path=None, message=str(e))
+    except WeightsNotFoundError as e:
+        row.update(state="missing", path=None, message=str(e))
+    return row
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / 1e9:.1f}G" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+def cmd_list(args) -> int:
+    rows = []
+    for wf, users in inventory(_metrics(args.metrics)):
+        r = status(wf, users[0])
+        r["metrics"] = users
+        rows.append(r)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for r in rows:
+        check = r["sha256"] or (f"{r['sha256_prefix']}..." if r["sha256_prefix"] else "-")
+        where = r["path"] if r["state"] == "ok" else r["state"].upper()
+        print(f"{r['file']:<58} {_size(r['size']):>6}  {','.join(r['metrics']):<28} sha256 {check[:16]:<16}  {where}")
+        if args.verbose:
+            print(f"    {r['role']}; {r['licence']}\n    from {r['url']}")
+    n_ok = sum(r["state"] == "ok" for r in rows)
+    print(f"{n_ok}/{len(rows)} files present")
+    return 0
+
+
+def cmd_check(args) -> int:
+    bad = 0
+    for wf, users in inventory(_metrics(args.metrics)):
+        r = status(wf, users[0])
+        if r["state"] == "ok":
+            print(f"ok       {wf.filename}  ({r['path']})")
+        else:
+            bad += 1
+            print(f"{r['state']:<8} {wf.filename} (for {', '.join(users)}): {r['message']}")
+    metrics = _metrics(args.metrics)
+    ready = [m for m in metrics if not weights.missing(m)] if bad else metrics
+    print(f"{len(ready)}/{len(metrics)} metrics ready: {', '.join(ready) or 'none'}")
+    return 1 if bad else 0
+
+
+def cmd_download(args) -> int:
+    if not args.metrics:
+        print("banana100 weights download: name the metrics (or `all`)", file=sys.stderr)
+        return 2
+    failed = 0
+    dest = Path(args.to).expanduser() if args.to else None
+    if dest:
+        dest.mkdir(parents=True, exist_ok=True)
+    for wf, users in inventory(_metrics(args.metrics)):
+        try:
+            path = weights.resolve_file(wf, allow_download=True, metric=users[0])
+        except WeightsNotFoundError as e:
+            failed += 1
+            print(f"FAILED   {wf.filename}: {e}", file=sys.stderr)
+            continue
+        if dest is not None and path.resolve() != (dest / wf.filename).resolve():
+            target = dest / wf.filename
+            if path.is_dir():
+                shutil.copytree(path, target, dirs_exist_ok=True, symlinks=False)
+            else:
+                shutil.copyfile(path, target)
+            path = target
+        print(f"ok       {wf.filename}  ({path})")
+    if dest is not None and not failed:
+        print(f"all files in {dest}; on the offline machine: export {weights.ENV_VAR}={dest} && banana100 weights check")
+    return 1 if failed else 0
+
+
+def add_parser(sub) -> None:
+    """Register `weights` on the main CLI's subparsers."""
+    w = sub.add_parser("weights", help="list, download or check the metrics' parameter files and checkpoints")
+    wsub = w.add_subparsers(dest="weights_command", required=True)
+    lst = wsub.add_parser("list", help="every file the metrics need: size, checksum, licence, where it is")
+    lst.add_argument("metrics", nargs="*", help="pyiqa ids, or all (default)")
+    lst.add_argument("--json", action="store_true")
+    lst.add_argument("-v", "--verbose", action="store_true", help="also licence and download URL")
+    lst.set_defaults(func=lambda a: _exit(cmd_list(a)))
+    chk = wsub.add_parser("check", help="exit 1 unless every file is present (and its sha256 right, where known)")
+    chk.add_argument("metrics", nargs="*", help="pyiqa ids, or all (default)")
+    chk.set_defaults(func=lambda a: _exit(cmd_check(a)))
+    dl = wsub.add_parser("download", help="download the files of METRIC... (needs internet)")
+    dl.add_argument("metrics", nargs="*", help="pyiqa ids, or all")
+    dl.add_argument("--to", help="also copy every file into this folder (for BANANA100_WEIGHTS on an offline machine)")
+    dl.set_defaults(func=lambda a: _exit(cmd_download(a)))
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="banana100")
+    add_parser(ap.add_subparsers(dest="command", required=True))
+    args = ap.parse_args(argv)
+    try:
+        args.func(args)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0

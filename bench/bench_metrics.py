@@ -1,0 +1,125 @@
+"""Metric modules vs the plain pyiqa loop, and evaluate's overhead, on the same images in one run.
+
+    python bench/bench_metrics.py --metrics piqe,niqe,brisque --n 32 --size 512 \
+        --weights ../shared/iqa-params --out bench/results_metrics.md
+
+For each metric, on the same PNG files:
+  pyiqa loop : `m = pyiqa.create_metric(name)`, then `m(path)` one image at a time (pyiqa reads the file);
+  engine     : `MetricScorer(name).score(paths)` (threaded decode, same-size batches);
+  module     : `evaluate.load("metrics/<name>").compute(images=paths)`.
+Scores must be equal (max |difference| is reported); speed-up = pyiqa loop / module; evaluate
+overhead = module / engine - 1. Every timing is the best of `--repeats` runs after one warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_images(folder: Path, n: int, size: int, seed: int = 0) -> list[Path]:
+    """Photo-like test images: smooth gradients plus texture and noise, saved as PNG."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    paths = []
+    for i in range(n):
+        base = np.stack([np.sin(6 * xx + i) * 0.3 + 0.5, yy * 0.8 + 0.1, np.cos(5 * (xx + yy) + i) * 0.3 + 0.5], -1)
+        texture = rng.normal(0, 0.04 + 0.02 * (i % 4), base.shape)
+        img = np.clip((base + texture) * 255, 0, 255).astype(np.uint8)
+        p = folder / f"img_{i:03d}.png"
+        Image.fromarray(img).save(p)
+        paths.append(p)
+    return paths
+
+
+def best_of(fn, repeats: int) -> tuple[float, list[float]]:
+    fn()  # warm-up (imports, first-call allocations)
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics", default="piqe,niqe,brisque")
+    ap.add_argument("--n", type=int, default=32, help="images")
+    ap.add_argument("--size", type=int, default=512, help="side of the square test images")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--weights", default=str(REPO.parent / "shared" / "iqa-params"), help="BANANA100_WEIGHTS folder")
+    ap.add_argument("--out", default=None, help="append a markdown table here")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["BANANA100_WEIGHTS"] = args.weights
+    import evaluate
+    import pyiqa
+    import torch
+
+    from banana100 import weights
+    from banana100.engine import MetricScorer, files_in_place
+    from banana100.registry import get_metric
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-metrics-"))
+    paths = make_images(tmp, args.n, args.size)
+    rows = []
+    for name in [m.strip() for m in args.metrics.split(",") if m.strip()]:
+        spec = get_metric(name)
+        pairs = weights.resolved_files(name, allow_download=False)
+        kwargs = {spec.path_kwarg: str(pairs[0][1])} if pairs and spec.path_kwarg else {}
+        with files_in_place(pairs[1:] if kwargs else pairs):
+            plain = pyiqa.create_metric(name, device="cpu", **kwargs)
+
+        def pyiqa_loop():
+            return [float(plain(str(p)).reshape(-1)[0]) for p in paths]
+
+        scorer = MetricScorer(name, device="cpu", batch_size=args.batch_size)
+        module = evaluate.load(str(REPO / "metrics" / name))
+        t_plain, s_plain = best_of(pyiqa_loop, args.repeats)
+        t_engine, s_engine = best_of(lambda: scorer.score(paths), args.repeats)
+        t_module, out = best_of(lambda: module.compute(images=paths, device="cpu", batch_size=args.batch_size)["scores"],
+                                args.repeats)
+        diff = float(np.max(np.abs(np.array(out) - np.array(s_plain))))
+        rows.append(dict(metric=name, batchable=spec.batchable, plain=t_plain, engine=t_engine, module=t_module,
+                         diff=diff, engine_diff=float(np.max(np.abs(np.array(out) - np.array(s_engine))))))
+        r = rows[-1]
+        print(f"{name:8s} pyiqa loop {t_plain:7.2f}s  engine {t_engine:7.2f}s  module {t_module:7.2f}s  "
+              f"speed-up x{t_plain / t_module:5.2f}  evaluate overhead {100 * (t_module / t_engine - 1):+5.1f}%  "
+              f"max|module-pyiqa| {diff:.3g}", flush=True)
+
+    cpu = f"{os.cpu_count()} CPU threads visible, torch threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}"
+    lines = [
+        f"### Metric modules vs the pyiqa loop ({args.n} PNG images {args.size}x{args.size}, CPU, batch_size {args.batch_size})",
+        "",
+        f"`python bench/bench_metrics.py --metrics {args.metrics} --n {args.n} --size {args.size} --repeats {args.repeats}`; {cpu};"
+        f" pyiqa {pyiqa.__version__}, torch {torch.__version__}, evaluate {evaluate.__version__}. Best of {args.repeats} runs after a warm-up.",
+        "",
+        "| metric | batched | pyiqa per-image loop (s) | engine (s) | module (s) | speed-up (loop / module) | evaluate overhead (module / engine - 1) | max abs(module - pyiqa) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(f"| {r['metric']} | {'yes' if r['batchable'] else 'no (one at a time)'} | {r['plain']:.2f} | {r['engine']:.2f} | "
+                     f"{r['module']:.2f} | x{r['plain'] / r['module']:.2f} | {100 * (r['module'] / r['engine'] - 1):+.1f} % | {r['diff']:.3g} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

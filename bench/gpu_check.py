@@ -1,0 +1,156 @@
+"""Throughput, peak memory and CPU-vs-GPU agreement of every metric the engine can build.
+
+    bash bench/gpu_check.sh                      # on a GPU machine (cuda)
+    python bench/gpu_check.py --device cpu --sizes 256 --n 2 --metrics piqe,cnniqa   # runs on CPU too
+
+For each metric: images/s at each size (same-size batches through the engine, after a warm-up),
+peak GPU memory for one image at each size (batch 1), the largest |GPU - CPU| score difference
+on two 256x256 images, and the projected time for 28,000 images at the largest size.
+
+Metrics whose files `banana100 weights check` finds use their real weights. The others are
+built with random weights (tests/untrained.py): the cost in time and memory is the same as with
+the real checkpoint, and so is the CPU/GPU numerical agreement of the arch, but the scores
+themselves mean nothing (the `weights` column says which); CLIP metrics get a random CLIP of
+the real RN50 / ViT-B/32 shapes. NRQM, PI and Q-Align cannot be
+built without their files and are skipped when those are absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # untrained.py
+
+
+def build(name: str, device: str, tmp: Path):
+    from banana100 import weights
+    from banana100.engine import MetricScorer
+
+    if not weights.missing(name):
+        return MetricScorer(name, device=device), "real"
+    from untrained import UNTRAINED_KWARGS, build_untrained
+
+    if name not in UNTRAINED_KWARGS:
+        return None, "missing"
+    return MetricScorer.from_model(name, build_untrained(name, tmp, device=device, full_clip=True), device=device), "random"
+
+
+def images(n: int, side: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:side, 0:side] / side
+    base = np.stack([np.sin(6 * xx) * 0.3 + 0.5, yy * 0.8 + 0.1, np.cos(5 * (xx + yy)) * 0.3 + 0.5], -1)
+    return [np.clip((base + rng.normal(0, 0.05, base.shape)) * 255, 0, 255).astype(np.uint8) for _ in range(n)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--metrics", default="all")
+    ap.add_argument("--sizes", default="1024,2048")
+    ap.add_argument("--n", type=int, default=8, help="images per size for the throughput")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--images-total", type=int, default=28_000)
+    ap.add_argument("--out", default=None, help="write results here (.json; a .md beside it)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import torch
+
+    from banana100.registry import get_metric, parse_metric_list
+
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    results = []
+    for name in parse_metric_list(args.metrics):
+        spec = get_metric(name)
+        row = {"metric": name, "batchable": spec.batchable}
+        t0 = time.perf_counter()
+        try:
+            scorer, kind = build(name, args.device, tmp)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            row.update(weights="error", error=f"build: {type(e).__name__}: {e}"[:300])
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            continue
+        row.update(weights=kind, build_s=round(time.perf_counter() - t0, 2))
+        if scorer is None:
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            continue
+        scorer.batch_size = args.batch_size
+        try:
+            for side in sizes:
+                imgs = images(args.n, side)
+                scorer.score_arrays(imgs[:1])  # warm-up
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                t = time.perf_counter()
+                scorer.score_arrays(imgs)
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                row[f"img_per_s_{side}"] = round(args.n / (time.perf_counter() - t), 3)
+                if cuda:
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats(dev)
+                    base = torch.cuda.memory_allocated(dev)
+                    scorer.score_arrays(imgs[:1])
+                    row[f"peak_gib_{side}"] = round((torch.cuda.max_memory_allocated(dev) - base) / 2**30, 3)
+                row["batch_size_used"] = scorer.batch_size
+            small = images(2, 256, seed=1)
+            if cuda:
+                on_dev = scorer.score_arrays(small)
+                scorer.model.to("cpu")
+                scorer.device = torch.device("cpu")
+                on_cpu = scorer.score_arrays(small)
+                row["max_abs_gpu_cpu"] = float(np.max(np.abs(np.array(on_dev) - np.array(on_cpu))))
+            largest = max(sizes)
+            rate = row.get(f"img_per_s_{largest}")
+            if rate:
+                row["projected_h_28k"] = round(args.images_total / rate / 3600, 2)
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        results.append(row)
+        print(json.dumps(row), flush=True)
+        del scorer
+        if cuda:
+            torch.cuda.empty_cache()
+
+    total = sum(r.get("projected_h_28k", 0) for r in results)
+    name = torch.cuda.get_device_name(dev) if cuda else "CPU"
+    lines = [f"### Engine on {name} ({args.device}): {args.n} images per size, batch_size {args.batch_size}", "",
+             f"`python bench/gpu_check.py --device {args.device} --sizes {args.sizes} --n {args.n}`; torch {torch.__version__}.",
+             "weights: real = the metric's checkpoint; random = same arch with random weights (same cost, "
+             "meaningless scores).", "",
+             "| metric | weights | " + " | ".join(f"img/s {s}" for s in sizes) + " | "
+             + " | ".join(f"peak GiB {s}" for s in sizes) + f" | max abs(GPU-CPU) | hours for {args.images_total} at {max(sizes)} |",
+             "| --- | --- | " + " | ".join(["---"] * (2 * len(sizes))) + " | --- | --- |"]
+    for r in results:
+        cells = [str(r.get(f"img_per_s_{s}", "-")) for s in sizes] + [str(r.get(f"peak_gib_{s}", "-")) for s in sizes]
+        agree = r.get("max_abs_gpu_cpu")
+        lines.append(f"| {r['metric']} | {r.get('weights')} | " + " | ".join(cells)
+                     + f" | {'-' if agree is None else f'{agree:.2g}'} | {r.get('projected_h_28k', r.get('error', '-'))} |")
+    lines.append(f"\nProjected total for {args.images_total} images x {sum('projected_h_28k' in r for r in results)} "
+                 f"metrics measured: {total:.1f} h on one device (divide by the number of GPUs with accelerate).")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=1))
+        out.with_suffix(".md").write_text(text)
+    return 0 if not any("error" in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

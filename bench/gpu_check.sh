@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# GPU check of the scoring engine: images/s at 1K and 2K, peak memory, CPU-vs-GPU agreement,
+# projected time for 28,000 images x every metric. Also runs on CPU: bash bench/gpu_check.sh --device cpu
+# Extra arguments go to bench/gpu_check.py (e.g. --metrics piqe,topiq_nr --n 4).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${BENCH_OUT:-bench/results_gpu_check.json}"
+device=cuda
+if [[ " $* " == *" --device cpu "* ]]; then device=cpu; fi
+if [ "$device" = "cuda" ] && ! python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "no GPU visible: run with --device cpu" >&2; exit 2
+fi
+python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+exec python bench/gpu_check.py --out "$out" "$@"

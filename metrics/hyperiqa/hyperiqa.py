@@ -1,0 +1,13 @@
+"""HyperIQA as an evaluate module: `evaluate.load("metrics/hyperiqa").compute(images=[...])`.
+
+A thin face over the installed `banana100` library (scoring engine, weights store, metric
+table); see README.md beside this file for the metric card.
+"""
+
+# Import the module, not the base class by name: evaluate.load takes the first metric class
+# it finds in this namespace, and that must be the class below.
+import banana100.evaluate_module as em
+
+
+class Hyperiqa(em.IQAMetric):
+    METRIC_NAME = "hyperiqa"
