@@ -11,7 +11,12 @@ Chains run concurrently (`concurrency` at once, in threads); the steps of one ch
 order, each fed the previous step's image. Every step's seed is derived from the base seed, the
 chain id and the step (`step_seed`), so a chain is the same whether it ran in one go or was
 interrupted and resumed. Rerunning the same command resumes every chain after its last recorded
-step; an image written without its record (a crash between the two) is simply made again.
+step. A step's record is also written beside its image (`.step_NNN.record.json`, before the
+image's atomic rename), so a step whose image reached the disk but whose manifest line did not
+(a crash between the two) is adopted on resume, not made (and paid for) again; an image with no
+such record is made again. Writes are pipelined (see `_Run.run_chain`), in order per chain.
+Service editors log every call in `calls.jsonl` (banana100.budget); chains an editor stops
+(e.g. repeated safety blocks) are listed in `stopped.jsonl`.
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from . import __version__
-from .editors.base import Editor, EditRequest, EditResult
+from .budget import CALLS_FILE, CallMeter
+from .editors.base import ChainStopped, Editor, EditRequest, EditResult, RunStopped
 from .errors import Banana100Error, ImageReadError, ManifestError
 from .imageio import IMAGE_SUFFIXES, encode_png, list_images, load_rgb
 from .manifest import (
@@ -49,6 +57,7 @@ from .settings import Setting, get_setting
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".generate.lock"
+STOPPED_FILE = "stopped.jsonl"  # chains an editor stopped (ChainStopped), with the reason
 RUN_FORMAT = 1
 FIXED_PARAMETERS = ("editor", "model", "setting", "seed")  # may not change within a run folder
 
@@ -103,6 +112,10 @@ class RunSummary:
     chains_complete: int
     chains_failed: int
     wall_s: float
+    chains_stopped: int = 0  # stopped by the editor (see stopped.jsonl); not retried on rerun
+    cost_usd: float | None = None  # estimated spend of the run folder, earlier runs included
+    cost_this_run_usd: float | None = None
+    stop_reason: str | None = None  # why the run stopped early (cost cap, bad key, ...)
 
     def __str__(self) -> str:
         lines = [
@@ -114,6 +127,15 @@ class RunSummary:
             f"  images written this run: {self.written}; already present: {self.already_present}",
             f"  wall time: {self.wall_s:.1f} s",
         ]
+        if self.chains_stopped:
+            lines.insert(3, f"  chains stopped by the editor: {self.chains_stopped} (reasons in {STOPPED_FILE})")
+        if self.cost_usd is not None:
+            lines.append(
+                f"  estimated cost: ${self.cost_this_run_usd or 0:.2f} this run, ${self.cost_usd:.2f} in this folder "
+                f"(calls in {CALLS_FILE}; prices in generation/pricing.yaml)"
+            )
+        if self.stop_reason:
+            lines.append(f"  stopped early: {self.stop_reason}")
         return "\n".join(lines)
 
 
@@ -125,6 +147,16 @@ def step_seed(base_seed: int, chain_id: str, step: int) -> int:
 
 def step_image_name(step: int) -> str:
     return f"step_{step:03d}.png"
+
+
+def pending_record_name(step: int) -> str:
+    """The record written next to an image before the image itself (see `_Run._commit`)."""
+    return f".step_{step:03d}.record.json"
+
+
+def chain_seed(setting: Setting, base_seed: int, chain_id: str, step: int) -> int:
+    """The seed of output step `step` under the setting's seed policy (`fixed`: step 1's seed)."""
+    return step_seed(base_seed, chain_id, 1 if setting.seed_policy == "fixed" else step)
 
 
 # -- planning -------------------------------------------------------------------------------
@@ -385,6 +417,8 @@ def _result_image(result: EditResult) -> tuple[bytes, object]:
     raw = result.image_bytes
     if raw is not None and bytes(raw[:8]) == _PNG_SIGNATURE:
         data = bytes(raw)
+        if isinstance(result.image, np.ndarray) and result.image.ndim == 3 and result.image.dtype == np.uint8:
+            return data, result.image  # the editor decoded exactly these bytes already
         return data, load_rgb(data)
     if result.image is not None:
         rgb = load_rgb(result.image)
@@ -397,7 +431,12 @@ def _result_image(result: EditResult) -> tuple[bytes, object]:
 
 
 class _Run:
-    def __init__(self, editor, setting, steps, seed, run_dir, writer, bar):
+    def __init__(self, editor, setting, steps, seed, run_dir, writer, bar, meter=None, writers=None):
+        self.meter = meter
+        self.writers = writers  # a thread pool for the pipelined writes (see run_chain)
+        self.stopped: dict[str, dict] = {}  # chain_id -> stop record, this run
+        self.stop_reason: str | None = None
+        self.stop_error: RunStopped | None = None
         self.editor = editor
         self.setting = setting
         self.steps = steps
@@ -410,7 +449,7 @@ class _Run:
         self.written = 0
         self.failures: dict[str, tuple[int, BaseException]] = {}
 
-    def _record(self, plan: _Chain, step: int, rel: str, sha: str, width: int, height: int, **extra) -> dict:
+    def _record(self, plan: _Chain, step: int, rel: str, sha: str, width: int, height: int, parent=None, **extra) -> dict:
         record = {
             "chain_id": plan.chain_id,
             "source_id": plan.source.source_id,
@@ -419,7 +458,7 @@ class _Run:
             "step": step,
             "image": rel,
             "sha256": sha,
-            "parent_sha256": plan.parent_sha256,
+            "parent_sha256": parent,
             "prompt": extra.pop("prompt", None),
             "editor": self.editor.name,
             "model": self.editor.model,
@@ -432,12 +471,40 @@ class _Run:
         always = ("parent_sha256", "prompt", "seed")  # explicit nulls at step 0
         return {k: record[k] for k in FIELD_NAMES if record.get(k) is not None or k in always}
 
+    def _write(self, plan: _Chain, step: int, data: bytes, record: dict) -> None:
+        """Side record, then the image (atomically), then the manifest line (see `_commit`)."""
+        pending = self.run_dir / plan.chain_id / pending_record_name(step)
+        pending.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        write_file_atomic(self.run_dir / record["image"], data)
+        self._append(plan, step, record, pending)
+
     def _commit(self, plan: _Chain, step: int, data: bytes, rgb, **extra):
-        """Image first (atomically), then its record: a record exists only for a complete image."""
+        """Image first (atomically), then its record: a record exists only for a complete image.
+
+        The record is first written beside the image (`.step_NNN.record.json`, before the image's
+        atomic rename), so that a crash between the image and the manifest line loses nothing:
+        the next run finds the image with its record and adopts both instead of making the step
+        (and paying for it) again. The side file goes once the manifest line is written.
+        """
         rel = f"{plan.chain_id}/{step_image_name(step)}"
-        write_file_atomic(self.run_dir / rel, data)
         sha = sha256_bytes(data)
-        self.writer.append(self._record(plan, step, rel, sha, int(rgb.shape[1]), int(rgb.shape[0]), **extra))
+        record = self._record(
+            plan, step, rel, sha, int(rgb.shape[1]), int(rgb.shape[0]), parent=plan.parent_sha256, **extra
+        )
+        pending = self.run_dir / plan.chain_id / pending_record_name(step)
+        if step > 0:
+            pending.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        write_file_atomic(self.run_dir / rel, data)
+        self._append(plan, step, record, pending)
+
+    def _append(self, plan: _Chain, step: int, record: dict, pending: Path | None) -> None:
+        self.writer.append(record)
+        if pending is not None:
+            try:
+                pending.unlink()
+            except FileNotFoundError:
+                pass
+        sha, rel = record["sha256"], record["image"]
         plan.parent_sha256 = sha
         plan.last_image = self.run_dir / rel
         plan.next_step = step + 1
@@ -445,7 +512,40 @@ class _Run:
             self.written += 1
             self.bar.update(1)
 
+    def _adopt(self, plan: _Chain, step: int) -> bytes | None:
+        """A step whose image and record reached the disk but not the manifest (a crash):
+        append the record now and return the image bytes; None when there is nothing to adopt."""
+        pending = self.run_dir / plan.chain_id / pending_record_name(step)
+        if not pending.is_file():
+            return None
+        image = self.run_dir / plan.chain_id / step_image_name(step)
+        try:
+            record = json.loads(pending.read_text(encoding="utf-8"))
+            data = image.read_bytes()
+        except (OSError, ValueError):
+            return None
+        ok = (
+            isinstance(record, dict)
+            and record.get("chain_id") == plan.chain_id
+            and record.get("step") == step
+            and record.get("parent_sha256") == plan.parent_sha256
+            and record.get("sha256") == sha256_bytes(data)
+        )
+        if not ok:
+            return None
+        self._append(plan, step, record, pending)
+        return data
+
     def run_chain(self, plan: _Chain) -> None:
+        """Make the chain's missing steps, in order.
+
+        Writing is pipelined: as soon as step k's answer is in memory (and validated by the
+        editor) the call for step k+1 starts, while a background writer puts step k on disk
+        (image, fsync, rename, then its manifest line). The writes of one chain stay in order
+        (step k+1 is written only after step k's record is in the manifest), so a crash at any
+        moment leaves a contiguous chain; a step whose write had not finished is simply made
+        again, since its result never reached the disk.
+        """
         chain_dir = self.run_dir / plan.chain_id
         chain_dir.mkdir(parents=True, exist_ok=True)
         for stale in chain_dir.glob(".step_*.tmp-*"):  # left by a crash mid-write; the run is locked
@@ -453,32 +553,64 @@ class _Run:
                 stale.unlink()
             except OSError:
                 pass
+        for old in chain_dir.glob(".step_*.record.json"):  # records of steps already in the manifest
+            try:
+                if int(old.name[6:9]) < plan.next_step:
+                    old.unlink()
+            except (OSError, ValueError):
+                pass
         if plan.next_step == 0:
             if self.stop.is_set():
                 return
             rgb = load_rgb(plan.source.path)
-            self._commit(plan, 0, encode_png(rgb), rgb)
+            current_bytes = encode_png(rgb)
+            self._commit(plan, 0, current_bytes, rgb)
             current = rgb
         else:
-            current = load_rgb(plan.last_image)  # verified against its sha256 while planning
-        while plan.next_step <= self.steps:
-            if self.stop.is_set():
-                return
-            k = plan.next_step
-            request = EditRequest(
-                image=current,
-                prompt=self.setting.prompt(k),
-                seed=step_seed(self.seed, plan.chain_id, k),
-                config=dict(self.setting.config),
-                simulate=dict(self.setting.simulate),
-                step=k,
-            )
-            t0 = time.perf_counter()
-            result = self.editor.edit(request)
-            latency = time.perf_counter() - t0
-            data, current = _result_image(result)
-            meta = _metadata_fields(result.metadata, latency)
-            self._commit(plan, k, data, current, prompt=request.prompt, seed=request.seed, **meta)
+            current_bytes = plan.last_image.read_bytes()  # verified against its sha256 while planning
+            current = load_rgb(current_bytes)
+        while plan.next_step <= self.steps:  # a step on disk whose record missed the manifest
+            adopted = self._adopt(plan, plan.next_step)
+            if adopted is None:
+                break
+            current_bytes, current = adopted, load_rgb(adopted)
+        k, parent = plan.next_step, plan.parent_sha256
+        writing = None  # the future of the step being written
+        try:
+            while k <= self.steps:
+                if self.stop.is_set():
+                    return
+                request = EditRequest(
+                    image=current,
+                    prompt=self.setting.prompt(k),
+                    seed=chain_seed(self.setting, self.seed, plan.chain_id, k),
+                    config=dict(self.setting.config),
+                    simulate=self.setting.simulate_for(k),
+                    step=k,
+                    image_bytes=current_bytes,
+                    chain_id=plan.chain_id,
+                    meter=self.meter,
+                )
+                t0 = time.perf_counter()
+                result = self.editor.edit(request)
+                latency = time.perf_counter() - t0
+                data, current = _result_image(result)
+                current_bytes = data
+                meta = _metadata_fields(result.metadata, latency)
+                seed = result.seed if isinstance(result.seed, int) and not isinstance(result.seed, bool) else request.seed
+                rel = f"{plan.chain_id}/{step_image_name(k)}"
+                record = self._record(
+                    plan, k, rel, sha256_bytes(data), int(current.shape[1]), int(current.shape[0]),
+                    parent=parent, prompt=request.prompt, seed=seed, **meta,
+                )
+                if writing is not None:
+                    writing.result()  # step k-1 is in the manifest before step k is written
+                writing = self.writers.submit(self._write, plan, k, data, record)
+                parent = record["sha256"]
+                k += 1
+        finally:
+            if writing is not None:
+                writing.result()
 
     def worker(self, jobs: queue.Queue[_Chain]) -> None:
         while not self.stop.is_set():
@@ -488,9 +620,90 @@ class _Run:
                 return
             try:
                 self.run_chain(plan)
+            except ChainStopped as e:  # this chain cannot go on; the others carry on
+                entry = {
+                    "event": "stopped",
+                    "chain_id": plan.chain_id,
+                    "step": plan.next_step,
+                    "reason": str(e),
+                    "details": e.details,
+                    "time": utc_now(),
+                }
+                with self.lock:
+                    self.stopped[plan.chain_id] = entry
+                    _append_line(self.run_dir / STOPPED_FILE, entry)
+            except RunStopped as e:  # no chain can go on: stop scheduling, let the others finish
+                with self.lock:
+                    if self.stop_error is None:
+                        self.stop_error = e
+                        self.stop_reason = str(e)
+                self.stop.set()
             except BaseException as e:  # noqa: BLE001 - one chain's failure must not stop the others
                 with self.lock:
                     self.failures[plan.chain_id] = (plan.next_step, e)
+
+
+def _append_line(path: Path, record: dict) -> None:
+    """Append one JSON line and fsync it (small, rare files: stopped.jsonl)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_stopped(run_dir) -> dict[str, dict]:
+    """Chains stopped by the editor and not cleared since: chain_id -> its `stopped` entry."""
+    out: dict[str, dict] = {}
+    try:
+        raw = (Path(run_dir) / STOPPED_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    for line in raw.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") == "stopped":
+            out[rec["chain_id"]] = rec
+        elif rec.get("event") == "cleared":
+            out.pop(rec.get("chain_id"), None)
+    return out
+
+
+def _estimate(editor: Editor, setting: Setting) -> tuple[float, float] | None:
+    fn = getattr(editor, "estimate_usd", None)
+    return fn(dict(setting.config)) if callable(fn) else None
+
+
+def _dry_run_text(editor, setting, params, plans, pending, steps, seed, run_dir, stopped, max_cost) -> str:
+    calls = sum(steps + 1 - max(p.next_step, 1) for p in pending)
+    lines = [
+        f"dry run: nothing is called and nothing is written ({run_dir})",
+        f"  editor {editor.name} ({editor.model}), setting {setting.name}: {setting.description}",
+        f"  chains: {len(plans)} ({len(plans) - len(pending) - len(stopped)} complete, {len(pending)} to run"
+        + (f", {len(stopped)} stopped by the editor and skipped" if stopped else "")
+        + f"); steps to make: {calls} (one call each when nothing fails)",
+    ]
+    est = _estimate(editor, setting)
+    if est is not None:
+        typical, reserve = est
+        lines.append(
+            f"  estimated cost: ${typical:.4f} a step, ${typical * calls:.2f} for this run "
+            f"(${typical * 100:.2f} per 100 steps; up to ${reserve:.4f} reserved per call under --max-cost)"
+        )
+        if max_cost is not None and typical * calls > max_cost:
+            lines.append(f"  --max-cost ${max_cost:.2f} will stop the run after about {int(max_cost / typical)} steps")
+    elif getattr(editor, "price", "free") is None:
+        lines.append(f"  estimated cost: unknown (no prices for {editor.model!r} in generation/pricing.yaml)")
+    lines.append("  prompt schedule and config (first steps of the first chain):")
+    cid = plans[0].chain_id if plans else "?"
+    describe = getattr(editor, "request_config", None)
+    for k in range(1, min(steps, max(len(setting.prompts), 2)) + 1):
+        s = chain_seed(setting, seed, cid, k)
+        cfg = describe(dict(setting.config), s % 2**31) if callable(describe) else dict(setting.config)
+        lines.append(f"    step {k}: {setting.prompt(k)!r}")
+        lines.append(f"      config: {json.dumps(cfg, sort_keys=True)}")
+    return "\n".join(lines)
 
 
 def generate_chains(
@@ -503,7 +716,11 @@ def generate_chains(
     concurrency: int = 4,
     seed: int = 0,
     progress: bool = True,
-) -> RunSummary:
+    max_cost: float | None = None,
+    rpm: float | None = None,
+    dry_run: bool = False,
+    retry_stopped: bool = False,
+) -> RunSummary | str:
     """Make (or resume, or extend) `repeats` chains of `steps` edits per source image.
 
     `sources` is a folder of images (or a list of image paths); each file's stem is its
@@ -514,6 +731,14 @@ def generate_chains(
     others: at the end a ChainsFailedError lists the failed chains (their finished steps stay
     recorded; rerun to retry them). On KeyboardInterrupt the run stops scheduling steps, lets
     the steps in flight finish (a second Ctrl-C abandons them) and re-raises.
+
+    Paid editors: every service call is logged in `calls.jsonl` (see banana100.budget);
+    `max_cost` (USD, for the whole run folder, earlier runs included) stops the run cleanly
+    before a call could take the estimated spend past it, raising BudgetExceeded with the
+    summary; `rpm` caps requests per minute across all chains. A chain the editor stops
+    (ChainStopped, e.g. repeated safety blocks) is recorded in `stopped.jsonl` and skipped by
+    later runs unless `retry_stopped`. `dry_run` returns a description of what would be done
+    (chains, steps, estimated cost, prompt schedule, config) and touches nothing.
     """
     t_start = time.monotonic()
     if not isinstance(editor, Editor):
@@ -524,10 +749,33 @@ def generate_chains(
     concurrency = _check_count("concurrency", concurrency, 1)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise Banana100Error(f"seed must be a whole number, got {seed!r}")
+    if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost >= 0):
+        raise Banana100Error(f"max_cost must be a number of USD >= 0, got {max_cost!r}")
+    if rpm is not None and not (isinstance(rpm, (int, float)) and rpm > 0):
+        raise Banana100Error(f"the rate limit must be > 0 requests per minute, got {rpm!r}")
+    check = getattr(editor, "check_config", None)
+    if callable(check):
+        check(dict(setting.config))
+    if max_cost is not None and getattr(editor, "price", "free") is None:
+        raise Banana100Error(
+            f"--max-cost needs prices for {editor.model!r}, and generation/pricing.yaml has none; add them there"
+        )
     srcs = _collect_sources(sources)  # before any work: nothing is written if a source is bad
     run_dir = Path(out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     params = _run_parameters(editor, setting, seed)
+
+    if dry_run:
+        has_manifest = (run_dir / MANIFEST_NAME).is_file()
+        records = read_manifest(run_dir) if has_manifest else []
+        plans = _plan_chains(run_dir, srcs, setting, params, steps, repeats, records)
+        stopped = {} if retry_stopped else read_stopped(run_dir)
+        pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped]
+        return _dry_run_text(editor, setting, params, plans, pending, steps, seed, run_dir, stopped, max_cost)
+
+    connect = getattr(editor, "connect", None)
+    if callable(connect):
+        connect()  # a missing key fails here, before anything is written
+    run_dir.mkdir(parents=True, exist_ok=True)
 
     with _RunLock(run_dir):
         has_manifest = (run_dir / MANIFEST_NAME).is_file()
@@ -535,7 +783,12 @@ def generate_chains(
         _check_run_file(run_dir, params, bool(records), sources)
         plans = _plan_chains(run_dir, srcs, setting, params, steps, repeats, records)
         present = sum(p.present for p in plans)
-        pending = [p for p in plans if p.next_step <= steps]
+        stopped_before = read_stopped(run_dir)
+        if retry_stopped and stopped_before:
+            for cid in sorted(stopped_before):
+                _append_line(run_dir / STOPPED_FILE, {"event": "cleared", "chain_id": cid, "time": utc_now()})
+            stopped_before = {}
+        pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped_before]
 
         bar = tqdm(
             total=len(plans) * (steps + 1),
@@ -546,8 +799,20 @@ def generate_chains(
             disable=not progress,
             dynamic_ncols=True,
         )
+        paid = _estimate(editor, setting) is not None  # prices known: a running cost estimate
+        metered = callable(getattr(editor, "estimate_usd", None))  # a service editor: every call logged
+
+        def show_cost(m: CallMeter) -> None:
+            if paid:
+                cap = f"/{m.max_cost:.2f}" if m.max_cost is not None else ""
+                bar.set_postfix_str(f"${m.spent:.2f}{cap}", refresh=False)
+
+        meter = CallMeter(run_dir / CALLS_FILE if metered else None, max_cost=max_cost, rpm=rpm, on_change=show_cost)
+        if paid:
+            show_cost(meter)
         writer = ManifestWriter(run_dir)
-        run = _Run(editor, setting, steps, seed, run_dir, writer, bar)
+        writers = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(pending))), thread_name_prefix="banana100-write")
+        run = _Run(editor, setting, steps, seed, run_dir, writer, bar, meter, writers)
         try:
             jobs: queue.Queue[_Chain] = queue.Queue()
             for p in pending:
@@ -573,8 +838,10 @@ def generate_chains(
                     pass  # abandon: daemon threads die with the process; files stay consistent
                 raise
         finally:
+            writers.shutdown(wait=True)
             bar.close()
             writer.close()
+            meter.close()
 
     summary = RunSummary(
         run_dir=run_dir,
@@ -588,6 +855,10 @@ def generate_chains(
         chains_complete=sum(1 for p in plans if p.next_step > steps),
         chains_failed=len(run.failures),
         wall_s=time.monotonic() - t_start,
+        chains_stopped=len(stopped_before) + len(run.stopped),
+        cost_usd=meter.spent if paid else None,
+        cost_this_run_usd=(meter.spent - meter.spent_before) if paid else None,
+        stop_reason=run.stop_reason,
     )
     if run.failures:
         lines = [f"  {cid} at step {step}: {type(e).__name__}: {e}" for cid, (step, e) in sorted(run.failures.items())]
@@ -597,6 +868,10 @@ def generate_chains(
             dict(run.failures),
             summary,
         )
+    if run.stop_error is not None:
+        err = type(run.stop_error)(f"{run.stop_error}\n{summary}")
+        err.summary = summary
+        raise err
     return summary
 
 

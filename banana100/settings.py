@@ -10,7 +10,8 @@ import yaml
 
 from .errors import SettingError
 
-TRANSFORMS = ("none", "hflip", "rotate90")
+TRANSFORMS = ("none", "hflip", "rotate90", "desaturate", "recolor")
+SEED_POLICIES = ("per_step", "fixed")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,19 @@ class Setting:
             raise ValueError("step 0 is the source image; it has no prompt")
         return self.prompts[(step - 1) % len(self.prompts)]
 
+    def simulate_for(self, step: int) -> dict:
+        """The simulated editor's hints for output step `step`: `transforms` is cycled like the prompts."""
+        hints = dict(self.simulate)
+        cycle = hints.pop("transforms", None)
+        if cycle:
+            hints["transform"] = cycle[(step - 1) % len(cycle)]
+        return hints
+
+    @property
+    def seed_policy(self) -> str:
+        """`per_step` (a new seed for every step) or `fixed` (one seed per chain)."""
+        return str(self.config.get("seed_policy", "per_step"))
+
 
 def _parse(name: str, raw: dict, origin: str) -> Setting:
     if not isinstance(raw, dict):
@@ -35,9 +49,16 @@ def _parse(name: str, raw: dict, origin: str) -> Setting:
     if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
         raise SettingError(f"{origin}: setting {name!r} needs a non-empty list of prompts")
     simulate = dict(raw.get("simulate") or {})
-    if simulate.get("transform", "none") not in TRANSFORMS:
-        raise SettingError(f"{origin}: setting {name!r}: simulate.transform must be one of {TRANSFORMS}")
-    return Setting(name, str(raw.get("description", "")), tuple(prompts), dict(raw.get("config") or {}), simulate)
+    transforms = simulate.get("transforms") or []
+    if not isinstance(transforms, list):
+        raise SettingError(f"{origin}: setting {name!r}: simulate.transforms must be a list")
+    for t in [simulate.get("transform", "none"), *transforms]:
+        if t not in TRANSFORMS:
+            raise SettingError(f"{origin}: setting {name!r}: simulate transform {t!r} is not one of {TRANSFORMS}")
+    config = dict(raw.get("config") or {})
+    if config.get("seed_policy", "per_step") not in SEED_POLICIES:
+        raise SettingError(f"{origin}: setting {name!r}: config.seed_policy must be one of {SEED_POLICIES}")
+    return Setting(name, str(raw.get("description", "")), tuple(prompts), config, simulate)
 
 
 @lru_cache(maxsize=None)

@@ -14,6 +14,7 @@ from .base import Editor, EditRequest, EditResult
 # name -> "module:Class" (module relative to this package)
 EDITORS: dict[str, str] = {
     "simulated": ".simulated:SimulatedEditor",
+    "gemini": ".gemini:GeminiEditor",
 }
 
 

@@ -9,8 +9,10 @@ manifest, dataset builder, metrics, report, Space) can be exercised offline, det
 and in milliseconds per step. Each call applies, in order:
 
 1. the setting's geometric instruction (`request.simulate["transform"]`): `none`, `hflip`
-   (mirror left-right) or `rotate90` (90 degrees counter-clockwise), since the model cannot
-   read the prompt text;
+   (mirror left-right), `rotate90` (90 degrees counter-clockwise), `desaturate` (greyscale)
+   or `recolor` (an approximation: a fixed warm tint over the luma, since lost colours cannot
+   be known), since the model cannot read the prompt text; object additions are not modelled
+   and `image_size` is ignored;
 2. resampling softness: a down-and-up resample (Lanczos by default) at a scale drawn per step
    from `resample_scale`; this removes the finest detail, and the Lanczos ringing acts as a
    mild sharpening that amplifies the mid-frequency grain left by earlier steps, so the noise
@@ -209,8 +211,12 @@ class SimulatedEditor(Editor):
             image = image[:, ::-1]
         elif transform == "rotate90":
             image = np.rot90(image)
+        elif transform == "desaturate":
+            image = _desaturate(image)
+        elif transform == "recolor":
+            image = _recolor(image)
         elif transform not in (None, "none"):
-            raise ValueError(f"unknown simulate transform {transform!r} (none, hflip, rotate90)")
+            raise ValueError(f"unknown simulate transform {transform!r} (none, hflip, rotate90, desaturate, recolor)")
         pil = Image.fromarray(np.ascontiguousarray(image))
         w, h = pil.size
 
@@ -261,6 +267,24 @@ class SimulatedEditor(Editor):
             with Image.open(buf) as jpg:
                 out = np.array(jpg.convert("RGB"))
         return np.ascontiguousarray(out)
+
+
+def _desaturate(image: np.ndarray) -> np.ndarray:
+    """Greyscale (ITU-R 601 luma) kept as three equal channels."""
+    luma = image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    grey = np.clip(luma + 0.5, 0, 255).astype(np.uint8)
+    return np.repeat(grey[:, :, None], 3, axis=2)
+
+
+def _recolor(image: np.ndarray) -> np.ndarray:
+    """An APPROXIMATION of "restore the colours": the model cannot know the lost colours, so it
+    keeps the image's luma and lays a fixed warm tint over it (0.6 of the way to a sepia-like
+    ramp). Only its colourlessness-then-colour rhythm resembles the real setting."""
+    x = image.astype(np.float32)
+    luma = x @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    tint = np.stack([luma * 1.08 + 6, luma * 0.98 + 2, luma * 0.82], axis=2)
+    out = 0.4 * x + 0.6 * tint
+    return np.clip(out + 0.5, 0, 255).astype(np.uint8)
 
 
 def _temperature(config: dict | None) -> float:
