@@ -1,14 +1,19 @@
 """Build a Hub-ready Banana100 dataset folder from run folders.
 
-    build_dataset([Path("runs/a"), Path("runs/b")], Path("banana100-dataset"))
+    build_dataset([Path("runs/a"), Path("runs/b")], Path("banana100-dataset"), num_proc=4)
 
 reads each run folder's `manifest.jsonl` (fields: `banana100.schema.RECORD_FIELDS`), checks
 every image (present, SHA-256 equal to the manifest's, decodable, of the recorded size), and
 writes a folder that `datasets.load_dataset(folder)` loads exactly as it would from the Hub:
 
-    README.md                                   the dataset card: YAML configs + dataset_info, prose
-    data/<setting>/train-00000-of-0000N.parquet every image of that setting      (configs default, <setting>)
-    endpoints/train-00000-of-0000M.parquet      steps 0, 1, 5, 10, 20, 100 only  (config endpoints)
+    README.md                                            the card: YAML configs + dataset_info, prose
+    data/<setting>/<model>/train-00000-of-0000N.parquet  the chains of one setting and editor model
+    endpoints/train-00000-of-0000M.parquet               steps 0, 1, 5, 10, 20, 100 only
+
+Configs: `default` (`data/*/*/*.parquet`), one per setting (`data/<setting>/*/*.parquet`), one
+per editor model (`model-<slug>`: `data/*/<slug>/*.parquet`; a chain belongs to the model of its
+edited steps, its step-0 source with it) and `endpoints`; one split, `train`. The setting and
+model configs are views of the same files, so only `endpoints` costs extra storage.
 
 Images are embedded untouched: the `image` column is the `datasets.Image()` struct
 `{bytes, path}` with the file's original bytes and its path in the run folder
@@ -16,20 +21,25 @@ Images are embedded untouched: the `image` column is the `datasets.Image()` stru
 (`push_to_hub`): the features' Arrow schema with its `huggingface` metadata, image bytes
 stored uncompressed and PLAIN-encoded, page index, content-defined chunking; row groups of at
 most 100 rows and about 100 MB, shards of at most 500 MB (the Hub's recommendation). Writing
-streams: at most one row group of image bytes is held in memory.
+streams: at most one row group of image bytes is held in memory (per process). The layout
+was chosen by measurement against raw files and WebDataset shards: bench/dataset_layout.py,
+BENCHMARKS.md ("Dataset layout").
 
-The folder is built in a temporary sibling and renamed into place at the end, so a failed
-build never leaves half a dataset at `out_dir`.
+The folder is built in `.<name>.building` next to `out_dir` and renamed into place at the
+end, so a failed build never leaves half a dataset at `out_dir`; an interrupted build is
+resumed by running it again: each finished shard is journalled with a key of its rows
+(records, hence image hashes) and reused when the rows are unchanged, and the images already
+checked (unchanged since, by size and modification time) are not decoded again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import re
-import secrets
 import shutil
 import tempfile
 import warnings
@@ -255,15 +265,40 @@ def _check_image(item: _Item) -> str | None:
     return None
 
 
-def verify_images(items: list[_Item], workers: int | None = None) -> None:
-    """Check every image; raise one DatasetError listing every bad file (path, chain, step)."""
+def _stat_key(item: _Item) -> str | None:
+    """An image as checked: its path, size, modification time and expected hash."""
+    try:
+        st = item.path.stat()
+    except OSError:
+        return None
+    return f"{item.path.resolve()}\t{st.st_size}\t{st.st_mtime_ns}\t{item.record['sha256']}"
+
+
+def verify_images(items: list[_Item], workers: int | None = None, processes: bool = False,
+                  already_checked: set[str] | frozenset = frozenset()) -> None:
+    """Check every image; raise one DatasetError listing every bad file (path, chain, step).
+
+    Threads by default (hashing and PNG decoding release the GIL); `processes=True` spreads the
+    work over `workers` processes instead. Images whose `_stat_key` is in `already_checked`
+    (checked by an interrupted earlier build, unchanged since) are not decoded again.
+    """
     for it in items:  # a manifest path must not leave its run folder
         rel = Path(it.record["image"])
         if rel.is_absolute() or ".." in rel.parts:
             raise DatasetError(f"{it.run_dir / MANIFEST_NAME}: image path {it.record['image']!r} leaves the run folder")
+    if already_checked:
+        items = [it for it in items if _stat_key(it) not in already_checked]
     workers = workers or min(8, os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(_check_image, items)
+    if processes and workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context())
+        chunk = max(1, min(64, len(items) // (workers * 8)))
+    else:
+        pool, chunk = ThreadPoolExecutor(max_workers=workers), 1
+    with pool:
+        results = pool.map(_check_image, items, chunksize=chunk)
         problems = [p for p in _progress(results, len(items), "checking images") if p]
     _raise_problems("cannot build the dataset: some images are missing or damaged", problems)
 
@@ -301,6 +336,15 @@ class _ShardWriter:
         self._writer = None
         self._shard_rows = 0
         self._shard_groups = 0
+        self._shard_bytes = 0
+        self._shard_key = hashlib.sha256()
+        self.journal: Path | None = None  # finished shards are recorded here (resumable builds)
+
+    def adopt(self, part: Path, rows: int, num_bytes: int) -> None:
+        """Take over a finished shard of an interrupted build (see `_write_shards`)."""
+        self.parts.append(part)
+        self.num_rows += rows
+        self.num_bytes += num_bytes
 
     def _row_bytes(self, row: dict) -> int:
         extra = sum(len(v) for k, v in row.items() if isinstance(v, str) and k != _IMAGE_COLUMN)
@@ -309,7 +353,7 @@ class _ShardWriter:
     def _footer(self, groups: int) -> int:
         return self._FOOTER_BASE + self._FOOTER_PER_ROW_GROUP * groups
 
-    def add(self, row: dict) -> None:
+    def add(self, row: dict, key: bytes = b"") -> None:
         size = self._row_bytes(row)
         if self._shard_rows or self._pending:
             written = self._sink.tell() if self._sink is not None else 0
@@ -317,6 +361,7 @@ class _ShardWriter:
             if written + self._pending_bytes + size + self._footer(groups) > self.max_bytes:
                 self._flush()
                 self._close_shard()
+        self._shard_key.update(key)
         self._pending.append(row)
         self._pending_bytes += size
         if len(self._pending) >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_MAX_BYTES:
@@ -342,34 +387,40 @@ class _ShardWriter:
         self._writer.write_table(table, row_group_size=len(self._pending))
         self.num_rows += table.num_rows
         self.num_bytes += table.nbytes
+        self._shard_bytes += table.nbytes
         self._shard_rows += table.num_rows
         self._shard_groups += 1
         self._pending = []
         self._pending_bytes = 0
 
-    def _close_shard(self) -> None:
+    def _close_shard(self, record: bool = True) -> None:
         if self._writer is not None:
             self._writer.close()
             self._sink.close()
+            part = self.parts[-1]
+            if record and self.journal is not None:
+                with open(part, "rb") as f:
+                    os.fsync(f.fileno())
+                entry = {"part": part.name, "rows": self._shard_rows, "num_bytes": self._shard_bytes,
+                         "size": part.stat().st_size, "key": self._shard_key.hexdigest(),
+                         "max_bytes": self.max_bytes, "format": _SHARD_FORMAT}
+                with open(self.journal, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
         self._writer = self._sink = None
-        self._shard_rows = self._shard_groups = 0
+        self._shard_rows = self._shard_groups = self._shard_bytes = 0
+        self._shard_key = hashlib.sha256()
 
     def close(self) -> list[Path]:
-        """Finish the last shard and give the shards their final `train-i-of-n` names."""
+        """Finish the last shard (its final `train-i-of-n` name comes from `_finalize_shards`)."""
         self._flush()
         self._close_shard()
-        n = len(self.parts)
-        final = []
-        for i, part in enumerate(self.parts):
-            target = part.with_name(f"{SPLIT}-{i:05d}-of-{n:05d}.parquet")
-            os.replace(part, target)
-            final.append(target)
-        self.parts = final
-        return final
+        return self.parts
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):  # already failing: keep the first error
-            self._close_shard()
+            self._close_shard(record=False)
 
 
 def _row(item: _Item) -> dict:
@@ -403,16 +454,133 @@ def _progress(iterable, total: int, desc: str):
     return tqdm(iterable, total=total, desc=desc, unit="img", disable=None, leave=False)
 
 
+_JOURNAL = ".shards.jsonl"
+_CHECKED = ".checked-images"  # images an interrupted build checked (see `verify_images`)
+#: Bump when the bytes written for the same rows change (writer options, schema): an interrupted
+#: build's shards are then rewritten instead of reused.
+_SHARD_FORMAT = 1
+_FINAL_NAME = re.compile(rf"^{SPLIT}-(\d{{5}})-of-\d{{5}}\.parquet$")
+
+
+def _row_key(item: _Item) -> bytes:
+    """What a shard's content is keyed by: the full record (its `sha256` pins the image bytes)."""
+    return json.dumps(item.record, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+
+
+def _shard_key(items: list[_Item]) -> str:
+    h = hashlib.sha256()
+    for it in items:
+        h.update(_row_key(it))
+    return h.hexdigest()
+
+
+def _resume(folder: Path, items: list[_Item], writer: _ShardWriter) -> int:
+    """Adopt the finished shards an interrupted build left in `folder`; return the rows they hold.
+
+    A shard is reused only when its journal entry matches: same position, same file size, same
+    writer format and shard limit, and the same rows (records, hence image hashes) in the same
+    order. Everything after the first mismatch, and any half-written shard, is deleted.
+    """
+    journal = folder / _JOURNAL
+    if not folder.is_dir():
+        return 0
+    for f in folder.glob(f"{SPLIT}-*.parquet"):  # interrupted while giving the final names
+        m = _FINAL_NAME.match(f.name)
+        if m:
+            os.replace(f, folder / f".part-{m.group(1)}.parquet")
+    entries = []
+    if journal.is_file():
+        for line in journal.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                entries.append(json.loads(line))
+    pos = 0
+    kept = []
+    for entry in entries:
+        part = folder / f".part-{len(writer.parts):05d}.parquet"
+        n = entry.get("rows", 0)
+        if (
+            entry.get("part") != part.name
+            or entry.get("format") != _SHARD_FORMAT
+            or entry.get("max_bytes") != writer.max_bytes
+            or not part.is_file()
+            or part.stat().st_size != entry.get("size")
+            or n <= 0
+            or pos + n > len(items)
+            or _shard_key(items[pos : pos + n]) != entry.get("key")
+        ):
+            break
+        writer.adopt(part, n, entry["num_bytes"])
+        kept.append(entry)
+        pos += n
+    keep = {p.name for p in writer.parts}
+    for f in folder.iterdir():
+        if f.name != _JOURNAL and f.name not in keep:
+            if f.is_dir():
+                shutil.rmtree(f)
+            else:
+                f.unlink()
+    journal.write_text("".join(json.dumps(e) + "\n" for e in kept), encoding="utf-8")
+    return pos
+
+
 def _write_shards(items: list[_Item], folder: Path, features, max_bytes: int, desc: str) -> _ShardWriter:
+    """Write `items` as Parquet shards into `folder`, reusing the finished shards of an earlier,
+    interrupted attempt (keyed by their content, see `_resume`)."""
     writer = _ShardWriter(folder, features, max_bytes)
+    done = _resume(folder, items, writer)
+    folder.mkdir(parents=True, exist_ok=True)
+    writer.journal = folder / _JOURNAL
     try:
-        for it in _progress(items, len(items), f"writing {desc}"):
-            writer.add(_row(it))
+        for it in _progress(items[done:], len(items) - done, f"writing {desc}"):
+            writer.add(_row(it), _row_key(it))
         writer.close()
     except BaseException:
         writer.abort()
         raise
     return writer
+
+
+def _finalize_shards(folder: Path) -> list[Path]:
+    """Give a finished folder's shards their `train-i-of-n` names."""
+    parts = sorted(folder.glob(".part-*.parquet"))
+    n = len(parts)
+    final = []
+    for i, part in enumerate(parts):
+        target = part.with_name(f"{SPLIT}-{i:05d}-of-{n:05d}.parquet")
+        os.replace(part, target)
+        final.append(target)
+    return final  # the journal stays until the whole build is done (see `build_dataset`)
+
+
+def _write_group(args) -> tuple[int, int, list[int]]:
+    """One data folder (a worker's job with --num-proc): (rows, Arrow bytes, shard sizes)."""
+    items, folder, max_bytes, desc = args
+    writer = _write_shards(items, folder, dataset_features(), max_bytes, desc)
+    return writer.num_rows, writer.num_bytes, [p.stat().st_size for p in writer.parts]
+
+
+def model_slug(model: str) -> str:
+    """Folder name for an editor model id: lower case, runs of other characters as `-`."""
+    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+    return slug or "unknown"
+
+
+def model_config(model: str) -> str:
+    """Config name of an editor model: `model-<slug>` (`gemini-3-pro-image-preview` ->
+    `model-gemini-3-pro-image-preview`, `FLUX.2 [dev]` -> `model-flux-2-dev`)."""
+    return f"model-{model_slug(model)}"
+
+
+def chain_models(items: list[_Item]) -> dict[str, str]:
+    """The editor model of each chain: the model of its edited steps (the most frequent one
+    should they differ); `source` for a chain that has only its step 0."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for it in items:
+        counts[it.record["chain_id"]]  # every chain has an entry
+        if it.record["step"] > 0:
+            counts[it.record["chain_id"]][it.record["model"]] += 1
+    return {cid: (sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if c else "source")
+            for cid, c in counts.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,7 +611,8 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _card_context(items: list[_Item], stats: dict[str, _ConfigStats], shard_max_bytes: int) -> dict:
+def _card_context(items: list[_Item], stats: dict[str, _ConfigStats], shard_max_bytes: int,
+                  model_configs: dict[str, str] | None = None) -> dict:
     from banana100.errors import SettingError
     from banana100.settings import load_settings
 
@@ -487,14 +656,19 @@ def _card_context(items: list[_Item], stats: dict[str, _ConfigStats], shard_max_
             }
         )
 
+    model_of_config = {c: m for m, c in (model_configs or {}).items()}
     configs = []
     for name, st in stats.items():
         if name == DEFAULT_CONFIG:
-            what, where = "every image of every chain", f"`{DATA_DIR}/*/*.parquet`"
+            what, where = "every image of every chain", f"`{DATA_DIR}/*/*/*.parquet`"
         elif name == ENDPOINTS_CONFIG:
             what, where = f"steps {', '.join(map(str, ENDPOINT_STEPS))} only", f"`{ENDPOINTS_DIR}/*.parquet`"
+        elif name in model_of_config:
+            m = model_of_config[name]
+            what = f"the chains edited by `{m}` (with their step-0 sources)"
+            where = f"`{DATA_DIR}/*/{model_slug(m)}/*.parquet`"
         else:
-            what, where = f"the `{name}` setting", f"`{DATA_DIR}/{name}/*.parquet`"
+            what, where = f"the `{name}` setting", f"`{DATA_DIR}/{name}/*/*.parquet`"
         configs.append(
             {"name": name, "what": what, "where": where, "rows": st.num_rows, "files": st.files,
              "size": _human_bytes(st.download_size)}
@@ -538,22 +712,29 @@ def _card_context(items: list[_Item], stats: dict[str, _ConfigStats], shard_max_
 
 
 def write_card(folder: Path, items: list[_Item], stats: dict[str, _ConfigStats], features,
-               shard_max_bytes: int = SHARD_MAX_BYTES) -> Path:
-    """Write `folder/README.md`: YAML (licence, configs, dataset_info, ...) and prose."""
+               shard_max_bytes: int = SHARD_MAX_BYTES, model_configs: dict[str, str] | None = None) -> Path:
+    """Write `folder/README.md`: YAML (licence, configs, dataset_info, ...) and prose.
+
+    `model_configs` maps each editor model id to its config name (`model_config`).
+    """
     import datasets
     from huggingface_hub import DatasetCard, DatasetCardData
 
-    settings = [c for c in stats if c not in _RESERVED_CONFIGS]
-    config_files = {DEFAULT_CONFIG: f"{DATA_DIR}/*/*.parquet", ENDPOINTS_CONFIG: f"{ENDPOINTS_DIR}/*.parquet"}
-    config_files.update({s: f"{DATA_DIR}/{s}/*.parquet" for s in settings})
-    order = [DEFAULT_CONFIG, *settings, *([ENDPOINTS_CONFIG] if ENDPOINTS_CONFIG in stats else [])]
+    model_configs = dict(model_configs or {})
+    model_names = sorted(model_configs.values())
+    settings = sorted(c for c in stats if c not in _RESERVED_CONFIGS and c not in model_names)
+    config_files = {DEFAULT_CONFIG: f"{DATA_DIR}/*/*/*.parquet", ENDPOINTS_CONFIG: f"{ENDPOINTS_DIR}/*.parquet"}
+    config_files.update({s: f"{DATA_DIR}/{s}/*/*.parquet" for s in settings})
+    config_files.update({c: f"{DATA_DIR}/*/{model_slug(m)}/*.parquet" for m, c in model_configs.items()})
+    order = [DEFAULT_CONFIG, *settings, *[c for c in model_names if c in stats],
+             *([ENDPOINTS_CONFIG] if ENDPOINTS_CONFIG in stats else [])]
     yaml_configs = [
         {"config_name": name, "data_files": [{"split": SPLIT, "path": config_files[name]}]}
         | ({"default": True} if name == DEFAULT_CONFIG else {})
         for name in order
     ]
     n_rows = stats[DEFAULT_CONFIG].num_rows
-    context = _card_context(items, {name: stats[name] for name in order}, shard_max_bytes)
+    context = _card_context(items, {name: stats[name] for name in order}, shard_max_bytes, model_configs)
     pretty_name = "Banana100 chains"
     if context["all_simulated"]:
         pretty_name += " (simulated editor)"
@@ -605,11 +786,16 @@ def _check_out_dir(out_dir: Path) -> None:
         )
 
 
-def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SHARD_MAX_BYTES) -> Path:
+def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SHARD_MAX_BYTES,
+                  num_proc: int | None = None) -> Path:
     """Build the Hub-ready dataset folder `out_dir` from run folders; return `out_dir`.
 
     Every image is checked before anything is written; the folder appears at `out_dir` only
     when complete (an earlier dataset build there is replaced; any other folder is refused).
+    The work happens in `.<out_dir name>.building` next to it: an interrupted build (Ctrl-C,
+    a crash, a full disk) is resumed by running the same command again, and every finished
+    shard whose rows are unchanged is reused. `num_proc` > 1 checks images and writes the data
+    folders (one per setting x editor model) in that many processes.
     """
     import datasets  # noqa: F401 - fail early with a clear ImportError
 
@@ -617,40 +803,84 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
     run_dirs = [Path(p) for p in run_dirs]
     if shard_max_bytes < 64 * 1024:
         raise DatasetError(f"shard_max_bytes={shard_max_bytes} is too small (at least 64 KiB)")
+    if num_proc is not None and num_proc < 1:
+        raise DatasetError(f"num_proc={num_proc} must be at least 1")
     _check_out_dir(out_dir)
     for run_dir in run_dirs:
         if out_dir.resolve() == run_dir.resolve() or out_dir.resolve() in run_dir.resolve().parents:
             raise DatasetError(f"--out {out_dir} must not be a run folder or contain one ({run_dir})")
 
     items = collect_items(run_dirs)
-    verify_images(items)
+    models = chain_models(items)
+    configs_of_models: dict[str, str] = {}
+    for m in sorted(set(models.values())):
+        name = model_config(m)
+        if name in configs_of_models.values():
+            other = next(k for k, v in configs_of_models.items() if v == name)
+            raise DatasetError(f"editor models {other!r} and {m!r} both map to the config name {name!r}")
+        configs_of_models[m] = name
+    clash = {it.record["setting"] for it in items} & set(configs_of_models.values())
+    if clash:
+        raise DatasetError(f"setting names {sorted(clash)} clash with the per-model config names")
+    # A fixed name, so that the next run finds and resumes an interrupted build.
+    tmp = out_dir.parent / f".{out_dir.name}.building"
+    checked = tmp / _CHECKED
+    known = set(checked.read_text(encoding="utf-8").splitlines()) if checked.is_file() else set()
+    verify_images(items, workers=num_proc, processes=bool(num_proc and num_proc > 1), already_checked=known)
 
-    features = dataset_features()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # A plain mkdir (not mkdtemp, whose 0700 mode the renamed folder would keep) honours the umask.
-    tmp = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
-        stats: dict[str, _ConfigStats] = {DEFAULT_CONFIG: _ConfigStats()}
-        by_setting: dict[str, list[_Item]] = defaultdict(list)
-        for it in items:
-            by_setting[it.record["setting"]].append(it)
-        for setting, setting_items in by_setting.items():
-            folder = f"{DATA_DIR}/{setting}"
-            writer = _write_shards(setting_items, tmp / folder, features, shard_max_bytes, folder)
-            stats[setting] = _ConfigStats()
-            stats[setting].add(writer)
-            stats[DEFAULT_CONFIG].add(writer)
-        endpoint_items = [it for it in items if it.record["step"] in ENDPOINT_STEPS]
-        if endpoint_items:  # else (no chain has any endpoint step) the config is left out
-            writer = _write_shards(endpoint_items, tmp / ENDPOINTS_DIR, features, shard_max_bytes, ENDPOINTS_DIR)
-            stats[ENDPOINTS_CONFIG] = _ConfigStats()
-            stats[ENDPOINTS_CONFIG].add(writer)
-        write_card(tmp, items, stats, features, shard_max_bytes)
-        _replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    tmp.mkdir(exist_ok=True)  # a plain mkdir (not mkdtemp, whose 0700 mode would stay) honours the umask
+    (tmp / ".banana100-build").write_text("a banana100 build-dataset work folder; safe to delete\n")
+    checked.write_text("".join(f"{k}\n" for k in map(_stat_key, items) if k), encoding="utf-8")
+
+    groups: dict[tuple[str, str], list[_Item]] = defaultdict(list)
+    for it in items:
+        groups[(it.record["setting"], models[it.record["chain_id"]])].append(it)
+    jobs = [(g, f"{DATA_DIR}/{s}/{model_slug(m)}") for (s, m), g in groups.items()]
+    endpoint_items = [it for it in items if it.record["step"] in ENDPOINT_STEPS]
+    if endpoint_items:  # else (no chain has any endpoint step) the config is left out
+        jobs.append((endpoint_items, ENDPOINTS_DIR))
+    # Leftovers of an earlier attempt on other data (a setting since removed...) go.
+    wanted = {folder for _, folder in jobs}
+    for d in (tmp / DATA_DIR).glob("*/*") if (tmp / DATA_DIR).is_dir() else []:
+        if f"{DATA_DIR}/{d.parent.name}/{d.name}" not in wanted:
+            shutil.rmtree(d)
+    if ENDPOINTS_DIR not in wanted:
+        shutil.rmtree(tmp / ENDPOINTS_DIR, ignore_errors=True)
+
+    args = [(g, tmp / folder, shard_max_bytes, folder) for g, folder in jobs]
+    if num_proc and num_proc > 1 and len(args) > 1:
+        import multiprocessing
+
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context()  # the platform's default, as `datasets` does for num_proc
+        with ProcessPoolExecutor(min(num_proc, len(args)), mp_context=ctx) as pool:
+            results = list(pool.map(_write_group, args))
+    else:
+        results = [_write_group(a) for a in args]
+
+    stats: dict[str, _ConfigStats] = {DEFAULT_CONFIG: _ConfigStats()}
+    for (_, folder), (rows, nbytes, sizes) in zip(jobs, results):
+        _finalize_shards(tmp / folder)
+        if folder == ENDPOINTS_DIR:
+            names = [ENDPOINTS_CONFIG]
+        else:
+            _, setting, slug = folder.split("/")
+            model = next(m for m in configs_of_models if model_slug(m) == slug)
+            names = [DEFAULT_CONFIG, setting, configs_of_models[model]]
+        for name in names:
+            st = stats.setdefault(name, _ConfigStats())
+            st.num_rows += rows
+            st.num_bytes += nbytes
+            st.download_size += sum(sizes)
+            st.files += len(sizes)
+    for journal in tmp.rglob(_JOURNAL):
+        journal.unlink()
+    checked.unlink()
+    (tmp / ".banana100-build").unlink()
+    write_card(tmp, items, stats, dataset_features(), shard_max_bytes, model_configs=configs_of_models)
+    _replace_dir(tmp, out_dir)
     return out_dir
 
 

@@ -160,7 +160,7 @@ def test_layout_shards_and_row_groups(built):
 
     out, _, _ = built
     for setting in SETTINGS:
-        files = sorted((out / "data" / setting).glob("*.parquet"))
+        files = sorted((out / "data" / setting / "simulated-v1").glob("*.parquet"))  # data/<setting>/<model>/
         n = len(files)
         assert n >= 2, "the small shard limit should split each setting"
         assert [f.name for f in files] == [f"train-{i:05d}-of-{n:05d}.parquet" for i in range(n)]
@@ -181,7 +181,7 @@ def test_card(built):
     data = card.data.to_dict()
     assert data["license"] == "cc-by-nc-sa-4.0"
     names = [c["config_name"] for c in data["configs"]]
-    assert names == ["default", "mirror", "replicate", "endpoints"]
+    assert names == ["default", "mirror", "replicate", "model-simulated-v1", "endpoints"]
     infos = {i["config_name"]: i for i in data["dataset_info"]}
     assert set(infos) == set(names)
     assert infos["default"]["splits"][0]["num_examples"] == len(records)
