@@ -1,0 +1,350 @@
+"""Banana100 Space: watch an image fall apart while the metrics look away.
+
+A thin Gradio face over `banana100.explore`. Configuration (environment variables; on the Hub,
+the Space's "Variables" settings):
+
+  BANANA100_SPACE_DATASET  a dataset folder, a run folder, or a Hub dataset id (owner/name)
+  BANANA100_SPACE_SCORES   the scores file (`banana100 score`): a path or hf://datasets/<id>/<file>
+  BANANA100_SPACE_CACHE    cache folder (demo set, Hub downloads); default ~/.cache/banana100-space
+  BANANA100_SPACE_DEMO     demo set size when no dataset is set: CHAINSxSTEPS[xSIDE], default 3x20x384
+  BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand)
+  BANANA100_SPACE_MAX_STEPS     cap of "Try it" steps with the simulated editor (default 30)
+
+With no dataset set, the Space builds a small simulated demo set on first start and says so.
+Run locally: `python space/app.py` (http://127.0.0.1:7860; GRADIO_SERVER_PORT to change).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no call home at start
+
+try:  # ZeroGPU on Hugging Face: import before torch touches CUDA
+    import spaces
+
+    GPU = spaces.GPU
+except ImportError:  # anywhere else: a no-op decorator
+
+    def GPU(fn=None, **_kwargs):
+        return fn if fn is not None else (lambda f: f)
+
+
+import gradio as gr
+import matplotlib.pyplot as plt
+
+from banana100 import about
+from banana100 import explore as ex
+from banana100.editors import EDITORS, make_editor
+from banana100.errors import Banana100Error
+
+MAX_UPLOAD_MB = 10
+MAX_PIXELS = 16_000_000
+WORK_SIDE = 512  # live chains run on images at most this large
+MAX_STEPS = {"simulated": int(os.environ.get("BANANA100_SPACE_MAX_STEPS", "30")), "gemini": 10}
+GEMINI = "gemini" in EDITORS
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+
+def _demo_size() -> tuple[int, int, int]:
+    raw = os.environ.get("BANANA100_SPACE_DEMO", "3x20x384")
+    try:
+        parts = [int(p) for p in raw.lower().split("x")]
+        chains, steps, side = (parts + [384])[:3]
+    except ValueError:
+        raise SystemExit(f"BANANA100_SPACE_DEMO must look like 3x20x384 (chains x steps x side), got {raw!r}")
+    return chains, steps, side
+
+
+def load_explorer() -> ex.Explorer:
+    cache = os.environ.get(ex.CACHE_ENV) or str(ex.DEFAULT_CACHE)
+    data = os.environ.get(ex.DATASET_ENV, "").strip()
+    scores = os.environ.get(ex.SCORES_ENV, "").strip() or None
+    if data:
+        return ex.Explorer.open(data, scores, cache_dir=cache, note="")
+    chains, steps, side = _demo_size()
+    print(f"space: no {ex.DATASET_ENV} set; building a demo set ({chains} chains x {steps} steps) in {cache}",
+          flush=True)
+    dataset, scores_file = ex.build_demo_set(cache, chains=chains, steps=steps, max_side=side,
+                                             metrics=os.environ.get("BANANA100_SPACE_DEMO_METRICS", "auto"))
+    note = (f"**Simulated demo set.** No dataset is configured, so this Space built {chains} chains of "
+            f"{steps} steps itself from sample images with the *simulated* editor. {about.SIMULATED_EDITOR_NOTE} "
+            f"Set `{ex.DATASET_ENV}` (e.g. a Banana100 dataset on the Hub) and `{ex.SCORES_ENV}` to show real chains.")
+    return ex.Explorer.open(dataset, scores_file, cache_dir=cache, note=note)
+
+
+EXPLORER = load_explorer()
+CHAINS = EXPLORER.images.chains
+SOURCES = sorted({c.source_id for c in CHAINS.values()})
+
+
+def _settings(source):
+    return sorted({c.setting for c in CHAINS.values() if c.source_id == source})
+
+
+def _repeats(source, setting):
+    return sorted({c.repeat for c in CHAINS.values() if c.source_id == source and c.setting == setting})
+
+
+def _chain(source, setting, repeat) -> str:
+    try:
+        cid = EXPLORER.find(str(source), str(setting), int(repeat))
+    except (TypeError, ValueError):
+        cid = None
+    if cid is None:
+        raise gr.Error(f"no chain for source {source!r}, setting {setting!r}, repeat {repeat!r}")
+    return cid
+
+
+def _figure(curves, step, last_step, title=None):
+    fig = ex.plot_curves(curves, step=step, last_step=last_step, title=title)
+    plt.close(fig)  # gradio still renders a closed figure; closing keeps pyplot from piling them up
+    return fig
+
+
+# -- Explore ------------------------------------------------------------------------------------
+
+
+def show_step(source, setting, repeat, step):
+    """The image at `step` beside nothing else, and the curves with the marker at `step`."""
+    cid = _chain(source, setting, repeat)
+    info = EXPLORER.info(cid)
+    step = min(max(int(step), 0), info.last_step)
+    return EXPLORER.image(cid, step), _figure(EXPLORER.curves(cid), step, info.last_step)
+
+
+def show_chain(source, setting, repeat, step=None):
+    """Everything for a newly picked chain: slider range, source, step image, curves, verdicts."""
+    cid = _chain(source, setting, repeat)
+    info = EXPLORER.info(cid)
+    step = info.last_step if step is None else min(max(int(step), 0), info.last_step)
+    image, fig = show_step(source, setting, repeat, step)
+    return (gr.Slider(minimum=0, maximum=info.last_step, value=step, step=1),
+            EXPLORER.image(cid, 0), image, fig, EXPLORER.verdicts(cid))
+
+
+def pick_source(source):
+    settings = _settings(source)
+    setting = settings[0] if settings else None
+    repeats = _repeats(source, setting)
+    return (gr.Dropdown(choices=settings, value=setting),
+            gr.Dropdown(choices=repeats, value=repeats[0] if repeats else None))
+
+
+def pick_setting(source, setting):
+    repeats = _repeats(source, setting)
+    return gr.Dropdown(choices=repeats, value=repeats[0] if repeats else None)
+
+
+# -- Try it -------------------------------------------------------------------------------------
+
+_SCORERS: dict[str, dict] = {}
+_SCORERS_LOCK = threading.Lock()
+LIVE_METRICS = [m for m in ("piqe", "niqe", "brisque") if m in EXPLORER.metrics() or not EXPLORER.metrics()]
+
+
+@GPU
+def score_image(rgb) -> dict[str, float]:
+    """Every live metric's score of one image (on the GPU when there is one)."""
+    from banana100.demo import pick_metrics
+    from banana100.engine import default_device
+    from banana100.scoring import build_scorers
+
+    device = default_device()
+    with _SCORERS_LOCK:
+        if device not in _SCORERS:
+            wanted = set(pick_metrics("auto"))
+            _SCORERS[device] = build_scorers([m for m in LIVE_METRICS if m in wanted] or ["piqe"], device=device)
+        scorers = _SCORERS[device]
+    out = {}
+    for name, scorer in scorers.items():
+        try:
+            out[name] = scorer.score_arrays([rgb])[0]
+        except Banana100Error:
+            out[name] = float("nan")
+    return out
+
+
+def _redact(text: str, secret: str) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def run_live(upload, sample, steps, editor_name, api_key):
+    """Stream a live chain: (current image, gallery, curves, verdicts, status) after every step."""
+    api_key = (api_key or "").strip()
+    editor_name = editor_name if editor_name in MAX_STEPS and (editor_name != "gemini" or GEMINI) else None
+    if editor_name is None:
+        raise gr.Error("choose an editor from the list")
+    try:
+        steps = int(steps)
+    except (TypeError, ValueError):
+        raise gr.Error("steps must be a whole number") from None
+    cap = MAX_STEPS[editor_name]
+    if not 1 <= steps <= cap:
+        raise gr.Error(f"steps must be between 1 and {cap} with the {editor_name} editor")
+    try:
+        if upload:
+            rgb = ex.check_upload(upload, max_bytes=MAX_UPLOAD_MB * 1024**2, max_pixels=MAX_PIXELS)
+            origin = "your image"
+        elif sample:
+            rgb = ex.sample_image(str(sample))
+            origin = f"sample '{sample}'"
+        else:
+            raise gr.Error("upload an image or pick a sample")
+    except ex.UploadError as e:
+        raise gr.Error(f"Upload refused: {e}") from None
+    rgb = ex.shrink(rgb, WORK_SIDE if editor_name == "simulated" else 1024)
+    if editor_name == "gemini":
+        if not api_key:
+            raise gr.Error("paste your Gemini API key to use the Gemini editor (it is used for this run only)")
+        try:
+            editor = make_editor("gemini", api_key=api_key)
+        except Exception as e:  # noqa: BLE001 - never echo the key back
+            raise gr.Error(f"cannot start the Gemini editor: {_redact(str(e), api_key)}") from None
+    else:
+        editor = make_editor("simulated")
+
+    rows, gallery = [], []
+    try:
+        for step, image, _meta in ex.stream_chain(editor, rgb, steps):
+            for metric, score in score_image(image).items():
+                rows.append({"step": step, "metric": metric, "score": score})
+            gallery.append((ex.shrink(image, 160), f"step {step}"))
+            curves = ex.chain_curves(ex.scores_frame(rows), "live__replicate__r0")
+            fig = _figure(curves, step, steps, title=f"Live chain from {origin}: step {step} of {steps}")
+            status = f"Step {step} of {steps} done ({editor_name} editor)."
+            verdicts = None
+            if step == steps:
+                from banana100.report import analyse
+
+                verdicts = ex.verdict_table(analyse(ex.scores_frame(rows)), "live__replicate__r0")
+                status = (f"Done: {steps} steps ({editor_name} editor). "
+                          + ("" if steps >= 20 else "The protocol needs steps 1, 5, 10 and 20; run 20 steps for a verdict."))
+            yield image, gallery, fig, verdicts, status
+    except gr.Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - show the editor's error, without the key
+        raise gr.Error(f"the chain stopped: {_redact(str(e), api_key)}") from None
+
+
+# -- the page -----------------------------------------------------------------------------------
+
+INTRO = f"""
+# Banana100: watch an image fall apart while the metrics look away
+
+An image editor is asked to copy an image, then to copy the copy, again and again. By step 5-10 a
+person sees static noise and colour drift. Move the slider and compare: a metric that sees the
+damage goes **down** (curves normalised so that down = worse). On the paper's real chains, no
+pyiqa metric saw it in every chain, and some scored the noisy copies as *better*.
+Paper: [{about.PAPER_TITLE}]({about.PAPER_URL}).
+"""
+
+LICENCES = f"""
+**Licences.** Code: {about.CODE_LICENCE}. Banana100 data ([{about.ORIGINAL_DATASET}](https://huggingface.co/datasets/{about.ORIGINAL_DATASET})):
+CC BY-NC-SA 4.0. Metric scores are computed with pyiqa, licensed {about.PYIQA_LICENCE}, and each parameter
+file or checkpoint keeps its authors' licence (NIQE, BRISQUE: LIVE licence): fine for research, not for a
+commercial product without checking those licences. Your uploads and API keys are not stored.
+"""
+
+PROTOCOL = ("**Protocol verdict for this chain.** d5, d10, d20: change of the oriented score (down = worse) "
+            "from step 1 to steps 5, 10, 20. A metric passes only if all three are negative; rho: Spearman "
+            "correlation of oriented score with step.")
+
+
+# No web fonts (the default theme fetches Google Fonts): the page looks the same offline.
+THEME = gr.themes.Soft(primary_hue="amber", font=["ui-sans-serif", "system-ui", "sans-serif"],
+                       font_mono=["ui-monospace", "monospace"])
+
+
+def build() -> gr.Blocks:
+    first = CHAINS[EXPLORER.chain_ids()[0]]
+    with gr.Blocks(title="Banana100: metrics that look away", analytics_enabled=False) as demo:
+        gr.Markdown(INTRO)
+        if EXPLORER.note:
+            gr.Markdown(EXPLORER.note, elem_id="demo-note")
+        with gr.Tab("Explore", id="explore"):
+            data_line = (f"Data: {EXPLORER.images.kind} `{EXPLORER.images.location}` "
+                         f"({len(CHAINS)} chains); metrics: {', '.join(ex.metric_label(m) for m in EXPLORER.metrics()) or 'no scores configured'}.")
+            gr.Markdown(data_line)
+            with gr.Row():
+                source = gr.Dropdown(SOURCES, value=first.source_id, label="source image", elem_id="source")
+                setting = gr.Dropdown(_settings(first.source_id), value=first.setting, label="setting", elem_id="setting")
+                repeat = gr.Dropdown(_repeats(first.source_id, first.setting), value=first.repeat, label="repeat",
+                                     elem_id="repeat")
+            step = gr.Slider(0, first.last_step, value=first.last_step, step=1, label="step (0 = the source image)",
+                             elem_id="step")
+            with gr.Row(equal_height=True):
+                src_img = gr.Image(label="source (step 0)", type="pil", interactive=False, elem_id="source-image",
+                                   height=300)
+                step_img = gr.Image(label="this step", type="pil", interactive=False, elem_id="step-image", height=300)
+            plot = gr.Plot(show_label=False, elem_id="curves")
+            gr.Markdown(PROTOCOL)
+            verdicts = gr.Dataframe(label="verdict per metric, this chain", interactive=False, elem_id="verdicts")
+            gr.Markdown("**Failure rate over all chains** (share of complete chains where the metric missed the damage).")
+            gr.Dataframe(value=EXPLORER.summary(), label="all chains", interactive=False, elem_id="summary")
+
+            chain_outputs = [step, src_img, step_img, plot, verdicts]
+            source.input(pick_source, [source], [setting, repeat], api_name=False).then(
+                show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+            setting.input(pick_setting, [source, setting], [repeat], api_name=False).then(
+                show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+            repeat.input(show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+            step.input(show_step, [source, setting, repeat, step], [step_img, plot], api_name="show_step",
+                       trigger_mode="always_last", show_progress="hidden")
+            gr.Button("show chain", visible=False).click(show_chain, [source, setting, repeat, step], chain_outputs,
+                                                         api_name="show_chain")
+            demo.load(show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+
+        with gr.Tab("Try it", id="try"):
+            gr.Markdown(f"Start a chain of your own: upload an image (PNG, JPEG, WebP or BMP, at most "
+                        f"{MAX_UPLOAD_MB} MB and {MAX_PIXELS // 1_000_000} megapixels) or pick a sample, and watch "
+                        "each copy and the metric curves arrive step by step. The simulated editor runs here, "
+                        "offline; it models the damage and is not a real editor."
+                        + (" The Gemini editor calls Google's API with *your* key, which is used for this run only "
+                           "and never stored or logged." if GEMINI else ""))
+            with gr.Row():
+                with gr.Column(scale=1):
+                    upload = gr.File(label="upload an image", file_types=["image"], type="filepath", elem_id="upload")
+                    sample = gr.Dropdown(ex.sample_names(), value=ex.sample_names()[0], label="...or a sample",
+                                         elem_id="sample")
+                    editors = ["simulated"] + (["gemini"] if GEMINI else [])
+                    editor = gr.Radio(editors, value="simulated", label="editor", elem_id="editor")
+                    key = gr.Textbox(label="Gemini API key (not stored)", type="password", visible=False,
+                                     elem_id="api-key")
+                    n_steps = gr.Slider(1, MAX_STEPS["simulated"], value=min(20, MAX_STEPS["simulated"]), step=1,
+                                        label="steps", elem_id="live-steps")
+                    go = gr.Button("Run the chain", variant="primary", elem_id="run")
+                with gr.Column(scale=2):
+                    live_img = gr.Image(label="latest copy", type="numpy", interactive=False, elem_id="live-image",
+                                        height=300)
+                    status = gr.Markdown("", elem_id="live-status")
+            live_plot = gr.Plot(show_label=False, elem_id="live-curves")
+            live_verdicts = gr.Dataframe(label="verdict per metric (after 20 steps or more)", interactive=False,
+                                         elem_id="live-verdicts")
+            gallery = gr.Gallery(label="every step", columns=10, height=260, elem_id="live-gallery")
+
+            def pick_editor(name):
+                cap = MAX_STEPS.get(name, 1)
+                return gr.Textbox(visible=name == "gemini", value=""), gr.Slider(maximum=cap, value=min(cap, 20))
+
+            editor.change(pick_editor, [editor], [key, n_steps], api_name=False)
+            go.click(run_live, [upload, sample, n_steps, editor, key],
+                     [live_img, gallery, live_plot, live_verdicts, status], api_name="run_live", concurrency_limit=2)
+        gr.Markdown(LICENCES)
+    return demo
+
+
+def main() -> None:
+    demo = build()
+    demo.queue(default_concurrency_limit=4, max_size=32)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                max_file_size=f"{MAX_UPLOAD_MB}mb", theme=THEME, show_error=True,
+                run_history=False)  # run history would keep inputs (an API key) in the browser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The Gradio Space (`space/app.py`): launched for real on a local port with no data configured
+(so it builds its tiny demo set on first start), then driven with `gradio_client` (every
+endpoint, real inputs, bad inputs) and with headless Chromium (first load, the slider, both
+tabs; one screenshot of each tab is kept in $BANANA100_TEST_ARTEFACTS or the pytest tmp folder).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+gradio_client = pytest.importorskip("gradio_client", reason="the Space tests need `pip install -e .[dev]`")
+pytest.importorskip("gradio", reason="the Space tests need `pip install -e .[dev]`")
+
+from spacetools import browser_page, chromium_path, launched_app, wait_first_load  # noqa: E402
+
+DEMO = "2x20x96"  # 2 chains x 20 steps, images at most 96 px: the demo set builds in seconds
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory):
+    work = tmp_path_factory.mktemp("space")
+    env = {
+        "BANANA100_SPACE_CACHE": str(work / "cache"),
+        "BANANA100_SPACE_DEMO": DEMO,
+        "BANANA100_SPACE_DEMO_METRICS": "piqe",
+        "BANANA100_SPACE_DATASET": "",
+        "BANANA100_SPACE_SCORES": "",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
+    with launched_app(work, env) as (url, netlog, log):
+        yield {"url": url, "netlog": netlog, "log": log, "cache": work / "cache"}
+
+
+@pytest.fixture(scope="module")
+def client(space):
+    return gradio_client.Client(space["url"], verbose=False)
+
+
+@pytest.fixture(scope="module")
+def artefacts(tmp_path_factory) -> Path:
+    folder = os.environ.get("BANANA100_TEST_ARTEFACTS")
+    out = Path(folder) / "space" if folder else tmp_path_factory.mktemp("space-screenshots")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _demo_explorer(space):
+    from banana100.explore import Explorer
+
+    root = next(space["cache"].glob("demo-*"))
+    return Explorer.open(root / "dataset", root / "scores.parquet")
+
+
+def _rgb(path) -> np.ndarray:
+    return np.asarray(Image.open(path).convert("RGB"), dtype=np.float32)
+
+
+def test_first_start_builds_demo_set_offline(space):
+    log = space["log"].read_text()
+    assert "building a demo set" in log
+    assert list(space["cache"].glob("demo-*/DONE")), "the demo set was not finished"
+    assert space["netlog"].read_text() == "", f"the app tried to reach the network: {space['netlog'].read_text()}"
+
+
+def test_show_chain_endpoint(client, space):
+    ex = _demo_explorer(space)
+    chain = ex.info(ex.chain_ids()[0])
+    slider, src, img, plot, verdicts = client.predict(chain.source_id, chain.setting, chain.repeat, 20,
+                                                      api_name="/show_chain")
+    assert slider["value"] == 20 and slider["maximum"] == 20
+    source_shown, step_shown = _rgb(src), _rgb(img)
+    assert source_shown.shape[:2] == np.asarray(ex.image(chain.chain_id, 0)).shape[:2]
+    # what is shown is that chain's image (the page sends a compressed copy: compare loosely)
+    assert np.abs(source_shown - np.asarray(ex.image(chain.chain_id, 0), np.float32)).mean() < 8
+    assert np.abs(step_shown - np.asarray(ex.image(chain.chain_id, 20), np.float32)).mean() < 8
+    assert np.abs(step_shown - source_shown).mean() > 8  # step 20 is visibly damaged
+    assert plot and plot.get("type") == "matplotlib"
+    rows = verdicts["data"]
+    assert [r[0] for r in rows] == ["PIQE"]
+    assert rows[0][2] in ("pass (saw it)", "FAIL (missed it)")
+    assert verdicts["headers"][:3] == ["metric", "direction", "verdict"] and "d5" in verdicts["headers"]
+
+
+def test_show_step_endpoint_follows_the_slider(client, space):
+    ex = _demo_explorer(space)
+    chain = ex.info(ex.chain_ids()[1])
+    shown = {}
+    for step in (0, 5, 20):
+        img, plot = client.predict(chain.source_id, chain.setting, chain.repeat, step, api_name="/show_step")
+        shown[step] = _rgb(img)
+        assert np.abs(shown[step] - np.asarray(ex.image(chain.chain_id, step), np.float32)).mean() < 8
+        assert plot.get("type") == "matplotlib"
+    assert np.abs(shown[20] - shown[0]).mean() > np.abs(shown[5] - shown[0]).mean()
+
+
+def test_show_step_refuses_unknown_chain(client):
+    # refused before any app code runs: the value is not one of the dropdown's choices
+    with pytest.raises(Exception, match="not in the list of choices"):
+        client.predict("../../etc/passwd", "replicate", 0, 3, api_name="/show_step")
+
+
+def _live(client, upload, sample, steps, editor="simulated"):
+    job = client.submit(upload, sample, steps, editor, "", api_name="/run_live")
+    job.result()
+    return job.outputs()
+
+
+def test_run_live_streams_every_step_from_a_sample(client):
+    outputs = _live(client, None, "coffee", 3)
+    assert len(outputs) == 4  # steps 0, 1, 2, 3, one update each
+    image, gallery, plot, verdicts, status = outputs[-1]
+    assert len(gallery) == 4 and [g["caption"] for g in gallery] == ["step 0", "step 1", "step 2", "step 3"]
+    assert max(_rgb(image).shape[:2]) == 512  # coffee (400x600) at the Space's working size
+    assert plot.get("type") == "matplotlib"
+    assert status.startswith("Done: 3 steps") and "run 20 steps" in status
+    assert [r[0] for r in verdicts["data"]] == ["PIQE"] and verdicts["data"][0][2] == "incomplete"
+    assert "Step 1 of 3" in outputs[1][4]
+
+
+def test_run_live_from_an_upload(client, tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.png"
+    Image.fromarray(rng.integers(0, 255, (80, 120, 3), dtype=np.uint8)).save(path)
+    outputs = _live(client, gradio_client.handle_file(str(path)), None, 2)
+    first = _rgb(outputs[0][0])
+    assert first.shape[:2] == (80, 120)
+    assert len(outputs[-1][1]) == 3
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.write_text("not an image at all"), "image"),
+        (lambda p: Image.new("RGB", (5000, 4000), "white").save(p, format="PNG"), "megapixels"),
+        (lambda p: Image.new("RGB", (10, 10), "white").save(p, format="PNG"), "at least 32"),
+    ],
+    ids=["not-an-image", "too-many-pixels", "too-small"],
+)
+def test_run_live_refuses_bad_uploads(client, tmp_path, make, message):
+    path = tmp_path / "upload.png"
+    make(path)
+    with pytest.raises(Exception, match=message):
+        _live(client, gradio_client.handle_file(str(path)), None, 2)
+
+
+def test_run_live_refuses_too_large_file(client, tmp_path):
+    path = tmp_path / "big.png"
+    rng = np.random.default_rng(1)
+    Image.fromarray(rng.integers(0, 255, (2000, 2000, 3), dtype=np.uint8)).save(path)  # ~12 MB, 4 MP
+    assert path.stat().st_size > 10 * 1024**2
+    with pytest.raises(Exception, match=r"(?i)(10 ?MB|too large|file size)"):
+        _live(client, gradio_client.handle_file(str(path)), None, 2)
+
+
+@pytest.mark.parametrize("steps, sample, editor, message", [
+    # gradio checks ranges and choices before the app's own checks (which say the same)
+    (31, "coffee", "simulated", "greater than maximum value 30|between 1 and 30"),
+    (0, "coffee", "simulated", "less than minimum value 1|between 1 and 30"),
+    (2, "../../../etc/passwd", "simulated", "not in the list of choices|unknown sample"),
+    (2, "coffee", "dall-e", "not in the list of choices|choose an editor"),
+])
+def test_run_live_refuses_bad_parameters(client, steps, sample, editor, message):
+    with pytest.raises(Exception, match=message):
+        _live(client, None, sample, steps, editor)
+
+
+def test_gemini_needs_the_users_own_key(client):
+    from banana100.editors import EDITORS
+
+    if "gemini" not in EDITORS:
+        pytest.skip("no gemini editor in this build")
+    with pytest.raises(Exception, match="paste your Gemini API key"):
+        _live(client, None, "coffee", 2, "gemini")
+
+
+def test_page_in_a_real_browser(space, artefacts):
+    if chromium_path() is None:
+        pytest.skip("Chromium not installed (apt-get install chromium; .ci/run does it)")
+    pytest.importorskip("playwright")
+    with browser_page(1280, 1000) as page:
+        wait_first_load(page, space["url"])
+        assert page.locator("#demo-note").inner_text().startswith("Simulated demo set")
+        slider = page.locator("#step input[type=range]")
+        assert slider.input_value() == "20"
+        assert page.locator("#step input[type=number]").input_value() == "20"
+        before = page.locator("#step-image img").get_attribute("src")
+        plot_before = page.locator("#curves img").get_attribute("src")
+        verdict_text = page.locator("#verdicts").inner_text()
+        assert "PIQE" in verdict_text and ("pass" in verdict_text or "FAIL" in verdict_text)
+        assert "failure rate" in page.locator("#summary").inner_text()
+
+        slider.fill("5")  # move the slider: the step image and the plot's marker follow
+        page.wait_for_function(
+            "(b) => { const i = document.querySelector('#step-image img'); return i && i.src !== b; }",
+            arg=before, timeout=30_000)
+        page.wait_for_function(
+            "(b) => { const i = document.querySelector('#curves img'); return i && i.src !== b; }",
+            arg=plot_before, timeout=30_000)
+        assert page.locator("#step input[type=number]").input_value() == "5"
+        page.screenshot(path=str(artefacts / "explore.png"), full_page=True)
+
+        page.get_by_role("tab", name="Try it").click()
+        page.locator("#live-steps input[type=number]").fill("4")
+        page.locator("#live-steps input[type=number]").press("Enter")
+        page.locator("#run").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#live-status')?.innerText || '').includes('Done: 4 steps')",
+            timeout=60_000)
+        assert page.locator("#live-image img").count() == 1
+        # every step's thumbnail is shown (loaded, not a broken image)
+        page.wait_for_function(
+            """() => { const imgs = [...document.querySelectorAll('#live-gallery img')];
+                       return imgs.length >= 5 && imgs.every(i => i.complete && i.naturalWidth > 0); }""",
+            timeout=30_000)
+        page.screenshot(path=str(artefacts / "try-it.png"), full_page=True)
+    print(f"screenshots: {artefacts}")
+    assert (artefacts / "explore.png").stat().st_size > 10_000
