@@ -42,3 +42,15 @@ def weights_from_shared(iqa_params, monkeypatch) -> Path:
     """Metrics find their parameter files in ../shared/iqa-params (read in place, never copied)."""
     monkeypatch.setenv("BANANA100_WEIGHTS", str(iqa_params))
     return iqa_params
+
+
+@pytest.fixture
+def sources(tmp_path) -> Path:
+    """A folder of two small source images of different sizes."""
+    from runfolder import write_source
+
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    write_source(folder / "alpha.png", seed=1)
+    write_source(folder / "beta.png", h=40, w=56, seed=2)
+    return folder

@@ -1,10 +1,12 @@
-"""Build small, valid run folders for tests without running an editor."""
+"""Small test data: source images and valid run folders, made without running an editor."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+
+from PIL import Image
 
 from banana100.imageio import encode_png
 from banana100.manifest import ManifestWriter, sha256_bytes, utc_now
@@ -39,3 +41,12 @@ def make_run_folder(run_dir: Path, sources=("a", "b"), setting="replicate", step
                 records.append(record)
                 parent = sha
     return records
+
+
+def write_source(path: Path, h=48, w=64, seed=0) -> np.ndarray:
+    """An asymmetric image (bright left, dark right) with some texture; returns its pixels."""
+    rng = np.random.default_rng(seed)
+    xx = np.linspace(230, 30, w)[None, :, None]
+    img = np.clip(xx + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)
+    Image.fromarray(img).save(path)
+    return img

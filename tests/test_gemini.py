@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from banana100.budget import CALLS_FILE, CallMeter, ledger_totals
 from banana100.cli import main as cli_main
@@ -29,6 +28,7 @@ from banana100.pricing import price_for
 from banana100.runner import STOPPED_FILE, ChainsFailedError, generate_chains, read_stopped, step_seed
 from banana100.schema import FIELD_NAMES
 from banana100.settings import load_settings
+from runfolder import write_source
 
 from gemini_standin import StandIn
 
@@ -44,12 +44,6 @@ class Sleeps(list):
         self.append(seconds)
 
 
-def write_source(path: Path, h=48, w=64, seed=0):
-    rng = np.random.default_rng(seed)
-    xx = np.linspace(230, 30, w)[None, :, None]
-    Image.fromarray(np.clip(xx + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)).save(path)
-
-
 @pytest.fixture(autouse=True)
 def api_env(monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
@@ -61,15 +55,6 @@ def api_env(monkeypatch):
 def server():
     with StandIn() as s:
         yield s
-
-
-@pytest.fixture
-def sources(tmp_path) -> Path:
-    folder = tmp_path / "sources"
-    folder.mkdir()
-    write_source(folder / "alpha.png", seed=1)
-    write_source(folder / "beta.png", h=40, w=56, seed=2)
-    return folder
 
 
 def editor(server, **kw) -> GeminiEditor:

@@ -23,27 +23,10 @@ from banana100.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
 from banana100.runner import RUN_FILE, ChainsFailedError, RunMismatchError, generate_chains, step_seed
 from banana100.schema import FIELD_NAMES
 from banana100.settings import get_setting
+from runfolder import write_source
 
 REPO = Path(__file__).resolve().parents[1]
 REPLICA = "Produce an exact replica of the provided image, with no alterations."
-
-
-def write_source(path: Path, h=48, w=64, seed=0) -> np.ndarray:
-    """An asymmetric image (bright left, dark right) with some texture; returns its pixels."""
-    rng = np.random.default_rng(seed)
-    xx = np.linspace(230, 30, w)[None, :, None]
-    img = np.clip(xx + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)
-    Image.fromarray(img).save(path)
-    return img
-
-
-@pytest.fixture
-def sources(tmp_path) -> Path:
-    folder = tmp_path / "sources"
-    folder.mkdir()
-    write_source(folder / "alpha.png", seed=1)
-    write_source(folder / "beta.png", h=40, w=56, seed=2)
-    return folder
 
 
 def run(sources, out, steps=3, repeats=1, setting="replicate", editor=None, **kw):
