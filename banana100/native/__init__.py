@@ -1,0 +1,44 @@
+"""Native batched torch implementations of the hand-crafted metrics.
+
+pyiqa scores the hand-crafted family one image at a time with Python loops over patches (IL-NIQE
+takes ~15 s an image on two cores). These are the same computations as batched tensor code:
+same-size images go through together, patches are vectorised, large filters use FFTs, and the
+code runs unchanged on CPU and GPU.
+
+The contract every `banana100/native/<metric>.py` keeps:
+
+    build(files: Mapping[str, Path], mode: str = "pyiqa") -> torch.nn.Module
+
+- `files` maps each parameter file's table name (`banana100.registry`, e.g.
+  "niqe_modelparameters.mat") to its local path; the module reads the original formats
+  directly (LIVE LIBSVM `allmodel`/`allrange`, `.mat` files), no converted file.
+- `forward(x)` takes a Bx3xHxW float32 tensor in [0, 1] (what `engine.to_tensor` gives: RGB, a
+  grayscale image arrives as three equal channels) on the module's device, and returns a
+  float64 tensor of B scores. A batch holds images of one size; the score of an image never
+  depends on the others in its batch.
+- `mode="pyiqa"` reproduces pyiqa 0.1.16's `create_metric(name)` scores (relative difference
+  under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
+  published values in `../shared/reference-images`, where pyiqa is off by up to 8 %.
+- Buffers (model parameters) are registered so that `.to(device)` moves them; the work is done
+  in float64 on CPU and GPU alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+MODES = ("pyiqa", "official")
+NATIVE_METRICS = ("piqe", "niqe", "brisque", "ilniqe", "nrqm", "pi")
+
+
+def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.nn.Module:
+    """The native module for `metric` (one of NATIVE_METRICS) in `mode` ("pyiqa" or "official")."""
+    if metric not in NATIVE_METRICS:
+        raise ValueError(f"no native implementation of {metric!r}; native: {', '.join(NATIVE_METRICS)}")
+    if mode not in MODES:
+        raise ValueError(f"{metric}: mode must be one of {MODES}, got {mode!r}")
+    return importlib.import_module(f"{__name__}.{metric}").build(files, mode=mode)
