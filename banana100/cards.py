@@ -11,6 +11,7 @@ are committed; a test fails when a committed card differs from `render_metric_ca
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -155,31 +156,6 @@ _INPUT_NOTES = {
 
 # Agreement of pyiqa (and so of this module) with the original implementation, measured by
 # tests/test_reference_scores.py on the images in ../shared/reference-images.
-_AGREEMENT = {
-    "piqe": (
-        "On two TID2013 images (I03, I04) the original PIQE gives 100.00 and 21.62; this module "
-        "gives 100.00 and 21.624 (agreement to the published two decimals)."
-    ),
-    "niqe": (
-        "On two TID2013 images (I03, I04) the original MATLAB release gives 15.7536 and 3.6549; "
-        "this module gives 15.6558 (-0.62 %) and 3.6549 (-0.0004 %)."
-    ),
-    "brisque": (
-        "On TID2013 I03 and I04 the original LIVE release gives 94.6421 and -0.1076; this module "
-        "gives 94.6440 and -0.1152 (absolute differences 0.002 and 0.008: the score is computed "
-        "in float32). On goldhill.gif and I01.BMP (MATLAB values from piq's tests) it gives "
-        "8.4248 (-0.009 %) and 10.2647 (+0.05 %)."
-    ),
-    "ilniqe": (
-        "On TID2013 I03 and I04 the original MATLAB release gives 113.4801 and 23.9968; this "
-        "module gives 115.6177 (+1.9 %) and 24.0712 (+0.3 %). On the five pepper images of the "
-        "official IL-NIQE repository it is within 1.5 % of the official Python release and within "
-        "0.8 % of MATLAB on three of them; on pepper_3 and pepper_4 it follows the official "
-        "Python release (83.2 and 52.1), which itself differs from MATLAB (78.1, 46.9) by 7-10 %."
-    ),
-}
-
-
 def metric_description(name: str) -> str:
     """One paragraph on what the metric measures (used by the card and the module's info)."""
     spec = get_metric(name)
@@ -213,6 +189,8 @@ def _header(spec: MetricSpec) -> str:
 def _size(wf) -> str:
     if wf.size is None:
         return "unknown"
+    if wf.sha256 and wf.size < 1e6:  # a pinned small file: its exact size
+        return f"{wf.size:,} bytes"
     gb = wf.size / 1e9
     return f"about {gb:.1f} GB" if gb >= 1 else f"about {wf.size / 1e6:.0f} MB"
 
@@ -241,20 +219,27 @@ def _fetch_example(wf) -> str:
 
 
 def _files_section(spec: MetricSpec) -> str:
-    if not spec.files:
+    files = spec.all_files
+    if not files:
         return f"{spec.display_name} needs no parameter file: it works offline as installed.\n"
     rows = "\n".join(
         f"| `{wf.filename}` | {wf.role} | {_size(wf)} | {wf.licence} | {_checksum(wf)} | {wf.download_url} | {_where(wf)} |"
-        for wf in spec.files
+        for wf in files
     )
-    names = ", ".join(f"`{wf.filename}`" for wf in spec.files)
-    fetch = "\n".join(_fetch_example(wf) for wf in spec.files)
+    names = ", ".join(f"`{wf.filename}`" for wf in files)
+    fetch = "\n".join(_fetch_example(wf) for wf in files)
+    by_backend = ""
+    if spec.pyiqa_files is not None:
+        native = ", ".join(f"`{wf.filename}`" for wf in spec.backend_files("native"))
+        pyiqa = ", ".join(f"`{wf.filename}`" for wf in spec.backend_files("pyiqa"))
+        by_backend = (f"\nThe native backend (the default) reads {native} as released; "
+                      f"`backend=\"pyiqa\"` reads {pyiqa}.\n")
     return f"""{spec.display_name} needs {names}:
 
 | file | role | size | licence | sha256 | download | its library's cache |
 | --- | --- | --- | --- | --- | --- | --- |
 {rows}
-
+{by_backend}
 The files are looked for, in this order:
 
 1. `${ENV_VAR}/<file>`: set `{ENV_VAR}` to a folder holding them (the way to work offline);
@@ -286,10 +271,78 @@ def _gpu_memory(spec: MetricSpec) -> str:
 
 
 def _precision(spec: MetricSpec) -> str:
+    if spec.native:
+        return ("float64 with the native backend (on CPU and GPU alike: the statistics fits need it); "
+                "pyiqa's own float32 with `backend=\"pyiqa\"`. Never half precision.")
     if spec.half_tolerance is None:
         return "float32 only (the module never uses half precision for this metric)."
     return (f"float32 by default; `half=True` allowed on GPU, where scores stayed within "
             f"{spec.half_tolerance:g} of float32 in bench/gpu_check.py.")
+
+
+def _how_computed(spec: MetricSpec) -> str:
+    n = spec.name
+    if not spec.native:
+        return f"""This module is a thin face over the `banana100` library: the score is the one pyiqa
+{PYIQA_VERSION} (`pyiqa.create_metric("{n}")`) gives for the same image, computed by the
+library's batched scoring engine."""
+    return f"""This module is a thin face over the `banana100` library. By default the score is computed by
+the library's native implementation (`banana100.native.{n}`): batched torch code, the same on
+CPU and GPU, that reproduces pyiqa {PYIQA_VERSION}'s score (`pyiqa.create_metric("{n}")`; measured
+agreement below) many times faster (BENCHMARKS.md). `backend="pyiqa"` computes the score with pyiqa
+itself; `mode="official"` reproduces the original release instead of pyiqa's port."""
+
+
+def _backend_inputs(spec: MetricSpec) -> str:
+    half = ("- **half** (`bool`, optional, default `False`): float16 autocast; refused unless the "
+            "**Precision** line below states a measured tolerance.\n")
+    if not spec.native:
+        return "- **backend** (`str`, optional): `\"pyiqa\"`, the only backend of this metric.\n" + half
+    return ("- **backend** (`str`, optional): `\"native\"` (default: the batched torch implementation) "
+            "or `\"pyiqa\"`.\n"
+            "- **mode** (`str`, optional): `\"pyiqa\"` (default: pyiqa's scores) or `\"official\"` "
+            "(the original release's scores; native backend only).\n" + half)
+
+
+def _pyiqa_licence(spec: MetricSpec) -> str:
+    text = ("- pyiqa: PolyForm Noncommercial 1.0.0 since April 2026. Using pyiqa means using it under that "
+            "licence: noncommercial use only unless you obtain other terms from pyiqa's authors.")
+    if spec.native:
+        return text + (" The native backend (the default) does not run pyiqa; `backend=\"pyiqa\"` and "
+                       "the comparison tests do.")
+    return text + " This metric's score is computed by pyiqa."
+
+
+def _native_agreement_results() -> dict:
+    """The measured agreement of the native metrics (bench/native_agreement.py), or {}."""
+    path = Path(__file__).with_name("native") / "agreement.json"
+    return json.loads(path.read_text()).get("metrics", {}) if path.is_file() else {}
+
+
+def _agreement(spec: MetricSpec) -> str:
+    r = _native_agreement_results().get(spec.name) if spec.native else None
+    if not r or "skipped" in r:
+        if spec.native:
+            why = r["skipped"] if r else "not measured yet"
+            return (f"Native backend: not measured against pyiqa on the final score ({why}; run "
+                    "`python bench/native_agreement.py` where the files exist).")
+        return ("Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code. "
+                "Not re-checked here: the checkpoint cannot be downloaded on the machines this toolkit is built on "
+                "(tests marked `needs_weights` compare with pyiqa wherever the files exist).")
+    pm = r["pyiqa_mode"]
+    rows = "\n".join(
+        f"| {p['image']} | {p['value']:.4f} ({p['source']}) | {p['official']:.4f} ({100 * p['official_dev']:+.3f} %) "
+        f"| {p['pyiqa']:.4f} ({100 * p['pyiqa_dev']:+.2f} %) |" for p in r["official_mode"])
+    return f"""Measured by `python bench/native_agreement.py` (raw numbers: `banana100/native/agreement.json`).
+
+- **mode="pyiqa"** (default): largest relative difference from pyiqa {PYIQA_VERSION}'s score
+  {pm['max_rel_diff']:.1e} over {pm['images']} images (the reference images below, a simulated
+  chain, odd sizes, grayscale, the minimum size; worst: {pm['worst_image']}).
+- **mode="official"** against the original implementation's published scores:
+
+| image | original (source) | mode="official" | pyiqa {PYIQA_VERSION} |
+| --- | --- | --- | --- |
+{rows}"""
 
 
 def render_metric_card(name: str) -> str:
@@ -297,10 +350,10 @@ def render_metric_card(name: str) -> str:
     spec = get_metric(name)
     n = spec.name
     d = spec.display_name
-    files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.files) or (
+    files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.all_files) or (
         f"  - none: {d} needs no parameter file."
     )
-    live = any("LIVE" in wf.licence for wf in spec.files)
+    live = any("LIVE" in wf.licence for wf in spec.all_files)
     live_note = (
         "\nThe LIVE files come with the LIVE copyright notice (University of Texas at Austin): "
         "keep it with any copy of the files and acknowledge LIVE in publications that use them.\n"
@@ -314,9 +367,7 @@ def render_metric_card(name: str) -> str:
 
 {metric_description(n)}
 
-This module is a thin face over the `banana100` library: the score is the one pyiqa
-{PYIQA_VERSION} (`pyiqa.create_metric("{n}")`) gives for the same image, computed by the
-library's batched scoring engine.
+{_how_computed(spec)}
 
 - **Direction:** {spec.direction}.
 - **Nominal range:** {format_range(spec)}.
@@ -340,14 +391,14 @@ out = {n}.compute(images=["a.png", "b.jpg"])  # paths, PIL images or HxWx3 uint8
 - **images** (`list`): file paths, PIL images, or HxWx3 `uint8` arrays.
 - **device** (`str`, optional): `"cpu"`, `"cuda"`, `"cuda:1"`, ...; default `cuda` when available.
 - **batch_size** (`int`, optional, default 8): the most same-size images per forward pass.
-
+{_backend_inputs(spec)}
 Every image becomes RGB exactly as pyiqa reads a file (PIL `.convert("RGB")`): grayscale is
 replicated to three channels, an alpha channel is dropped (not composited), 16-bit images keep
 their high byte, float arrays must lie in [0, 1]. Images are **not** resized by the module.
 {_INPUT_NOTES.get(n, "")}
 
 **Input size handling (pyiqa's own, kept as is):** {spec.resize}. Same-size images are
-batched together{"" if spec.batchable else " only when the metric allows it; " + d + " scores one image at a time (batched scores would differ or the arch takes one image)"}.
+batched together{"" if spec.batchable or spec.native else " only when the metric allows it; " + d + " scores one image at a time (batched scores would differ or the arch takes one image)"}.
 
 **GPU memory:** {_gpu_memory(spec)}
 
@@ -365,7 +416,7 @@ batched together{"" if spec.batchable else " only when the metric allows it; " +
 
 #### Agreement with the original implementation
 
-{_AGREEMENT.get(n, "Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code. Not re-checked here: the checkpoint cannot be downloaded on the machines this toolkit is built on (tests marked `needs_weights` compare with pyiqa wherever the files exist).")}
+{_agreement(spec)}
 
 ### Parameter files
 
@@ -380,9 +431,7 @@ up when an image editor copies an image again and again.
 ## Licences
 
 - Module code (`banana100`): Apache-2.0.
-- pyiqa, which computes the score: PolyForm Noncommercial 1.0.0 since April 2026. Using this
-  module means using pyiqa under that licence: noncommercial use only unless you obtain
-  other terms from pyiqa's authors.
+{_pyiqa_licence(spec)}
 - Parameter files keep their authors' licences:
 {files_licences}
 {live_note}

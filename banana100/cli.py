@@ -85,7 +85,8 @@ def _cmd_score(args) -> None:
     from .scoring import score_to_parquet
 
     out = score_to_parquet(
-        args.source, parse_metric_list(args.metrics), args.out, device=args.device, batch_size=args.batch_size
+        args.source, parse_metric_list(args.metrics), args.out, device=args.device, batch_size=args.batch_size,
+        backend=args.backend, mode=args.mode,
     )
     print(f"scores written to {out}")
 
@@ -178,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, type=Path, help="scores .parquet file")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--backend", choices=("native", "pyiqa"), default=None,
+                   help="native (batched torch code; default for the hand-crafted metrics) or pyiqa for all")
+    s.add_argument("--mode", choices=("pyiqa", "official"), default="pyiqa",
+                   help="pyiqa's scores (default) or the original releases' (hand-crafted metrics, native backend)")
     s.set_defaults(func=_cmd_score)
 
     r = sub.add_parser("report", help="sensitivity report (markdown + plot) from a scores file")

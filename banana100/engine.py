@@ -1,15 +1,18 @@
-"""The scoring engine: one pyiqa model per metric, fed batches of same-size images.
+"""The scoring engine: one model per metric, fed batches of same-size images.
 
-Scores equal pyiqa's own: images are read with `imageio.load_rgb` (pyiqa's PIL `.convert("RGB")`
-policy) and turned into float tensors exactly as pyiqa turns a file into a tensor
-(`TF.to_tensor`: uint8 / 255 in float32), and the pyiqa model is built with the local path of
-its parameter file (from the weights store), so pyiqa never tries to download anything.
+A model is either a pyiqa arch or, for the hand-crafted metrics, the batched torch code of
+`banana100.native` (the default there; `backend="pyiqa"` selects pyiqa). Images are read with
+`imageio.load_rgb` (pyiqa's PIL `.convert("RGB")` policy) and turned into float tensors exactly
+as pyiqa turns a file into a tensor (`TF.to_tensor`: uint8 / 255 in float32); a pyiqa model is
+built with the local path of its parameter file (from the weights store), so pyiqa never tries
+to download anything.
 
     scorer = MetricScorer("niqe")              # cuda when available, else cpu
     scorer.score(["a.png", pil_image, array])  # -> [float, float, float], input order
 
-Images of the same size are stacked into batches of `batch_size` when the metric table says
-the metric is `batchable` (its batched scores equal its one-at-a-time scores).
+Images of the same size are stacked into batches of `batch_size` when the metric is batchable
+(native modules always; pyiqa archs when the table says their batched scores equal their
+one-at-a-time scores).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import torch
 from . import weights
 from .errors import ImageReadError, ImageTooSmallError
 from .imageio import ImageLike, describe, load_rgb
+from .native import MODES
 from .registry import MetricSpec, WeightFile, get_metric
 
 
@@ -142,22 +146,44 @@ def files_in_place(pairs: Sequence[tuple[WeightFile, Path]]):
 
 
 class MetricScorer:
-    """Scores images with one pyiqa metric.
+    """Scores images with one metric of the table.
 
     Args:
         metric: pyiqa id from the metric table (`banana100.registry`).
         device: "cpu", "cuda", "cuda:1"...; default cuda when available.
         batch_size: most images per forward pass (same-size images only; batchable metrics).
+        backend: "native" (the batched torch code of `banana100.native`, the default for the
+            hand-crafted metrics) or "pyiqa"; None: the metric's default.
+        mode: "pyiqa" (pyiqa's scores, the default) or "official" (the original releases'
+            scores; native backend only).
+        half: run the forward pass under float16 autocast. Only for metrics whose table entry
+            has a measured `half_tolerance` (bench/gpu_check.py --half); refused otherwise.
 
     Raises WeightsNotFoundError (naming the file and where to put it) when the metric's
     parameter files are missing, UnknownMetricError for a name not in the table.
     """
 
-    def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8):
-        import pyiqa  # heavy import, only when a scorer is built
-
+    def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8,
+                 backend: str | None = None, mode: str = "pyiqa", half: bool = False):
         self._setup(metric, device, batch_size)
-        pairs = weights.resolved_files(self.spec.name)
+        if half:
+            self.allow_half()
+        self.backend = self.spec.check_backend(backend)
+        if mode not in MODES:
+            raise ValueError(f"{self.spec.name}: mode must be one of {MODES}, got {mode!r}")
+        if mode == "official" and self.backend != "native":
+            raise ValueError(f"{self.spec.name}: mode='official' needs the native backend "
+                             f"(this metric's backends: {', '.join(self.spec.backends)})")
+        self.mode = mode
+        pairs = weights.resolved_files(self.spec.name, backend=self.backend)
+        if self.backend == "native":
+            from . import native
+
+            self.model = native.build(self.spec.name, {wf.filename: path for wf, path in pairs}, mode=mode)
+            self.model.to(self.device)
+            return
+        import pyiqa  # heavy import, only when a pyiqa scorer is built
+
         kwargs = dict(self.spec.pyiqa_kwargs)
         if pairs and self.spec.path_kwarg:
             kwargs[self.spec.path_kwarg] = str(pairs[0][1])
@@ -167,11 +193,25 @@ class MetricScorer:
 
     def _setup(self, metric: str, device, batch_size: int) -> None:
         self.spec = get_metric(metric)
+        self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
         self.device = torch.device(device if device is not None else default_device())
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.decode_workers = min(4, os.cpu_count() or 1)  # threads decoding images in score()
+
+    def allow_half(self, measured: bool = True) -> None:
+        """Score under float16 autocast from now on.
+
+        `measured=False` skips the table's check; only bench/gpu_check.py uses it, to measure
+        the tolerance that the table then states.
+        """
+        if measured and self.spec.half_tolerance is None:
+            raise ValueError(
+                f"{self.spec.name}: half precision has not been validated for this metric (no half_tolerance "
+                "in the metric table); measure it with `python bench/gpu_check.py --half` on a GPU first"
+            )
+        self.half = True
 
     @classmethod
     def from_model(cls, metric: str, model: torch.nn.Module, device=None, batch_size: int = 8) -> "MetricScorer":
@@ -182,7 +222,13 @@ class MetricScorer:
         return self
 
     def __repr__(self) -> str:
-        return f"MetricScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size})"
+        return (f"MetricScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size}, "
+                f"backend={self.backend!r}, mode={self.mode!r}{', half=True' if self.half else ''})")
+
+    @property
+    def batchable(self) -> bool:
+        """Native modules always batch (scores do not depend on the batch); pyiqa archs per the table."""
+        return self.backend == "native" or self.spec.batchable
 
     @property
     def name(self) -> str:
@@ -215,7 +261,7 @@ class MetricScorer:
 
     def _chunks(self, rgbs: Sequence[np.ndarray]) -> list[list[int]]:
         """Index lists to score together: same-size groups cut to batch_size, or singles."""
-        if not self.spec.batchable or self.batch_size == 1:
+        if not self.batchable or self.batch_size == 1:
             return [[i] for i in range(len(rgbs))]
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for i, a in enumerate(rgbs):
@@ -224,9 +270,12 @@ class MetricScorer:
         return [idx[k : k + bs] for idx in groups.values() for k in range(0, len(idx), bs)]
 
     def _forward(self, x: torch.Tensor) -> list[float]:
-        out = self.model(x)
+        with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.float16, enabled=self.half):
+            out = self.model(x.to(self.device))
         if isinstance(out, (tuple, list)):
             out = out[0]
+        if out.dtype in (torch.float16, torch.bfloat16):  # under autocast; native scores stay float64
+            out = out.float()
         out = out.detach().reshape(-1)
         if out.numel() != x.shape[0]:
             raise RuntimeError(f"{self.spec.name}: expected {x.shape[0]} scores, got shape {tuple(out.shape)}")

@@ -37,6 +37,12 @@ Args:
         grayscale, HxWx4, uint16, or float arrays in [0, 1]; see `banana100.imageio`).
     device: "cpu", "cuda", "cuda:1", ...; default cuda when available.
     batch_size: most same-size images per forward pass (default 8).
+    backend: "native" (batched torch code; the default for the hand-crafted metrics) or
+        "pyiqa"; deep metrics have only "pyiqa".
+    mode: "pyiqa" (default: pyiqa's scores) or "official" (the original releases' scores;
+        hand-crafted metrics with the native backend only).
+    half: float16 autocast, only for metrics whose card states a measured half-precision
+        tolerance (refused otherwise).
 Returns:
     metric: the pyiqa id of the metric.
     scores: one float per image, in input order.
@@ -83,36 +89,40 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
             homepage="https://github.com/chaofengc/IQA-PyTorch",
             license="Apache-2.0 (module code); pyiqa: PolyForm Noncommercial 1.0.0; parameter files: their authors' licences",
             codebase_urls=["https://github.com/chaofengc/IQA-PyTorch"],
-            reference_urls=[about.PAPER_URL] + [wf.download_url for wf in spec.files],
+            reference_urls=[about.PAPER_URL] + [wf.download_url for wf in spec.all_files],
         )
 
-    def _scorer(self, device: str | None, batch_size: int) -> MetricScorer:
+    def _scorer(self, device: str | None, batch_size: int, backend: str | None, mode: str, half: bool) -> MetricScorer:
         cache = self.__dict__.setdefault("_scorers", {})
-        key = (str(device or default_device()), int(batch_size))
+        backend = get_metric(self.METRIC_NAME).check_backend(backend)
+        key = (str(device or default_device()), int(batch_size), backend, mode, bool(half))
         if key not in cache:
-            cache[key] = MetricScorer(self.METRIC_NAME, device=key[0], batch_size=key[1])
+            cache[key] = MetricScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], backend=backend, mode=mode,
+                                      half=key[4])
         return cache[key]
 
-    def compute(self, *, images=None, device=None, batch_size=8, **kwargs):
+    def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False, **kwargs):
         """Score images with this metric.
 
         With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
         re-encoding). Without it, the images stored by `add`/`add_batch` are scored.
         """
         if kwargs:
-            raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; compute takes images, device, batch_size")
+            raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; "
+                            "compute takes images, device, batch_size, backend, mode, half")
+        options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half)
         if images is not None and self.writer is None and self.num_process == 1:
-            return self._compute(images=_as_list(images), device=device, batch_size=batch_size)
+            return self._compute(images=_as_list(images), **options)
         if images is not None:
             images = _as_list(images)
         # images added before (add/add_batch), or a distributed run: evaluate's own path
-        return super().compute(images=images, device=device, batch_size=batch_size)
+        return super().compute(images=images, **options)
 
-    def _compute(self, images, device=None, batch_size=8):
+    def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", half=False):
         images = [_from_arrow(x) for x in images]
         if not images:
             raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
-        scores = self._scorer(device, batch_size).score(images)
+        scores = self._scorer(device, batch_size, backend, mode, half).score(images)
         return {
             "metric": self.METRIC_NAME,
             "scores": scores,

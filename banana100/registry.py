@@ -78,6 +78,13 @@ class MetricSpec:
     # Largest |half - float| seen by bench/gpu_check.py when half precision is allowed; None: never half.
     half_tolerance: float | None = None
     original_code: str = ""  # the authors' repository
+    # True: scored by default with the batched torch code in `banana100.native` (backend
+    # "native"); pyiqa stays selectable with backend="pyiqa".
+    native: bool = False
+    # Files the pyiqa backend needs when they differ from `files` (the native backend's).
+    pyiqa_files: tuple[WeightFile, ...] | None = None
+    # Measured agreement of the native backend, for the card (see bench/native_agreement.py).
+    native_agreement: str = ""
     # min_size of the deep metrics: the smallest square side pyiqa 0.1.16's arch scores without
     # error, measured on the archs built with random weights (tests/untrained.py); size
     # handling does not depend on the weights.
@@ -85,6 +92,33 @@ class MetricSpec:
     @property
     def direction(self) -> str:
         return "lower is better" if self.lower_better else "higher is better"
+
+    @property
+    def default_backend(self) -> str:
+        return "native" if self.native else "pyiqa"
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return ("native", "pyiqa") if self.native else ("pyiqa",)
+
+    def check_backend(self, backend: str | None) -> str:
+        """`backend` (None: the default) checked against the ones this metric has."""
+        backend = backend or self.default_backend
+        if backend not in self.backends:
+            raise ValueError(f"{self.name}: backend must be one of {self.backends}, got {backend!r}")
+        return backend
+
+    def backend_files(self, backend: str | None = None) -> tuple[WeightFile, ...]:
+        """The files `backend` (default: the metric's default backend) reads."""
+        if self.check_backend(backend) == "pyiqa" and self.pyiqa_files is not None:
+            return self.pyiqa_files
+        return self.files
+
+    @property
+    def all_files(self) -> tuple[WeightFile, ...]:
+        """Every file of every backend, each once (what `banana100 weights` lists and fetches)."""
+        out = {wf.filename: wf for wf in self.files + (self.pyiqa_files or ())}
+        return tuple(out.values())
 
 
 # The LIVE copyright notice (NOTICE-LIVE) permits use "for any purpose" provided the notice is
@@ -126,24 +160,33 @@ def _timm(model: str, tag: str) -> WeightFile:
                       role="backbone", timm_name=model, licence="Apache-2.0 (timm; per timm's pretrained config)")
 
 
+def _live_brisque(name: str, sha256: str, size: int) -> WeightFile:
+    """LIVE's BRISQUE LIBSVM model (`allmodel`) or feature ranges (`allrange`), as released."""
+    return WeightFile(f"brisque_live_{name}", repo_id=None, sha256=sha256, size=size, role="parameters",
+                      url=f"https://raw.githubusercontent.com/utlive/BRISQUE/HEAD/MATLAB/{name}", licence=LIVE)
+
+
 _SPECS = [
     MetricSpec(
         # min_size: the smallest side pyiqa 0.1.16 scores without raising (measured on crops
         # of natural images): PIQE 8 (16-px blocks after its symmetric padding).
-        "piqe", "PIQE", "hand-crafted", True, (0, 100), min_size=8,
+        "piqe", "PIQE", "hand-crafted", True, (0, 100), native=True, min_size=8,
         paper="Venkatanath N. et al., Blind image quality evaluation using perception based features, NCC 2015.",
         citation="@inproceedings{venkatanath2015piqe, title={Blind image quality evaluation using perception based features}, author={Venkatanath, N and Praneeth, D and Bh, Maruthi Chandrasekhar and Channappayya, Sumohana S and Medasani, Swarup S}, booktitle={NCC}, year={2015}}",
     ),
     MetricSpec(
-        "niqe", "NIQE", "hand-crafted", True, (0, None),
-        files=(WeightFile("niqe_modelparameters.mat", sha256="fa2aa4d12dd9595c3fb6bf8b4e1a15c79d5d1469238d0901c88dead195be578d", licence=LIVE),),
+        "niqe", "NIQE", "hand-crafted", True, (0, None), native=True,
+        files=(WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, size=8_347, licence=LIVE),),
         min_size=96, path_kwarg="pretrained_model_path",
         paper="Mittal A., Soundararajan R., Bovik A. C., Making a 'completely blind' image quality analyzer, IEEE SPL 2013.",
         citation="@article{mittal2013niqe, title={Making a ``completely blind'' image quality analyzer}, author={Mittal, Anish and Soundararajan, Rajiv and Bovik, Alan C}, journal={IEEE Signal Processing Letters}, volume={20}, number={3}, pages={209--212}, year={2013}}",
     ),
     MetricSpec(
-        "brisque", "BRISQUE", "hand-crafted", True, (0, 150),
-        files=(WeightFile("brisque_svm_weights.pth", sha256="53997f776d076c49746ee6d50f3f8ffe1c436824312256211b957a7e139a338b", licence=LIVE),),
+        "brisque", "BRISQUE", "hand-crafted", True, (0, 150), native=True,
+        # The native backend reads LIVE's own LIBSVM files; pyiqa reads its torch conversion.
+        files=(_live_brisque("allmodel", "8b04d6045f1b27261610c8ab1730fdcc14ec80bfab0f1ab5f703bbc2927314de", 353_497),
+               _live_brisque("allrange", "e47d753d96b631e1aa2dbac8c4e51ade767f2def8ce678c7130b6b3f90ee915f", 741)),
+        pyiqa_files=(WeightFile("brisque_svm_weights.pth", sha256="53997f776d076c49746ee6d50f3f8ffe1c436824312256211b957a7e139a338b", size=231_069, licence=LIVE),),
         # 7: below it pyiqa raises; under ~17 px a side the AGGD fits often give NaN.
         # Not batchable: its float32 SVR sum changes by up to ~0.01 with the batch size.
         min_size=7, path_kwarg="pretrained_model_path", batchable=False,
@@ -151,8 +194,8 @@ _SPECS = [
         citation="@article{mittal2012brisque, title={No-reference image quality assessment in the spatial domain}, author={Mittal, Anish and Moorthy, Anush Krishna and Bovik, Alan Conrad}, journal={IEEE Transactions on Image Processing}, volume={21}, number={12}, pages={4695--4708}, year={2012}}",
     ),
     MetricSpec(
-        "ilniqe", "IL-NIQE", "hand-crafted", True, (0, None),
-        files=(WeightFile("ILNIQE_templateModel.mat", sha256="14f4919a630498d732bbf11837d894d45a57f89c9ed84bea98851147290ce93c", licence="Apache-2.0 (IceClear/IL-NIQE)"),),
+        "ilniqe", "IL-NIQE", "hand-crafted", True, (0, None), native=True,
+        files=(WeightFile("ILNIQE_templateModel.mat", sha256="14f4919a630498d732bbf11837d894d45a57f89c9ed84bea98851147290ce93c", size=2_764_281, licence="Apache-2.0 (IceClear/IL-NIQE)"),),
         # IL-NIQE resizes every input to 524x524 first: 1-2 px raise IndexError, 3-4 px
         # fail in the SVD (linalg error), 5 px and up score. Not batchable: batched scores
         # differ in the 7th digit and a batch of two 512x384 images takes ~4.7 GB.
@@ -161,7 +204,7 @@ _SPECS = [
         citation="@article{zhang2015ilniqe, title={A feature-enriched completely blind image quality evaluator}, author={Zhang, Lin and Zhang, Lei and Bovik, Alan C}, journal={IEEE Transactions on Image Processing}, volume={24}, number={8}, pages={2579--2591}, year={2015}}",
     ),
     MetricSpec(
-        "nrqm", "NRQM (Ma)", "hand-crafted", False, (0, 10),
+        "nrqm", "NRQM (Ma)", "hand-crafted", False, (0, 10), native=True,
         files=(WeightFile("NRQM_model.mat", licence=_NOT_STATED, role="parameters"),),
         path_kwarg="pretrained_model_path", batchable=False, min_size=_NRQM_MIN,
         original_code="https://github.com/chaoma99/sr-metric",
@@ -169,9 +212,9 @@ _SPECS = [
         citation="@article{ma2017nrqm, title={Learning a no-reference quality metric for single-image super-resolution}, author={Ma, Chao and Yang, Chih-Yuan and Yang, Xiaokang and Yang, Ming-Hsuan}, journal={Computer Vision and Image Understanding}, volume={158}, pages={1--16}, year={2017}}",
     ),
     MetricSpec(
-        "pi", "Perceptual Index", "hand-crafted", True, (0, None),
+        "pi", "Perceptual Index", "hand-crafted", True, (0, None), native=True,
         files=(WeightFile("NRQM_model.mat", licence=_NOT_STATED, role="parameters"),
-               WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, licence=LIVE, role="parameters")),
+               WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, size=8_347, licence=LIVE, role="parameters")),
         batchable=False, min_size=_NRQM_MIN,
         resize="none; PI = ((10 - NRQM) + NIQE) / 2 on the image at its own size",
         original_code="https://github.com/roimehrez/PIRM2018",

@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch.utils.data
 from tqdm.auto import tqdm
 
 from .errors import Banana100Error, DatasetError, ManifestError
@@ -36,6 +37,8 @@ SCORES_SCHEMA = pa.schema(
         ("step", pa.int32()), ("editor", pa.string()), ("model", pa.string()), ("sha256", pa.string()),
         ("image", pa.string()), ("width", pa.int32()), ("height", pa.int32()),
         ("metric", pa.string()), ("score", pa.float64()), ("lower_better", pa.bool_()), ("error", pa.string()),
+        # how the score was computed: backend "native" | "pyiqa", mode "pyiqa" | "official"
+        ("backend", pa.string()), ("mode", pa.string()),
     ]
 )
 
@@ -94,7 +97,29 @@ def read_scores(out: Path) -> pa.Table:
         tables += [pq.read_table(p) for p in sorted(parts.glob("part-*.parquet"))]
     if not tables:
         return SCORES_SCHEMA.empty_table()
-    return pa.concat_tables([t.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA) for t in tables])
+    return pa.concat_tables([_conform(t) for t in tables])
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    """`table` in SCORES_SCHEMA; files from before the backend/mode columns were all pyiqa's."""
+    for name in ("backend", "mode"):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
+    return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
+
+
+def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
+    """Refuse to resume into `out` with a metric computed another way (backend or mode) before."""
+    cols = table.select(["metric", "backend", "mode"]).to_pydict()
+    before = set(zip(cols["metric"], cols["backend"], cols["mode"]))
+    for metric, backend, mode in sorted(before):
+        scorer = scorers.get(metric)
+        if scorer is not None and (scorer.backend, scorer.mode) != (backend, mode):
+            raise Banana100Error(
+                f"{out} already holds {metric} scores computed with backend={backend!r}, mode={mode!r}; "
+                f"this run asks for backend={scorer.backend!r}, mode={scorer.mode!r}. "
+                "Use another --out, or the same backend and mode to resume."
+            )
 
 
 def _done_keys(table: pa.Table) -> set[tuple[str, int, str]]:
@@ -119,26 +144,70 @@ def _merge(out: Path) -> None:
     shutil.rmtree(_parts_dir(out), ignore_errors=True)
 
 
-def _score_chunk(chunk: list[tuple[ImageItem, list[str]]], scorers: dict, decode_pool=None) -> list[dict]:
-    """Decode each image once, then score it with every metric it still needs."""
+@dataclass
+class Decoded:
+    """One image of this process's share, decoded (or why not) by a DataLoader worker."""
+
+    record: dict
+    name: str
+    needed: list[str]  # metrics still to score; [] for an image already done (progress only)
+    rgb: np.ndarray | None = None
+    error: str | None = None
+
+
+class _DecodedImages(torch.utils.data.IterableDataset):
+    """This process's images, decoded in DataLoader worker processes (an IterableDataset).
+
+    Each worker re-opens the source and takes every n-th image of this process's share, so
+    nothing large crosses process boundaries but the decoded arrays. Images already scored
+    come through undecoded (`needed == []`) so the progress bar still counts them.
+    """
+
+    def __init__(self, source: Path, metrics: list[str], done: set, rank: int, world: int):
+        self.source, self.metrics, self.done, self.rank, self.world = source, metrics, done, rank, world
+
+    def __iter__(self) -> Iterator[Decoded]:
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        _, items = iter_items(self.source)
+        mine = (item for index, item in enumerate(items) if index % self.world == self.rank)
+        for k, item in enumerate(mine):
+            if k % nw != wid:
+                continue
+            needed = [m for m in self.metrics if (item.record["chain_id"], item.record["step"], m) not in self.done]
+            d = Decoded(item.record, item.name, needed)
+            if needed:
+                try:
+                    d.rgb = load_rgb(item.read())
+                except (Banana100Error, OSError) as e:
+                    d.error = f"{item.name}: {e}"
+            yield d
+
+
+def _as_is(d: Decoded) -> Decoded:
+    """DataLoader's collate step, doing nothing (the default would turn arrays into tensors)."""
+    return d
+
+
+def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, world: int = 1,
+                   workers: int = 0) -> Iterator[Decoded]:
+    """This process's images in order, decoded by `workers` DataLoader processes (0: in this one)."""
+    dataset = _DecodedImages(source, metrics, done, rank, world)
+    if workers <= 0:
+        return iter(dataset)
+    return iter(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, collate_fn=_as_is,
+                                            prefetch_factor=4, persistent_workers=False))
+
+
+def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
+    """Score each decoded image with every metric it still needs."""
     rows = []
-
-    def decode(item: ImageItem) -> tuple[np.ndarray | None, str | None]:
-        try:
-            return load_rgb(item.read()), None
-        except (Banana100Error, OSError) as e:
-            return None, f"{item.name}: {e}"
-
-    if decode_pool is not None:  # PIL decoding releases the GIL: threads decode in parallel
-        decoded = list(decode_pool.map(decode, [item for item, _ in chunk]))
-    else:
-        decoded = [decode(item) for item, _ in chunk]
-    arrays = [a for a, _ in decoded]
-    decode_errors = [e for _, e in decoded]
+    arrays = [d.rgb for d in chunk]
+    decode_errors = [d.error for d in chunk]
 
     for metric, scorer in scorers.items():
         spec = scorer.spec
-        todo = [i for i, (_, needed) in enumerate(chunk) if metric in needed]
+        todo = [i for i, d in enumerate(chunk) if metric in d.needed]
         errors: dict[int, str] = {}
         ok = []
         for i in todo:
@@ -146,7 +215,7 @@ def _score_chunk(chunk: list[tuple[ImageItem, list[str]]], scorers: dict, decode
                 errors[i] = decode_errors[i]
             elif min(arrays[i].shape[:2]) < spec.min_size:
                 h, w = arrays[i].shape[:2]
-                errors[i] = f"{spec.display_name} needs at least {spec.min_size}x{spec.min_size} pixels; {chunk[i][0].name} is {w}x{h}"
+                errors[i] = f"{spec.display_name} needs at least {spec.min_size}x{spec.min_size} pixels; {chunk[i].name} is {w}x{h}"
             else:
                 ok.append(i)
         scores: dict[int, float] = {}
@@ -158,26 +227,37 @@ def _score_chunk(chunk: list[tuple[ImageItem, list[str]]], scorers: dict, decode
                     scores[i] = scorer.score_arrays([arrays[i]])[0]
                 except Exception as e:  # noqa: BLE001 - reported in the `error` column
                     why = str(e) if isinstance(e, Banana100Error) else f"{type(e).__name__}: {e}"
-                    errors[i] = f"{chunk[i][0].name}: {why}"
+                    errors[i] = f"{chunk[i].name}: {why}"
         for i in todo:
-            record = chunk[i][0].record
+            record = chunk[i].record
             rows.append({
                 **{c: record.get(c) for c in RECORD_COLUMNS},
                 "metric": metric,
                 "score": scores.get(i, float("nan")),
                 "lower_better": spec.lower_better,
                 "error": errors.get(i),
+                "backend": scorer.backend,
+                "mode": scorer.mode,
             })
     return rows
 
 
-def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8) -> dict:
-    """Load every metric before any work, so a missing parameter file stops the run at once."""
+def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8,
+                  backend: str | None = None, mode: str = "pyiqa") -> dict:
+    """Load every metric before any work, so a missing parameter file stops the run at once.
+
+    `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa for all.
+    `mode="official"` applies to the metrics that have it (native backend) and is refused otherwise.
+    """
     from .engine import MetricScorer
 
-    for m in metrics:
-        get_metric(m)
-    return {m: MetricScorer(m, device=device, batch_size=batch_size) for m in metrics}
+    specs = [get_metric(m) for m in metrics]
+    plain = [s.name for s in specs if "native" not in s.backends]
+    if mode == "official" and backend != "pyiqa" and plain:
+        print(f"banana100 score: no official mode for {', '.join(plain)}; those are scored in pyiqa mode "
+              "(the `mode` column says which)", file=sys.stderr)
+    return {s.name: MetricScorer(s.name, device=device, batch_size=batch_size, backend=backend,
+                                 mode=mode if s.name not in plain else "pyiqa") for s in specs}
 
 
 class _Processes:
@@ -221,24 +301,26 @@ def score_to_parquet(
     chunk_size: int = 32,
     progress: bool = True,
     decode_workers: int | None = None,
+    backend: str | None = None,
+    mode: str = "pyiqa",
 ) -> Path:
     """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
 
     Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
     each process takes every n-th image, writes its own part files, and process 0 merges all
-    of them into `out` once every process is done. `decode_workers` threads decode images
-    (default: up to 4).
+    of them into `out` once every process is done. `decode_workers` DataLoader worker
+    processes read and decode the images (default: up to 4; 0 decodes in this process).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     out = Path(out)
     if out.suffix != ".parquet":
         raise Banana100Error(f"{out}: the scores file must end in .parquet")
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
-    total, items = iter_items(Path(source))
-    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size)
-    done = _done_keys(read_scores(out))
+    total, _ = iter_items(Path(source))  # checks the source before any model is built
+    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode)
+    before = read_scores(out)
+    _check_same_method(before, scorers, out)
+    done = _done_keys(before)
     parts = _parts_dir(out)
     prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
     procs.barrier()  # every process has read what is done before anyone writes
@@ -247,37 +329,33 @@ def score_to_parquet(
               f"from #{procs.rank}", file=sys.stderr, flush=True)
 
     n_errors = 0
-    chunk: list[tuple[ImageItem, list[str]]] = []
+    chunk: list[Decoded] = []
     share = total // procs.world + (procs.rank < total % procs.world)
     bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
     workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
-    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    images = decoded_images(Path(source), metrics, done, procs.rank, procs.world, workers)
 
     def flush():
         nonlocal n_errors
         if chunk:
-            rows = _score_chunk(chunk, scorers, pool)
+            rows = _score_chunk(chunk, scorers)
             n_errors += sum(r["error"] is not None for r in rows)
             _write_part(parts, rows, prefix)
             bar.update(len(chunk))
             chunk.clear()
 
     try:
-        for index, item in enumerate(items):
-            if index % procs.world != procs.rank:
-                continue
-            needed = [m for m in metrics if (item.record["chain_id"], item.record["step"], m) not in done]
-            if not needed:
+        for d in images:
+            if not d.needed:
                 bar.update(1)
                 continue
-            chunk.append((item, needed))
+            chunk.append(d)
             if len(chunk) >= chunk_size:
                 flush()
         flush()
     finally:
         bar.close()
-        if pool is not None:
-            pool.shutdown()
+        del images  # stops the DataLoader workers, also after an interruption
     procs.barrier()
     if procs.rank == 0:
         _merge(out)

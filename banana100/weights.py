@@ -65,7 +65,7 @@ def offline() -> bool:
 def _table_file(filename: str, repo_id: str | None = None) -> WeightFile | None:
     """The table's entry for `filename` (the first one, when several metrics share it)."""
     for spec in METRICS.values():
-        for wf in spec.files:
+        for wf in spec.all_files:
             if wf.filename == filename and (repo_id is None or wf.repo_id == repo_id):
                 return wf
     return None
@@ -75,7 +75,7 @@ def _known(filename: str, repo_id: str | None) -> tuple[str | None, list[str]]:
     """(sha256 from the table or None, display names of the metrics that use the file)."""
     sha, users = None, []
     for spec in METRICS.values():
-        for wf in spec.files:
+        for wf in spec.all_files:
             if wf.filename == filename and (repo_id is None or wf.repo_id == repo_id):
                 sha = sha or wf.sha256
                 users.append(spec.display_name)
@@ -274,31 +274,31 @@ def _resolve_file(wf: WeightFile, metric: str, allow_download: bool | None) -> P
     return resolve_file(wf, allow_download, metric=metric)
 
 
-def resolved_files(metric: str, allow_download: bool | None = None) -> list[tuple[WeightFile, Path]]:
-    """(table entry, local path) of every file `metric` needs, in table order."""
+def resolved_files(metric: str, allow_download: bool | None = None, backend: str | None = None
+                   ) -> list[tuple[WeightFile, Path]]:
+    """(table entry, local path) of every file `metric` needs with `backend` (default: its default), in table order."""
     spec = get_metric(metric)
-    return [(wf, _resolve_file(wf, metric, allow_download)) for wf in spec.files]
+    return [(wf, _resolve_file(wf, metric, allow_download)) for wf in spec.backend_files(backend)]
 
 
-def files_for(metric: str, allow_download: bool | None = None) -> list[Path]:
-    """Local paths of every file `metric` needs, in table order (downloads unless offline)."""
-    spec = get_metric(metric)
-    return [_resolve_file(wf, metric, allow_download) for wf in spec.files]
+def files_for(metric: str, allow_download: bool | None = None, backend: str | None = None) -> list[Path]:
+    """Local paths of every file `metric` needs with `backend`, in table order (downloads unless offline)."""
+    return [path for _, path in resolved_files(metric, allow_download, backend)]
 
 
-def is_available(metric: str, allow_download: bool = False) -> bool:
-    """True when every file of `metric` is present (and, with allow_download, fetchable)."""
+def is_available(metric: str, allow_download: bool = False, backend: str | None = None) -> bool:
+    """True when every file of `metric` (with `backend`) is present (and, with allow_download, fetchable)."""
     try:
-        files_for(metric, allow_download=allow_download)
+        files_for(metric, allow_download=allow_download, backend=backend)
     except WeightsNotFoundError:
         return False
     return True
 
 
-def missing(metric: str) -> list[str]:
-    """File names of `metric` that are not available locally (no download is tried)."""
+def missing(metric: str, backend: str | None = None) -> list[str]:
+    """File names of `metric` (with `backend`) that are not available locally (no download is tried)."""
     out = []
-    for wf in get_metric(metric).files:
+    for wf in get_metric(metric).backend_files(backend):
         try:
             _resolve_file(wf, metric, allow_download=False)
         except WeightsNotFoundError:

@@ -37,7 +37,7 @@ def inventory(metrics: list[str]) -> list[tuple[WeightFile, list[str]]]:
     """Each distinct file the metrics need (by filename), with the metrics that use it."""
     seen: dict[str, tuple[WeightFile, list[str]]] = {}
     for m in metrics:
-        for wf in METRICS[m].files:
+        for wf in METRICS[m].all_files:
             seen.setdefault(wf.filename, (wf, []))[1].append(m)
     return list(seen.values())
 

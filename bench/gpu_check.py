@@ -31,12 +31,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # untrained.py
 
 
-def build(name: str, device: str, tmp: Path):
+def build(name: str, device: str, tmp: Path, backend: str | None = None):
     from banana100 import weights
     from banana100.engine import MetricScorer
 
-    if not weights.missing(name):
-        return MetricScorer(name, device=device), "real"
+    if not weights.missing(name, backend):
+        return MetricScorer(name, device=device, backend=backend), "real"
     from untrained import UNTRAINED_KWARGS, build_untrained
 
     if name not in UNTRAINED_KWARGS:
@@ -60,6 +60,10 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--images-total", type=int, default=28_000)
     ap.add_argument("--out", default=None, help="write results here (.json; a .md beside it)")
+    ap.add_argument("--backends", default="native,pyiqa",
+                    help="backends to measure for the metrics that have several (hand-crafted: native, pyiqa)")
+    ap.add_argument("--half", action="store_true",
+                    help="also measure max |float16 autocast - float32| per pyiqa metric (the table's half_tolerance)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -72,12 +76,15 @@ def main(argv=None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     results = []
-    for name in parse_metric_list(args.metrics):
+    wanted = args.backends.split(",")
+    runs = [(name, b) for name in parse_metric_list(args.metrics)
+            for b in get_metric(name).backends if b in wanted or len(get_metric(name).backends) == 1]
+    for name, backend in runs:
         spec = get_metric(name)
-        row = {"metric": name, "batchable": spec.batchable}
+        row = {"metric": name, "backend": backend, "batchable": spec.batchable or backend == "native"}
         t0 = time.perf_counter()
         try:
-            scorer, kind = build(name, args.device, tmp)
+            scorer, kind = build(name, args.device, tmp, backend)
         except Exception as e:  # noqa: BLE001 - report and go on
             row.update(weights="error", error=f"build: {type(e).__name__}: {e}"[:300])
             results.append(row)
@@ -114,6 +121,13 @@ def main(argv=None) -> int:
                 scorer.device = torch.device("cpu")
                 on_cpu = scorer.score_arrays(small)
                 row["max_abs_gpu_cpu"] = float(np.max(np.abs(np.array(on_dev) - np.array(on_cpu))))
+                scorer.model.to(dev)
+                scorer.device = dev
+            if args.half and backend == "pyiqa":
+                full = scorer.score_arrays(small)
+                scorer.allow_half(measured=False)
+                row["max_abs_half"] = float(np.max(np.abs(np.array(scorer.score_arrays(small)) - np.array(full))))
+                scorer.half = False
             largest = max(sizes)
             rate = row.get(f"img_per_s_{largest}")
             if rate:
@@ -126,22 +140,27 @@ def main(argv=None) -> int:
         if cuda:
             torch.cuda.empty_cache()
 
-    total = sum(r.get("projected_h_28k", 0) for r in results)
     name = torch.cuda.get_device_name(dev) if cuda else "CPU"
     lines = [f"### Engine on {name} ({args.device}): {args.n} images per size, batch_size {args.batch_size}", "",
              f"`python bench/gpu_check.py --device {args.device} --sizes {args.sizes} --n {args.n}`; torch {torch.__version__}.",
              "weights: real = the metric's checkpoint; random = same arch with random weights (same cost, "
              "meaningless scores).", "",
-             "| metric | weights | " + " | ".join(f"img/s {s}" for s in sizes) + " | "
-             + " | ".join(f"peak GiB {s}" for s in sizes) + f" | max abs(GPU-CPU) | hours for {args.images_total} at {max(sizes)} |",
-             "| --- | --- | " + " | ".join(["---"] * (2 * len(sizes))) + " | --- | --- |"]
+             "| metric | backend | weights | " + " | ".join(f"img/s {s}" for s in sizes) + " | "
+             + " | ".join(f"peak GiB {s}" for s in sizes)
+             + f" | max abs(GPU-CPU) | max abs(half-float) | hours for {args.images_total} at {max(sizes)} |",
+             "| --- | --- | --- | " + " | ".join(["---"] * (2 * len(sizes))) + " | --- | --- | --- |"]
     for r in results:
         cells = [str(r.get(f"img_per_s_{s}", "-")) for s in sizes] + [str(r.get(f"peak_gib_{s}", "-")) for s in sizes]
-        agree = r.get("max_abs_gpu_cpu")
-        lines.append(f"| {r['metric']} | {r.get('weights')} | " + " | ".join(cells)
-                     + f" | {'-' if agree is None else f'{agree:.2g}'} | {r.get('projected_h_28k', r.get('error', '-'))} |")
-    lines.append(f"\nProjected total for {args.images_total} images x {sum('projected_h_28k' in r for r in results)} "
-                 f"metrics measured: {total:.1f} h on one device (divide by the number of GPUs with accelerate).")
+        agree, half = r.get("max_abs_gpu_cpu"), r.get("max_abs_half")
+        lines.append(f"| {r['metric']} | {r['backend']} | {r.get('weights')} | " + " | ".join(cells)
+                     + f" | {'-' if agree is None else f'{agree:.2g}'} | {'-' if half is None else f'{half:.2g}'}"
+                     + f" | {r.get('projected_h_28k', r.get('error', '-'))} |")
+    # the projection counts each metric once, with its default backend
+    total = sum(r.get("projected_h_28k", 0) for r in results if r["backend"] == get_metric(r["metric"]).default_backend)
+    counted = sum("projected_h_28k" in r for r in results if r["backend"] == get_metric(r["metric"]).default_backend)
+    lines.append(f"\nProjected total for {args.images_total} images x {counted} "
+                 f"metrics measured (default backends): {total:.1f} h on one device (divide by the number of GPUs "
+                 "with accelerate).")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

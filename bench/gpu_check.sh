@@ -11,4 +11,5 @@ if [ "$device" = "cuda" ] && ! python -c "import torch, sys; sys.exit(0 if torch
   echo "no GPU visible: run with --device cpu" >&2; exit 2
 fi
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
-exec python bench/gpu_check.py --out "$out" "$@"
+half=(); if [ "$device" = "cuda" ]; then half=(--half); fi  # float16 tolerance: GPU only
+exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

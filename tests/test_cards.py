@@ -49,7 +49,7 @@ def test_card_agrees_with_the_table(name):
     assert f"**Nominal range:** {format_range(spec)}." in card
     assert f"**lower_better** (`bool`): `{spec.lower_better}`" in card
     assert f"**Minimum size:** {spec.min_size}x{spec.min_size} pixels" in card
-    for wf in spec.files:
+    for wf in spec.all_files:
         assert f"`{wf.filename}`" in card
         if wf.sha256:
             assert wf.sha256 in card
@@ -63,7 +63,7 @@ def test_card_agrees_with_the_table(name):
     assert f"**Family:** {spec.family}." in card
     if spec.original_code:
         assert spec.original_code in card
-    assert "BANANA100_WEIGHTS" in card if spec.files else "needs no parameter file" in card
+    assert "BANANA100_WEIGHTS" in card if spec.all_files else "needs no parameter file" in card
     assert spec.citation in card and spec.paper in card
     assert "PolyForm Noncommercial 1.0.0" in card and "Apache-2.0" in card
     assert f'evaluate.load("metrics/{name}")' in card

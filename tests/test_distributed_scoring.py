@@ -1,15 +1,15 @@
-"""`torchrun --nproc_per_node 2 -m banana100 score ...`: two real CPU processes share the work.
+"""Two real CPU processes share `banana100 score`, started by torchrun or by `accelerate launch`.
 
-accelerate's PartialState(cpu=True) reads torchrun's environment and gives two ranks; each
-scores every other image into its own part files and rank 0 merges. (`accelerate launch --cpu
---num_processes 2` started a single process on this kind of machine, so torchrun is what the
-test relies on; `accelerate launch` sets the same variables on GPU machines.)
+accelerate's PartialState(cpu=True) reads the launcher's environment and gives two ranks; each
+scores every other image into its own part files and rank 0 merges. `accelerate launch --cpu
+--num_processes 2` starts a single process (accelerate's CPU path wants MPI for more), while
+`accelerate launch --multi_gpu --num_processes 2` starts two through torch's launcher, and with
+`--device cpu` they run on the CPU: that is the form tested here.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,17 +20,23 @@ import pytest
 from banana100 import scoring
 from runfolder import make_run_folder
 
-TORCHRUN = Path(sys.executable).with_name("torchrun")
+BIN = Path(sys.executable).parent
+LAUNCHERS = {
+    "torchrun": [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2"],
+    "accelerate": [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                   "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"],
+}
 
 
-@pytest.mark.skipif(not TORCHRUN.exists() and shutil.which("torchrun") is None, reason="no torchrun")
-def test_two_processes_split_and_merge(tmp_path):
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_two_processes_split_and_merge(tmp_path, launcher):
+    if not Path(LAUNCHERS[launcher][0]).exists():
+        pytest.skip(f"no {launcher} beside {sys.executable}")
     make_run_folder(tmp_path / "run", steps=9, size=(40, 40))  # 20 images
     out = tmp_path / "scores.parquet"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [str(TORCHRUN if TORCHRUN.exists() else shutil.which("torchrun")), "--standalone", "--nproc_per_node", "2",
-           "-m", "banana100", "score", str(tmp_path / "run"), "--metrics", "piqe", "--out", str(out),
-           "--device", "cpu", "--batch-size", "4"]
+    cmd = LAUNCHERS[launcher] + ["-m", "banana100", "score", str(tmp_path / "run"), "--metrics", "piqe",
+                                 "--out", str(out), "--device", "cpu", "--batch-size", "4"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "process 0/2" in r.stderr and "process 1/2" in r.stderr  # two ranks really ran

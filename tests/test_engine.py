@@ -38,10 +38,14 @@ _SCORERS: dict[tuple[str, int], MetricScorer] = {}
 
 
 def scorer(name: str, batch_size: int = 8) -> MetricScorer:
-    """One CPU scorer per (metric, batch size) for the whole module (building one is cheap, but why)."""
+    """One CPU scorer per (metric, batch size) for the whole module (building one is cheap, but why).
+
+    The pyiqa backend: this file checks the engine's own work (reading, batching, sizes) by exact
+    equality with pyiqa; the native backend's agreement is tested in tests/test_native_*.py.
+    """
     key = (name, batch_size)
     if key not in _SCORERS:
-        _SCORERS[key] = MetricScorer(name, device="cpu", batch_size=batch_size)
+        _SCORERS[key] = MetricScorer(name, device="cpu", batch_size=batch_size, backend="pyiqa")
     return _SCORERS[key]
 
 
@@ -81,7 +85,7 @@ def test_scores_equal_pyiqa_on_files(name):
 
     files = [REF / "tid2013" / "I03.bmp", REF / "tid2013" / "I04.bmp"]
     spec = get_metric(name)
-    kwargs = {spec.path_kwarg: str(PARAMS / spec.files[0].filename)} if spec.files else {}
+    kwargs = {spec.path_kwarg: str(PARAMS / spec.backend_files("pyiqa")[0].filename)} if spec.all_files else {}
     ref = pyiqa.create_metric(name, device="cpu", **kwargs)
     expected = [float(ref(str(p))) for p in files]
     assert scorer(name).score(files) == expected
@@ -97,13 +101,14 @@ def test_pyiqa_never_downloads(monkeypatch):
     monkeypatch.setattr(niqe_arch, "load_file_from_url", refuse)
     monkeypatch.setattr(brisque_arch, "load_file_from_url", refuse)
     for name in ("niqe", "ilniqe", "brisque"):
-        MetricScorer(name, device="cpu")
+        MetricScorer(name, device="cpu", backend="pyiqa")
 
 
 def test_missing_weights_raise_before_pyiqa(monkeypatch):
     monkeypatch.delenv("BANANA100_WEIGHTS")
-    with pytest.raises(WeightsNotFoundError, match="niqe_modelparameters.mat"):
-        MetricScorer("niqe", device="cpu")
+    for backend in ("native", "pyiqa"):
+        with pytest.raises(WeightsNotFoundError, match="niqe_modelparameters.mat"):
+            MetricScorer("niqe", device="cpu", backend=backend)
 
 
 def test_returns_python_floats_in_order(mixed_images):
@@ -185,7 +190,7 @@ def test_minimum_is_pyiqas_real_minimum(name):
 
     spec = get_metric(name)
     m = spec.min_size
-    kwargs = {spec.path_kwarg: str(PARAMS / spec.files[0].filename)} if spec.files else {}
+    kwargs = {spec.path_kwarg: str(PARAMS / spec.backend_files("pyiqa")[0].filename)} if spec.all_files else {}
     raw = pyiqa.create_metric(name, device="cpu", **kwargs)
     for h, w in ((m, m), (m, 300), (300, m)):
         raw(torch.stack([to_tensor(crop(h, w))]))  # no exception
@@ -366,3 +371,43 @@ def test_other_errors_are_not_retried():
     with pytest.raises(ValueError):
         s.score_arrays([np.zeros((8, 8, 3), np.uint8)] * 4)
     assert Broken.calls == 1
+
+
+# -- half precision -------------------------------------------------------------------------
+
+
+class _Conv(torch.nn.Module):
+    """A small conv net: under float16 autocast its conv runs in half precision."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.dtypes = []
+
+    def forward(self, x):
+        y = self.conv(x)
+        self.dtypes.append(y.dtype)
+        return y.mean(dim=(1, 2, 3))
+
+
+def test_half_is_refused_until_the_table_states_a_measured_tolerance():
+    assert get_metric("cnniqa").half_tolerance is None
+    with pytest.raises(ValueError, match="bench/gpu_check.py --half"):
+        MetricScorer.from_model("cnniqa", _Conv(), device="cpu").allow_half()
+
+
+def test_half_runs_the_forward_under_float16_autocast(monkeypatch):
+    import dataclasses
+
+    model = _Conv()
+    s = MetricScorer.from_model("cnniqa", model, device="cpu", batch_size=4)
+    imgs = [crop(40, 50), crop(40, 50)[::-1].copy()]
+    full = s.score_arrays(imgs)
+    s.spec = dataclasses.replace(s.spec, half_tolerance=0.01)  # as if measured
+    s.allow_half()
+    half = s.score_arrays(imgs)
+    assert model.dtypes == [torch.float32, torch.float16]
+    assert all(type(v) is float for v in half)
+    np.testing.assert_allclose(half, full, atol=1e-2)
+    assert half != full and "half=True" in repr(s)

@@ -1,15 +1,15 @@
-"""Reference scores: each module equals pyiqa, and pyiqa is close to the original implementation.
+"""Reference scores: the modules against pyiqa and against the original implementations.
 
 For every image in ../shared/reference-images that has a published score from the original
-implementation, the evaluate module's score must
+implementation (read from the csv files beside the images):
 
-1. equal pyiqa's (`pyiqa.create_metric(name, pretrained_model_path=...)(path)`, computed here)
-   to float precision, and
-2. be within the tolerance below of the original implementation's value (read from the csv
-   files beside the images).
+1. the evaluate module's default score (native backend, mode "pyiqa") is within 1e-3 relative
+   of pyiqa's (`pyiqa.create_metric(name, pretrained_model_path=...)(path)`, computed here;
+   BRISQUE 1e-2), and pyiqa is within the tolerance below of the original value;
+2. `compute(..., mode="official")` is within 0.5 % of the original value, wherever pyiqa is.
 
-The tolerances come from the deviations pyiqa 0.1.16 actually shows with the shared parameter
-files (measured on two CPU cores; run `pytest -s -m "slow or not slow"` to print them):
+The pyiqa tolerances come from the deviations pyiqa 0.1.16 actually shows with the shared
+parameter files (measured on two CPU cores; run `pytest -s -m "slow or not slow"` to print them):
 
 | metric  | image          | original (source)          | pyiqa      | deviation          |
 | ------- | -------------- | -------------------------- | ---------- | ------------------ |
@@ -32,8 +32,9 @@ pepper_2 29.5075 / 28.9969 / 29.4195 (-0.30 % / +1.46 %), pepper_3 78.0557 / 83.
 pepper_4 the official Python release itself is 7-10 % off MATLAB; pyiqa follows the Python
 release there, so those two are checked against it only.
 
-IL-NIQE takes ~20 s an image on two CPU cores (twice per image here: module and pyiqa), so
-only pepper_0 and pepper_1 run by default; the rest are marked slow.
+pyiqa's IL-NIQE takes ~20 s an image on two CPU cores, so only pepper_0 and pepper_1 are
+compared with pyiqa by default; the rest are marked slow. The official mode is fast and
+checked on every image, pepper_3 and pepper_4 included (against MATLAB).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ REF = SHARED / "reference-images"
 
 pytestmark = pytest.mark.skipif(not PARAMS.is_dir() or not REF.is_dir(), reason=f"needs {SHARED}")
 
-# Tolerances against the original implementation (see the table above).
+# Tolerances of pyiqa against the original implementation (see the table above).
 TOL = {
     # published with two decimals; measured |d| <= 0.0043
     "piqe": {"abs": 0.01},
@@ -93,6 +94,19 @@ def reference_values() -> list[tuple[str, str, dict[str, float]]]:
     return out
 
 
+def official_values() -> list[tuple[str, str, float]]:
+    """(metric, image, original value) for the official mode: MATLAB for IL-NIQE, all five peppers."""
+    out = []
+    for metric, image, values in reference_values():
+        value = values.get(metric, values.get("ilniqe_matlab"))
+        if value is not None:
+            out.append((metric, image, value))
+    for row in read_csv(REF / "ilniqe" / "official_scores.csv") if REF.is_dir() else []:
+        if row["image"] in ("pepper_3.png", "pepper_4.png"):
+            out.append(("ilniqe", f"ilniqe/{row['image']}", float(row["ilniqe_official_mat_matlab"])))
+    return out
+
+
 def case_id(case) -> str:
     return f"{case[0]}-{Path(case[1]).name}"
 
@@ -116,12 +130,12 @@ _MODULES: dict = {}
 _PYIQA: dict = {}
 
 
-def module_score(metric: str, path: Path) -> float:
+def module_score(metric: str, path: Path, mode: str = "pyiqa") -> float:
     import evaluate
 
     if metric not in _MODULES:
         _MODULES[metric] = evaluate.load(f"metrics/{metric}")
-    out = _MODULES[metric].compute(images=[str(path)], device="cpu")
+    out = _MODULES[metric].compute(images=[str(path)], device="cpu", mode=mode)
     return out["scores"][0]
 
 
@@ -143,18 +157,26 @@ def test_cases_cover_the_brief():
 
 
 @pytest.mark.parametrize("metric, image, originals", CASES)
-def test_module_equals_pyiqa_and_is_close_to_original(metric, image, originals):
+def test_module_agrees_with_pyiqa_and_pyiqa_with_the_original(metric, image, originals):
     path = REF / image
     ours = module_score(metric, path)
     theirs = pyiqa_score(metric, path)
     lines = [f"{metric} {image}: module {ours!r}, pyiqa {theirs!r}"]
     for source, value in originals.items():
-        d = ours - value
+        d = theirs - value
         rel = f"{100 * d / abs(value):+.3f} %" if value else "n/a"
-        lines.append(f"  vs {source} {value}: {d:+.6f} ({rel})")
+        lines.append(f"  pyiqa vs {source} {value}: {d:+.6f} ({rel})")
     print("\n".join(lines))
 
-    assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-12)  # float precision: the same computation
+    # relative to the score, floored at 1 (BRISQUE crosses zero)
+    assert abs(ours - theirs) / max(abs(theirs), 1.0) < (1e-2 if metric == "brisque" else 1e-3)
     for source, value in originals.items():
         tol = TOL[source]
-        assert ours == pytest.approx(value, **tol), f"{metric} {image} vs {source}: {ours} vs {value} (tolerance {tol})"
+        assert theirs == pytest.approx(value, **tol), f"{metric} {image}: pyiqa {theirs} vs {source} {value} ({tol})"
+
+
+@pytest.mark.parametrize("metric, image, value", [pytest.param(*c, id=case_id(c)) for c in official_values()])
+def test_official_mode_is_within_half_a_percent_of_the_original(metric, image, value):
+    ours = module_score(metric, REF / image, mode="official")
+    print(f"{metric} {image}: official mode {ours!r}, original {value} ({100 * (ours - value) / abs(value):+.3f} %)")
+    assert abs(ours - value) <= 5e-3 * abs(value), f"{metric} {image}: {ours} vs {value}"

@@ -32,11 +32,11 @@ def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_fr
     real = scoring._score_chunk
     calls = []
 
-    def interrupted(chunk, scorers, *rest):
+    def interrupted(chunk, scorers):
         calls.append(len(chunk))
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(chunk, scorers, *rest)
+        return real(chunk, scorers)
 
     monkeypatch.setattr(scoring, "_score_chunk", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -45,7 +45,7 @@ def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_fr
     assert len(list((tmp_path / "s.parquet.parts").glob("part-*.parquet"))) == 2  # 8 images kept
 
     counted = []
-    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers, *rest: counted.append(len(chunk)) or real(chunk, scorers, *rest))
+    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers: counted.append(len(chunk)) or real(chunk, scorers))
     scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe"], out, chunk_size=4, progress=False)
     assert sum(counted) == len(records) - 8
     rows = pq.read_table(out).to_pylist()
@@ -88,3 +88,23 @@ def test_missing_weights_stop_before_any_work(tmp_path, monkeypatch):
     with pytest.raises(WeightsNotFoundError, match="niqe_modelparameters.mat"):
         scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe"], tmp_path / "s.parquet", progress=False)
     assert not (tmp_path / "s.parquet.parts").exists() and not (tmp_path / "s.parquet").exists()
+
+
+def test_worker_processes_decode_the_same_images_in_the_same_order(tmp_path, monkeypatch):
+    import os
+
+    records = make_run_folder(tmp_path / "run", steps=6, size=(30, 40))
+    done = {(records[1]["chain_id"], records[1]["step"], "piqe")}
+    pids = []
+    real = scoring.load_rgb
+    monkeypatch.setattr(scoring, "load_rgb", lambda data: pids.append(os.getpid()) or real(data))
+    inline = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=0))
+    assert pids and set(pids) == {os.getpid()}
+    for rank, world in ((0, 1), (1, 2)):
+        inline = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, rank, world, workers=0))
+        workers = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, rank, world, workers=2))
+        assert [(d.record["chain_id"], d.record["step"], d.needed) for d in workers] == \
+               [(d.record["chain_id"], d.record["step"], d.needed) for d in inline]
+        assert all((a.rgb is None and b.rgb is None) or (a.rgb == b.rgb).all() for a, b in zip(workers, inline))
+    assert len(inline) == len(records) // 2
+    assert [d.needed for d in scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=2)][1] == []

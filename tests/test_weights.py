@@ -123,7 +123,9 @@ def test_banana100_weights_folder_is_found(monkeypatch, no_network):
     monkeypatch.setenv(weights.ENV_VAR, str(PARAMS))
     for metric in ("niqe", "brisque", "ilniqe"):
         paths = weights.files_for(metric)
-        assert paths == [PARAMS / wf.filename for wf in get_metric(metric).files]
+        assert paths == [PARAMS / wf.filename for wf in get_metric(metric).backend_files()]
+        for backend in get_metric(metric).backends:
+            assert weights.files_for(metric, backend=backend) == [PARAMS / wf.filename for wf in get_metric(metric).backend_files(backend)]
         assert weights.is_available(metric) and weights.missing(metric) == []
 
 

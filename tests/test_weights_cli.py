@@ -48,7 +48,7 @@ def test_inventory_covers_every_file_of_every_metric_once():
     names = [wf.filename for wf, _ in inv]
     assert len(names) == len(set(names))
     for m in ROSTER:
-        for wf in get_metric(m).files:
+        for wf in get_metric(m).all_files:
             assert wf.filename in names
     users = {wf.filename: ms for wf, ms in inv}
     assert users["RN50.pt"] == ["clipiqa", "qualiclip"]

@@ -1,0 +1,161 @@
+"""BRISQUE (Mittal, Moorthy and Bovik 2012), batched.
+
+At two scales (the second a MATLAB bicubic half) the MSCN coefficients of the luminance give a
+GGD fit and four AGGD fits of neighbour products: 36 features, scaled by the LIVE svm-scale
+ranges (`allrange`) and scored by the LIVE RBF epsilon-SVR (`allmodel`), both read directly.
+
+mode "pyiqa": pyiqa 0.1.16 (its YIQ luminance rounded in float32, float32 Gaussian window,
++float32 eps in the local deviation), computed in float64 where pyiqa works in float32. pyiqa's
+float32 rounding (mostly in the SVR sum) moves its own score by a few 1e-3 absolute with the
+batch it sits in, so scores differ by ~1e-4 to 1e-3 relative, and by up to ~1e-2 absolute
+near zero (I04.bmp: pyiqa -0.1152, here -0.1073, LIVE MATLAB -0.1076). mode "official": LIVE's
+`brisquescore.m` on the uint8 image (MATLAB rgb2gray, rounded), including its text round trip
+through svm-scale and svm-predict: features written with `%f`, scaled features with `%g`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from . import matlab, nss
+from .params import read_libsvm_model, read_libsvm_range
+
+MODEL_FILE = "brisque_live_allmodel"
+RANGE_FILE = "brisque_live_allrange"
+MIN_SIZE = 7
+
+
+def scale_features(x: torch.Tensor) -> torch.Tensor:
+    """The 18 LIVE BRISQUE features of MSCN images (B, H, W) -> (B, 18)."""
+    alpha, mean_sq = nss.estimate_ggd(x.flatten(-2))
+    feats = [alpha.unsqueeze(-1), mean_sq.unsqueeze(-1)]
+    pairs = nss.paired_products(x, nss.BRISQUE_SHIFTS).flatten(-2)  # (B, 4, H*W)
+    alpha, left, right = nss.estimate_aggd(pairs)
+    eta = (right - left) * torch.exp(
+        torch.lgamma(2 / alpha)
+        - (torch.lgamma(1 / alpha) + torch.lgamma(3 / alpha)) / 2
+    )
+    feats.append(
+        torch.stack([alpha, eta, left * left, right * right], dim=-1).flatten(-2)
+    )
+    return torch.cat(feats, dim=-1)
+
+
+def round_decimals(x: torch.Tensor, decimals: int) -> torch.Tensor:
+    """What printf("%.{decimals}f") then strtod gives."""
+    return torch.round(x * 10.0**decimals) / 10.0**decimals
+
+
+def round_significant(x: torch.Tensor, digits: int = 6) -> torch.Tensor:
+    """What printf("%g") (6 significant digits) then strtod gives."""
+    safe = torch.where(x == 0, torch.ones_like(x), x.abs())
+    step = 10.0 ** (torch.floor(torch.log10(safe)) - (digits - 1))
+    rounded = torch.round(x / step) * step
+    return torch.where(x == 0, x, rounded)
+
+
+class BRISQUE(torch.nn.Module):
+    """forward(Bx3xHxW float32 in [0, 1]) -> B float64 BRISQUE scores (lower is better)."""
+
+    def __init__(self, model, ranges, mode: str):
+        super().__init__()
+        self.mode = mode
+        self.gamma = float(model.gamma)
+        self.rho = float(model.rho)
+        self.lower, self.upper = float(ranges.lower), float(ranges.upper)
+        n_features = ranges.feature_min.size
+        if model.support_vectors.shape[1] > n_features:
+            raise ValueError(
+                f"brisque: the model has {model.support_vectors.shape[1]} features, the ranges {n_features}"
+            )
+        sv = torch.zeros(
+            model.support_vectors.shape[0], n_features, dtype=torch.float64
+        )
+        sv[:, : model.support_vectors.shape[1]] = torch.from_numpy(
+            model.support_vectors
+        )
+        self.register_buffer("support_vectors", sv)
+        self.register_buffer("coef", torch.from_numpy(model.coef).to(torch.float64))
+        self.register_buffer(
+            "feature_min", torch.from_numpy(ranges.feature_min).to(torch.float64)
+        )
+        self.register_buffer(
+            "feature_max", torch.from_numpy(ranges.feature_max).to(torch.float64)
+        )
+        pyiqa = mode == "pyiqa"
+        window = matlab.fspecial_gaussian(7, 7 / 6, float32=pyiqa)
+        if not pyiqa:
+            window = (
+                window / window.sum()
+            )  # brisque_feature.m normalises fspecial's window again
+        self.register_buffer("window", window)
+        # pyiqa's safe_sqrt adds the eps of its working dtype, float32
+        self.sigma_eps = float(torch.finfo(torch.float32).eps) if pyiqa else 0.0
+
+    def luminance(self, x: torch.Tensor) -> torch.Tensor:
+        """Bx3xHxW [0, 1] -> BxHxW float64 luminance on 0-255, rounded as the mode's original."""
+        if self.mode == "pyiqa":
+            return matlab.pyiqa_y_channel(x, "yiq").squeeze(-3)
+        return matlab.rgb2gray(matlab.from_unit_float(x), uint8=True).squeeze(-3)
+
+    def features(self, y: torch.Tensor) -> torch.Tensor:
+        """BxHxW luminance -> (B, 36) features."""
+        h, w = y.shape[-2:]
+        if h < MIN_SIZE or w < MIN_SIZE:
+            raise ValueError(
+                f"BRISQUE needs at least {MIN_SIZE}x{MIN_SIZE} pixels, got {w}x{h} (width x height)"
+            )
+        per_scale = []
+        for scale in (1, 2):
+            filtering = "exact_uint8" if scale == 1 else "near_separable"
+            structdis = nss.mscn(
+                y, self.window, "zeros", sigma_eps=self.sigma_eps, filtering=filtering
+            )
+            per_scale.append(scale_features(structdis))
+            if scale == 1:
+                y = matlab.imresize(y, scale=0.5)
+        return torch.cat(per_scale, dim=-1)
+
+    def scale(self, feats: torch.Tensor) -> torch.Tensor:
+        """svm-scale: [min, max] -> [lower, upper] per feature (features with min == max are dropped, i.e. 0)."""
+        span = self.feature_max - self.feature_min
+        scaled = (
+            self.lower + (self.upper - self.lower) * (feats - self.feature_min) / span
+        )
+        scaled = torch.where(
+            feats == self.feature_min, torch.full_like(scaled, self.lower), scaled
+        )
+        scaled = torch.where(
+            feats == self.feature_max, torch.full_like(scaled, self.upper), scaled
+        )
+        return torch.where(span == 0, torch.zeros_like(scaled), scaled)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat(
+            [self.score(part) for part in x.split(nss.images_per_chunk(x))]
+        )
+
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores of a batch, in one pass."""
+        feats = self.features(self.luminance(x))
+        if self.mode == "official":
+            # brisquescore.m writes the features with %f; svm-scale writes its output with %g
+            scaled = round_significant(self.scale(round_decimals(feats, 6)))
+        else:
+            scaled = self.scale(feats)
+        dist = (
+            (scaled.unsqueeze(-2) - self.support_vectors).pow(2).sum(dim=-1)
+        )  # (B, n_sv)
+        return torch.exp(-self.gamma * dist) @ self.coef - self.rho
+
+
+def build(files: Mapping[str, Path], mode: str = "pyiqa") -> BRISQUE:
+    """The native BRISQUE module from the LIVE LIBSVM files (table names brisque_live_allmodel / _allrange)."""
+    if mode not in ("pyiqa", "official"):
+        raise ValueError(f"brisque: mode must be 'pyiqa' or 'official', got {mode!r}")
+    return BRISQUE(
+        read_libsvm_model(files[MODEL_FILE]), read_libsvm_range(files[RANGE_FILE]), mode
+    )
