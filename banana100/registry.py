@@ -131,7 +131,11 @@ _NOT_STATED = "not stated by pyiqa: see the authors' original release (linked in
 _PYIQA_TRAINED = "not stated by pyiqa (pyiqa's own KonIQ-10k training run; PolyForm Noncommercial 1.0.0 likely applies, as to pyiqa)"
 _TORCHVISION = "BSD-3-Clause (torchvision; ImageNet-trained weights: ImageNet's terms of access may apply)"
 _NIQE_SHA = "fa2aa4d12dd9595c3fb6bf8b4e1a15c79d5d1469238d0901c88dead195be578d"
-_NRQM_MIN = 32  # NOT measured (no NRQM_model.mat on the build machines): a conservative guess
+# NRQM: below 84 px a side its smallest pyramid level has too few 5x5 blocks for the forests'
+# 75 features (pyiqa fails outright under 45 px); measured on the feature stage, which needs no
+# model file. PI adds NIQE's 96 px plus its 8-px shave.
+_NRQM_MIN = 84
+_PI_MIN = 104
 # OpenAI CLIP: pyiqa's clip.load downloads from openaipublic into $TORCH_HOME/hub/clip and
 # checks the sha256 that the URL itself carries.
 _CLIP = {
@@ -215,7 +219,7 @@ _SPECS = [
         "pi", "Perceptual Index", "hand-crafted", True, (0, None), native=True,
         files=(WeightFile("NRQM_model.mat", licence=_NOT_STATED, role="parameters"),
                WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, size=8_347, licence=LIVE, role="parameters")),
-        batchable=False, min_size=_NRQM_MIN,
+        batchable=False, min_size=_PI_MIN,
         resize="none; PI = ((10 - NRQM) + NIQE) / 2 on the image at its own size",
         original_code="https://github.com/roimehrez/PIRM2018",
         paper="Blau Y., Mechrez R., Timofte R., Michaeli T., Zelnik-Manor L., The 2018 PIRM challenge on perceptual image super-resolution, ECCV Workshops 2018.",

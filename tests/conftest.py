@@ -26,8 +26,20 @@ os.environ.update(
     HF_DATASETS_OFFLINE="1",
     HF_EVALUATE_OFFLINE="1",
     TORCH_HOME=str(_SESSION_CACHE / "torch"),
+    # gradio caches served files by content hash under one shared /tmp/gradio by default;
+    # two test runs at once then read each other's half-written files
+    GRADIO_TEMP_DIR=str(_SESSION_CACHE / "gradio"),
 )
-os.environ.pop("BANANA100_WEIGHTS", None)
+# The user's weights folder reaches only the tests marked `needs_weights` (see below).
+USER_WEIGHTS = os.environ.pop("BANANA100_WEIGHTS", None)
+
+
+@pytest.fixture(autouse=True)
+def _user_weights_for_needs_weights(request, monkeypatch):
+    """Tests marked `needs_weights` look in the user's $BANANA100_WEIGHTS, then ../shared/iqa-params."""
+    if request.node.get_closest_marker("needs_weights") is not None:
+        dirs = [d for d in (USER_WEIGHTS, str(IQA_PARAMS)) if d]
+        monkeypatch.setenv("BANANA100_WEIGHTS", os.pathsep.join(dirs))
 
 
 @pytest.fixture

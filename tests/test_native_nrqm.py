@@ -243,7 +243,7 @@ def test_official_modes_run_on_matlab_luma(synthetic_files, nrqm_images):
 
 
 @pytest.fixture
-def real_files(weights_from_shared) -> dict[str, Path]:
+def real_files() -> dict[str, Path]:  # the needs_weights folders: conftest
     from banana100 import weights
 
     absent = weights.missing("pi")
