@@ -32,8 +32,8 @@ pepper_2 29.5075 / 28.9969 / 29.4195 (-0.30 % / +1.46 %), pepper_3 78.0557 / 83.
 pepper_4 the official Python release itself is 7-10 % off MATLAB; pyiqa follows the Python
 release there, so those two are checked against it only.
 
-pyiqa's IL-NIQE takes ~20 s an image on two CPU cores, so only pepper_0 and pepper_1 are
-compared with pyiqa by default; the rest are marked slow. The official mode is fast and
+pyiqa's IL-NIQE takes ~20 s an image on two CPU cores, so its comparisons here are marked
+slow (tests/test_native_ilniqe.py compares three cases by default). The official mode is fast and
 checked on every image, pepper_3 and pepper_4 included (against MATLAB).
 """
 
@@ -112,9 +112,9 @@ def case_id(case) -> str:
 
 
 def marks(case) -> list:
-    metric, image, _ = case
-    fast_ilniqe = image in ("ilniqe/pepper_0.png", "ilniqe/pepper_1.png")
-    return [pytest.mark.slow] if metric == "ilniqe" and not fast_ilniqe else []
+    # pyiqa's IL-NIQE is ~20 s an image: tests/test_native_ilniqe.py compares it by default on
+    # three telling cases; here all seven reference images, with `-m slow`
+    return [pytest.mark.slow] if case[0] == "ilniqe" else []
 
 
 CASES = [pytest.param(*c, id=case_id(c), marks=marks(c)) for c in reference_values()]

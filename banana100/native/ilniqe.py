@@ -451,7 +451,7 @@ def _conv2_same(maps: torch.Tensor, spectrum: torch.Tensor, kernel_spectrum: tor
 
 def _log_gabor_filters(rows: int, cols: int, min_wavelength: float, device, dtype) -> torch.Tensor:
     """The release's logGabors: (12, rows, cols) frequency-domain filters, scale-major, DC at [0, 0]."""
-    kw = dict(dtype=dtype, device=device)
+    kw = {"dtype": dtype, "device": device}
 
     def axis(n):
         if n % 2:
