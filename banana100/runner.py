@@ -493,7 +493,7 @@ class _Run:
         )
         pending = self.run_dir / plan.chain_id / pending_record_name(step)
         if step > 0:
-            pending.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+            write_file_atomic(pending, json.dumps(record, ensure_ascii=False).encode("utf-8"))
         write_file_atomic(self.run_dir / rel, data)
         self._append(plan, step, record, pending)
 
@@ -548,7 +548,7 @@ class _Run:
         """
         chain_dir = self.run_dir / plan.chain_id
         chain_dir.mkdir(parents=True, exist_ok=True)
-        for stale in chain_dir.glob(".step_*.tmp-*"):  # left by a crash mid-write; the run is locked
+        for stale in chain_dir.glob("*.step_*.tmp-*"):  # images and records a crash left mid-write; the run is locked
             try:
                 stale.unlink()
             except OSError:

@@ -10,8 +10,8 @@ For every native metric whose parameter files are at hand:
 - mode "official": native score vs the published values of the original releases (the csv files
   beside the reference images), next to pyiqa's deviation from them.
 
-Writes `banana100/native/agreement.json` (the metric cards quote it: `python -m banana100.cards`)
-and prints the tables for BENCHMARKS.md. NRQM and PI need `NRQM_model.mat`; without it they are
+Writes `banana100/native/agreement.json` (the metric cards quote it: `python -m banana100.cards`),
+keeping the entries of metrics not run this time, and prints the tables for BENCHMARKS.md. NRQM and PI need `NRQM_model.mat`; without it they are
 skipped with the reason.
 """
 
@@ -123,8 +123,11 @@ def run(metric: str, ref: Path) -> dict:
 
 
 def markdown(results: dict) -> str:
-    lines = []
+    lines, command = [], None
     for metric, r in results["metrics"].items():
+        if r.get("command") != command:
+            command = r.get("command")
+            lines.append(f"\n`{command}`")
         if "skipped" in r:
             lines.append(f"- {metric}: skipped ({r['skipped']})")
             continue
@@ -154,13 +157,17 @@ def main() -> None:
 
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     t0 = time.time()
+    # metrics not run this time keep their earlier results (one file for all the cards)
+    earlier = json.loads(args.out.read_text()).get("metrics", {}) if args.out.is_file() else {}
+    metrics = {m: run(m, args.ref) for m in args.metrics.split(",")}
+    for m in metrics.values():
+        m["command"] = "python bench/native_agreement.py " + " ".join(sys.argv[1:])
+        m["seconds"] = round(time.time() - t0)
     results = {
-        "command": "python bench/native_agreement.py " + " ".join(sys.argv[1:]),
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "pyiqa": pyiqa.__version__, "machine": platform.machine()},
-        "metrics": {m: run(m, args.ref) for m in args.metrics.split(",")},
+        "metrics": {**earlier, **metrics},
     }
-    results["seconds"] = round(time.time() - t0)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(markdown(results))
     print(f"\nwritten {args.out}", file=sys.stderr)

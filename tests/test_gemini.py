@@ -439,7 +439,10 @@ def on_disk(out: Path) -> set[tuple[str, int]]:
     """(chain, step) whose image is on disk with its record: in the manifest or adoptable."""
     done = {(r["chain_id"], r["step"]) for r in read_manifest(out)}
     for pending in out.glob("*/.step_*.record.json"):
-        rec = json.loads(pending.read_text())
+        try:
+            rec = json.loads(pending.read_text())
+        except ValueError:  # cut short by the kill: not adoptable (the runner ignores it too)
+            continue
         img = out / rec["image"]
         if img.is_file() and sha256_bytes(img.read_bytes()) == rec["sha256"]:
             done.add((rec["chain_id"], rec["step"]))

@@ -19,8 +19,10 @@ The contract every `banana100/native/<metric>.py` keeps:
 - `mode="pyiqa"` reproduces pyiqa 0.1.16's `create_metric(name)` scores (relative difference
   under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
   published values in `../shared/reference-images`, where pyiqa is off by up to 8 %.
-- Buffers (model parameters) are registered so that `.to(device)` moves them; the work is done
-  in float64 on CPU and GPU alike.
+- Buffers (model parameters) are registered so that `.to(device)` moves them. The statistics
+  and the final scores are float64 on CPU and GPU alike; mode "pyiqa" does in float32 the steps
+  pyiqa does in float32 where their rounding shows in the score (BRISQUE's filtering, PIQE's local
+  deviation, IL-NIQE's resize and filters), because matching pyiqa means matching that rounding.
 """
 
 from __future__ import annotations

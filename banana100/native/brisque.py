@@ -4,13 +4,21 @@ At two scales (the second a MATLAB bicubic half) the MSCN coefficients of the lu
 GGD fit and four AGGD fits of neighbour products: 36 features, scaled by the LIVE svm-scale
 ranges (`allrange`) and scored by the LIVE RBF epsilon-SVR (`allmodel`), both read directly.
 
-mode "pyiqa": pyiqa 0.1.16 (its YIQ luminance rounded in float32, float32 Gaussian window,
-+float32 eps in the local deviation), computed in float64 where pyiqa works in float32. pyiqa's
-float32 rounding (mostly in the SVR sum) moves its own score by a few 1e-3 absolute with the
-batch it sits in, so scores differ by ~1e-4 to 1e-3 relative, and by up to ~1e-2 absolute
-near zero (I04.bmp: pyiqa -0.1152, here -0.1073, LIVE MATLAB -0.1076). mode "official": LIVE's
-`brisquescore.m` on the uint8 image (MATLAB rgb2gray, rounded), including its text round trip
-through svm-scale and svm-predict: features written with `%f`, scaled features with `%g`.
+mode "pyiqa": pyiqa 0.1.16, in float32 where pyiqa works in float32 (luminance, MSCN, paired
+products, half-size resize, row sums of the moments: memory-bound passes, twice as fast as in
+float64); the totals of the row sums, the fits and the SVR in float64. The YIQ luminance is
+rounded exactly as pyiqa does it; the 7x7 Gaussian runs as two symmetric 1-D passes of shifted
+slices and the MATLAB bicubic half as 8 strided slices (a one-channel conv2d is several times
+slower on CPU). Where the local mean of a flat area rounds to the pixel value, pyiqa's window
+(summing to 1 + 1.1e-8) still leaves a residue whose neighbour products the AGGD fits count as
+positive: that residue is put back. pyiqa's float32 rounding (mostly in the SVR sum) moves its
+own score by a few 1e-3 absolute with the batch it sits in, so scores differ by ~1e-4 to 1e-3
+relative, and by up to ~1e-2 absolute near zero (I04.bmp: pyiqa -0.1152, here -0.1069, pyiqa
+run in float64 -0.1073).
+
+mode "official": LIVE's `brisquescore.m` on the uint8 image (MATLAB rgb2gray, rounded),
+including its text round trip through svm-scale and svm-predict: features written with `%f`,
+scaled features with `%g`.
 """
 
 from __future__ import annotations
@@ -26,22 +34,24 @@ from .params import read_libsvm_model, read_libsvm_range
 MODEL_FILE = "brisque_live_allmodel"
 RANGE_FILE = "brisque_live_allrange"
 MIN_SIZE = 7
+FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
+
+
+def aggd_features(ggd_alpha, ggd_mean_sq, alpha, left, right) -> torch.Tensor:
+    """The 18 features of one scale from the GGD fit (B,) and the four AGGD fits (B, 4)."""
+    eta = (right - left) * torch.exp(
+        torch.lgamma(2 / alpha)
+        - (torch.lgamma(1 / alpha) + torch.lgamma(3 / alpha)) / 2
+    )
+    pairs = torch.stack([alpha, eta, left * left, right * right], dim=-1).flatten(-2)
+    return torch.cat([ggd_alpha.unsqueeze(-1), ggd_mean_sq.unsqueeze(-1), pairs], dim=-1)
 
 
 def scale_features(x: torch.Tensor) -> torch.Tensor:
     """The 18 LIVE BRISQUE features of MSCN images (B, H, W) -> (B, 18)."""
     alpha, mean_sq = nss.estimate_ggd(x.flatten(-2))
-    feats = [alpha.unsqueeze(-1), mean_sq.unsqueeze(-1)]
     pairs = nss.paired_products(x, nss.BRISQUE_SHIFTS).flatten(-2)  # (B, 4, H*W)
-    alpha, left, right = nss.estimate_aggd(pairs)
-    eta = (right - left) * torch.exp(
-        torch.lgamma(2 / alpha)
-        - (torch.lgamma(1 / alpha) + torch.lgamma(3 / alpha)) / 2
-    )
-    feats.append(
-        torch.stack([alpha, eta, left * left, right * right], dim=-1).flatten(-2)
-    )
-    return torch.cat(feats, dim=-1)
+    return aggd_features(alpha, mean_sq, *nss.estimate_aggd(pairs))
 
 
 def round_decimals(x: torch.Tensor, decimals: int) -> torch.Tensor:
@@ -85,38 +95,58 @@ class BRISQUE(torch.nn.Module):
         self.register_buffer(
             "feature_max", torch.from_numpy(ranges.feature_max).to(torch.float64)
         )
-        pyiqa = mode == "pyiqa"
-        window = matlab.fspecial_gaussian(7, 7 / 6, float32=pyiqa)
-        if not pyiqa:
-            window = (
-                window / window.sum()
-            )  # brisque_feature.m normalises fspecial's window again
-        self.register_buffer("window", window)
-        # pyiqa's safe_sqrt adds the eps of its working dtype, float32
-        self.sigma_eps = float(torch.finfo(torch.float32).eps) if pyiqa else 0.0
+        # pyiqa mode's float32 passes run best on about one 512x512 image at a time (cache-sized)
+        self.chunk_pixels = 1 << 18 if mode == "pyiqa" else 1 << 21
+        if mode == "pyiqa":
+            # the 1-D factor of pyiqa's 7x7 window (float32-rounded there: ~1e-7 relative apart)
+            self.register_buffer("window", matlab.gaussian_1d(7, 7 / 6))
+            # pyiqa's float32 window sums to 1 + 1.1e-8: a flat area of value v keeps a residue
+            # -excess * v after the local mean is taken off, and the neighbour products there are
+            # positive, not zero; the AGGD fits count them (a large flat area moves the score by ~50 %)
+            self.window_excess = float(matlab.fspecial_gaussian(7, 7 / 6, float32=True).sum() - 1)
+        else:
+            # brisque_feature.m normalises fspecial's window again
+            window = matlab.fspecial_gaussian(7, 7 / 6)
+            self.register_buffer("window", window / window.sum())
 
     def luminance(self, x: torch.Tensor) -> torch.Tensor:
-        """Bx3xHxW [0, 1] -> BxHxW float64 luminance on 0-255, rounded as the mode's original."""
+        """Bx3xHxW [0, 1] -> BxHxW luminance on 0-255, rounded as the mode's original (float64)."""
         if self.mode == "pyiqa":
             return matlab.pyiqa_y_channel(x, "yiq").squeeze(-3)
         return matlab.rgb2gray(matlab.from_unit_float(x), uint8=True).squeeze(-3)
 
     def features(self, y: torch.Tensor) -> torch.Tensor:
-        """BxHxW luminance -> (B, 36) features."""
+        """BxHxW luminance -> (B, 36) float64 features."""
         h, w = y.shape[-2:]
         if h < MIN_SIZE or w < MIN_SIZE:
             raise ValueError(
                 f"BRISQUE needs at least {MIN_SIZE}x{MIN_SIZE} pixels, got {w}x{h} (width x height)"
             )
+        if self.mode == "pyiqa":
+            return self.features_float32(y.to(torch.float32))
         per_scale = []
         for scale in (1, 2):
             filtering = "exact_uint8" if scale == 1 else "near_separable"
-            structdis = nss.mscn(
-                y, self.window, "zeros", sigma_eps=self.sigma_eps, filtering=filtering
-            )
+            structdis = nss.mscn(y, self.window, "zeros", filtering=filtering)
             per_scale.append(scale_features(structdis))
             if scale == 1:
                 y = matlab.imresize(y, scale=0.5)
+        return torch.cat(per_scale, dim=-1)
+
+    def features_float32(self, y: torch.Tensor) -> torch.Tensor:
+        """pyiqa's features of BxHxW float32 luminance, in float32 as pyiqa, sums in float64."""
+        per_scale = []
+        for scale in (1, 2):
+            if scale == 2:
+                y = matlab.imresize_half(y)
+            mu, mean_sq = matlab.imfilter_moments_separable(y, self.window, "zeros")
+            # pyiqa's safe_sqrt adds the float32 eps
+            sigma = mean_sq.addcmul_(mu, mu, value=-1).abs_().add_(FLOAT32_EPS).sqrt_().add_(1)
+            structdis = torch.sub(y, mu, out=mu).sub_(y, alpha=self.window_excess).div_(sigma)
+            n = structdis.shape[-2] * structdis.shape[-1]
+            alpha, mean_sq = nss.ggd_from_moments(nss.signed_moments_rows(structdis), n)
+            pairs = nss.signed_moments_rows(nss.paired_products(structdis, nss.BRISQUE_SHIFTS))
+            per_scale.append(aggd_features(alpha, mean_sq, *nss.aggd_from_moments(pairs, n)))
         return torch.cat(per_scale, dim=-1)
 
     def scale(self, feats: torch.Tensor) -> torch.Tensor:
@@ -135,7 +165,7 @@ class BRISQUE(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat(
-            [self.score(part) for part in x.split(nss.images_per_chunk(x))]
+            [self.score(part) for part in x.split(nss.images_per_chunk(x, self.chunk_pixels))]
         )
 
     def score(self, x: torch.Tensor) -> torch.Tensor:

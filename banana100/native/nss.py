@@ -64,6 +64,7 @@ def gamma_ratio_sqrt(alpha: torch.Tensor) -> torch.Tensor:
 # Elements per chunk of the moment sums on CPU: large temporaries cost more in page faults than
 # the arithmetic, so the sums run over cache-sized pieces.
 _CPU_CHUNK = 1 << 18
+_CPU_ROWS_CHUNK = 1 << 18
 
 
 def images_per_chunk(x: torch.Tensor, pixels: int = 1 << 21) -> int:
@@ -98,21 +99,72 @@ def _signed_moments(x: torch.Tensor) -> torch.Tensor:
     return out.view(5, *x.shape[:-1])
 
 
-def estimate_ggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Zero-mean GGD fit of the samples on the last axis -> (alpha, mean square) of shape (...).
+def signed_moments_rows(x: torch.Tensor) -> torch.Tensor:
+    """`_signed_moments` of `(..., H, W)` maps over their last two axes -> (5, ...) float64, for
+    float32 maps: negatives' squares, positives' squares, negative count, positive count, sum of |x|.
 
-    LIVE `estimateggdparam`: rho = E[x^2] / E[|x|]^2 matched to Gamma(1/a)Gamma(3/a)/Gamma(2/a)^2.
+    Few passes: the negative parts, positive parts and signs of a block of rows go into one
+    buffer whose row sums, before and after squaring, hold everything (on CPU the blocks are
+    about `_CPU_ROWS_CHUNK` values and the buffer is reused: fresh large buffers cost more in
+    page faults than the arithmetic). Each row is summed in x's dtype by torch's pairwise
+    reduction (one thread per row: a map's sums do not depend on its batch), and the row sums
+    are added in float64.
     """
-    n = x.shape[-1]
-    left_sq, right_sq, _, _, abs_sum = _signed_moments(x)
+    *lead, h, w = x.shape
+    rows = x.reshape(-1, w)
+    n_rows = rows.shape[0]
+    step = max(1, _CPU_ROWS_CHUNK // w) if x.device.type == "cpu" else n_rows
+    buffer = torch.empty(3, min(step, n_rows), w, dtype=x.dtype, device=x.device)
+    row_sums = []  # per block: (2, 3, rows): sums of (neg, pos, sign), then of their squares
+    for r0 in range(0, n_rows, step):
+        block = rows[r0 : r0 + step]
+        parts = buffer[:, : block.shape[0]]
+        torch.clamp(block, max=0, out=parts[0])
+        torch.clamp(block, min=0, out=parts[1])
+        torch.sign(block, out=parts[2])
+        row_sums.append(torch.stack([parts.sum(dim=-1), parts.square_().sum(dim=-1)]))
+    sums = torch.cat(row_sums, dim=-1).to(torch.float64).view(2, 3, *lead, h).sum(dim=-1)
+    (neg_sum, pos_sum, balance), (left_sq, right_sq, nonzero) = sums
+    # balance = positives - negatives, nonzero = positives + negatives
+    return torch.stack(
+        [left_sq, right_sq, (nonzero - balance) / 2, (nonzero + balance) / 2, pos_sum - neg_sum]
+    )
+
+
+def ggd_from_moments(moments: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`estimate_ggd` from the (5, ...) signed moments of n samples (`_signed_moments` layout)."""
+    left_sq, right_sq, _, _, abs_sum = moments
     mean_sq = (left_sq + right_sq) / n
     rho = mean_sq / (abs_sum / n).pow(2)
-    gam, _, ggd_reversed = _tables(x.device, x.dtype)
+    gam, _, ggd_reversed = _tables(moments.device, moments.dtype)
     # the GGD ratio is 1/_aggd_ratio, decreasing in g: search the reversed (increasing) table.
     # |rho - 1/r| ties are measure-zero; the reversed search prefers the larger g on a tie.
     idx = GRID_SIZE - 1 - _nearest(ggd_reversed, rho)
     idx = torch.where(torch.isnan(rho), torch.zeros_like(idx), idx)
     return gam[idx], mean_sq
+
+
+def aggd_from_moments(moments: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`estimate_aggd` from the (5, ...) signed moments of n samples (`_signed_moments` layout)."""
+    left_sq, right_sq, n_left, n_right, abs_sum = moments
+    left_std = torch.sqrt(left_sq / n_left)
+    right_std = torch.sqrt(right_sq / n_right)
+    gammahat = left_std / right_std
+    rhat = (abs_sum / n).pow(2) / ((left_sq + right_sq) / n)
+    rhatnorm = (
+        rhat * (gammahat.pow(3) + 1) * (gammahat + 1) / (gammahat.pow(2) + 1).pow(2)
+    )
+    gam, aggd_table, _ = _tables(moments.device, moments.dtype)
+    alpha = gam[_nearest(aggd_table, rhatnorm)]
+    return alpha, left_std, right_std
+
+
+def estimate_ggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero-mean GGD fit of the samples on the last axis -> (alpha, mean square) of shape (...).
+
+    LIVE `estimateggdparam`: rho = E[x^2] / E[|x|]^2 matched to Gamma(1/a)Gamma(3/a)/Gamma(2/a)^2.
+    """
+    return ggd_from_moments(_signed_moments(x), x.shape[-1])
 
 
 def estimate_aggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -122,18 +174,7 @@ def estimate_aggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     positive samples (NaN when there are none, as MATLAB's mean of an empty vector); multiply
     by `gamma_ratio_sqrt(alpha)` for the AGGD scales beta_l / beta_r.
     """
-    n = x.shape[-1]
-    left_sq, right_sq, n_left, n_right, abs_sum = _signed_moments(x)
-    left_std = torch.sqrt(left_sq / n_left)
-    right_std = torch.sqrt(right_sq / n_right)
-    gammahat = left_std / right_std
-    rhat = (abs_sum / n).pow(2) / ((left_sq + right_sq) / n)
-    rhatnorm = (
-        rhat * (gammahat.pow(3) + 1) * (gammahat + 1) / (gammahat.pow(2) + 1).pow(2)
-    )
-    gam, aggd_table, _ = _tables(x.device, x.dtype)
-    alpha = gam[_nearest(aggd_table, rhatnorm)]
-    return alpha, left_std, right_std
+    return aggd_from_moments(_signed_moments(x), x.shape[-1])
 
 
 def mscn(
