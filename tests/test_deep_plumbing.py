@@ -28,12 +28,13 @@ REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-i
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
+def offline(request, monkeypatch, tmp_path):
     import huggingface_hub.constants as hf_constants
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.delenv(weights.ENV_VAR, raising=False)
+    if request.node.get_closest_marker("needs_weights") is None:  # those see the user's folder (conftest)
+        monkeypatch.delenv(weights.ENV_VAR, raising=False)
     return tmp_path
 
 
