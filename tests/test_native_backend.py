@@ -10,16 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from runfolder import make_run_folder
 
 import banana100.scoring as scoring
 from banana100 import native, weights
 from banana100.engine import MetricScorer
 from banana100.errors import Banana100Error, WeightsNotFoundError
 from banana100.registry import CLASSICAL, ROSTER, get_metric
-from runfolder import make_run_folder
 
 REPO = Path(__file__).resolve().parents[1]
 I04 = REPO.parent / "shared" / "reference-images" / "tid2013" / "I04.bmp"

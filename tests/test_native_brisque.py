@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE_IMAGES
+from nativetools import IMAGES, load
 
 from banana100.engine import to_tensor
 from banana100.imageio import load_rgb
@@ -22,16 +23,9 @@ from banana100.native import brisque, matlab, nss
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
-IMAGES = sorted(
-    p
-    for p in REFERENCE_IMAGES.glob("*/*")
-    if p.suffix.lower() in (".png", ".bmp", ".gif")
-)
-
-
 @cache
 def _image(name: str) -> torch.Tensor:
-    return to_tensor(load_rgb(next(p for p in IMAGES if p.name == name)))[None]
+    return load(next(p for p in IMAGES if p.name == name))
 
 
 @pytest.fixture

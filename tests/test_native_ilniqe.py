@@ -15,28 +15,20 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
+from nativetools import REFERENCE_IMAGES, load, rel
 from PIL import Image
 
 from banana100.engine import to_tensor
 from banana100.native import build, ilniqe
 
-REFERENCE_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "reference-images"
 PEPPERS = REFERENCE_IMAGES / "ilniqe"
 TID = REFERENCE_IMAGES / "tid2013"
 
 pytestmark = pytest.mark.skipif(not REFERENCE_IMAGES.is_dir(), reason=f"needs {REFERENCE_IMAGES}")
 
 
-def load(path: Path) -> torch.Tensor:
-    return to_tensor(np.asarray(Image.open(path).convert("RGB")))[None]
-
-
 def gray(path: Path) -> torch.Tensor:
     return to_tensor(np.asarray(Image.open(path).convert("L").convert("RGB")))[None]
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double().flatten() - b.double().flatten()).abs() / b.double().flatten().abs()).max().item()
 
 
 def published_official() -> dict[str, float]:

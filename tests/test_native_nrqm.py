@@ -16,24 +16,14 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
+from nativetools import IMAGES, REFERENCE_IMAGES, load, rel
 from PIL import Image
 
 from banana100.engine import to_tensor
 from banana100.native import nrqm, pi
 from banana100.native.params import ParameterFileError
 
-REFERENCE_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "reference-images"
-IMAGES = sorted(p for p in REFERENCE_IMAGES.glob("*/*") if p.suffix.lower() in (".bmp", ".png", ".gif"))
 NIQE_FILE = "niqe_modelparameters.mat"
-
-
-def load(path: Path) -> torch.Tensor:
-    return to_tensor(np.asarray(Image.open(path).convert("RGB")))[None]
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = torch.as_tensor(a).double().reshape(-1), torch.as_tensor(b).double().reshape(-1)
-    return ((a - b).abs() / b.abs().clamp(min=1e-12)).max().item()
 
 
 def published(metric: str) -> dict[str, float]:

@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from nativetools import IMAGES, REFERENCE_IMAGES, load, rel
 from PIL import Image
 
 from banana100.engine import to_tensor
 from banana100.native import piqe
-
-REFERENCE_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "reference-images"
-IMAGES = sorted(p for p in REFERENCE_IMAGES.glob("*/*") if p.suffix.lower() in (".bmp", ".png", ".gif"))
-
-
-def load(path: Path) -> torch.Tensor:
-    return to_tensor(np.asarray(Image.open(path).convert("RGB")))[None]
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double() - b.double()).abs() / b.double().abs().clamp(min=1e-12)).max().item()
 
 
 @pytest.fixture(scope="module")
