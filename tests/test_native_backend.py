@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from runfolder import make_run_folder
@@ -18,6 +17,7 @@ import banana100.scoring as scoring
 from banana100 import native, weights
 from banana100.engine import MetricScorer
 from banana100.errors import Banana100Error, WeightsNotFoundError
+from banana100.imageio import load_rgb
 from banana100.registry import CLASSICAL, ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def test_brisque_backends_read_different_files():
 
 
 def test_scorer_picks_the_backend(weights_from_shared):
-    rgb = np.asarray(__import__("PIL.Image", fromlist=["Image"]).open(I04).convert("RGB"))
+    rgb = load_rgb(I04)
     by_backend = {}
     for backend in ("native", "pyiqa", None):
         scorer = MetricScorer("niqe", device="cpu", backend=backend)
