@@ -17,6 +17,8 @@ one-at-a-time scores).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import warnings
 from collections import defaultdict
@@ -29,9 +31,36 @@ import torch
 
 from . import weights
 from .errors import ImageReadError, ImageTooSmallError
-from .imageio import ImageLike, describe, load_rgb
+from .imageio import ImageLike, describe, image_size, load_rgb
 from .native import MODES
 from .registry import MetricSpec, WeightFile, get_metric
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Make glibc keep freed memory for the next image instead of handing it back to the OS.
+
+    By default glibc unmaps large freed blocks and trims the heap top, so every image's
+    multi-megabyte tensors are page-faulted in afresh: on CPU that was most of the time spent
+    scoring with the hand-crafted metrics (bench/bench_malloc.py). With these settings only
+    blocks over 256 MiB (a batch of 2K images) are mapped separately, and up to 1 GiB of free
+    heap is kept for reuse. Process-wide (forked
+    decode workers inherit it), once per process; set BANANA100_MALLOC_TUNING=0 to leave the
+    allocator alone. Returns whether the settings were applied (False off glibc).
+    """
+    if os.environ.get("BANANA100_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, Windows): nothing to tune
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # musl's mallopt is a stub returning 0
+    return mallopt(_M_TRIM_THRESHOLD, 1 << 30) == 1 and mallopt(_M_MMAP_THRESHOLD, 256 << 20) == 1
 
 
 def default_device() -> str:
@@ -46,9 +75,9 @@ def to_tensor(rgb: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(rgb).permute(2, 0, 1).contiguous().to(torch.float32).div(255)
 
 
-def check_size(spec: MetricSpec, rgb: np.ndarray, name: str) -> None:
-    """Raise ImageTooSmallError when `rgb` is below the metric's minimum height or width."""
-    h, w = rgb.shape[:2]
+def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str) -> None:
+    """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum."""
+    h, w = image.shape[:2] if isinstance(image, np.ndarray) else image
     m = spec.min_size
     if h < m or w < m:
         raise ImageTooSmallError(
@@ -199,6 +228,7 @@ class MetricScorer:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.decode_workers = min(4, os.cpu_count() or 1)  # threads decoding images in score()
+        keep_freed_memory()
 
     def allow_half(self, measured: bool = True) -> None:
         """Score under float16 autocast from now on.
@@ -237,19 +267,68 @@ class MetricScorer:
     def score(self, images: Sequence[ImageLike]) -> list[float]:
         """Scores of `images` (paths, bytes, PIL images or arrays), as Python floats in input order.
 
-        Every image is read and size-checked before any scoring starts.
+        Every image's size is checked before any scoring starts (files by their header: a
+        missing, unreadable or too small file fails at once). Files are then decoded in
+        `decode_workers` threads a few batches ahead of the model, so decoding overlaps scoring
+        and only those batches are held in memory. A file whose pixel data turns out corrupt
+        does not stop the others: they are scored, then an ImageReadError names every such file
+        and carries all the scores in `error.scores` (None for the failed files).
         """
         images = list(images)
-        if len(images) > 1 and self.decode_workers > 1:  # PIL decodes with the GIL released
-            from concurrent.futures import ThreadPoolExecutor
+        sizes: list[tuple[int, int]] = []
+        for i, img in enumerate(images):
+            if isinstance(img, (str, os.PathLike, bytes)):
+                sizes.append(image_size(img))
+            else:  # arrays and PIL images are in memory already: convert them now
+                images[i] = load_rgb(img)
+                sizes.append(images[i].shape[:2])
+            check_size(self.spec, sizes[-1], describe(img))
+        scores: list[float | None] = [None] * len(images)
+        failed: dict[int, ImageReadError] = {}
+        for idx, rgbs in self._decoded_chunks(images, sizes, failed):
+            for i, s in zip(idx, self._forward_backing_off(rgbs, list(range(len(idx))))):
+                scores[i] = s
+        if failed:
+            names = "; ".join(str(e) for e in failed.values())
+            error = ImageReadError(f"{len(failed)} of {len(images)} images could not be decoded ({names}); "
+                                   "the others were scored: see this error's `scores`")
+            error.scores = scores
+            raise error
+        return scores  # type: ignore[return-value]
 
-            with ThreadPoolExecutor(min(self.decode_workers, len(images))) as pool:
-                rgbs = list(pool.map(load_rgb, images))
-        else:
-            rgbs = [load_rgb(img) for img in images]
-        for img, rgb in zip(images, rgbs):
-            check_size(self.spec, rgb, describe(img))
-        return self._score(rgbs)
+    def _decoded_chunks(self, images: list, sizes: list[tuple[int, int]], failed: dict):
+        """Yield (indices, RGB arrays) per same-size batch, decoding files ahead in a thread pool.
+
+        Up to two batches (at least 2 x decode_workers images) are decoded ahead of the one
+        being scored: enough to keep the threads busy, few enough to bound memory for 2K images.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        def decode(i: int) -> np.ndarray:
+            return images[i] if isinstance(images[i], np.ndarray) else load_rgb(images[i])
+
+        chunks = self._chunks(sizes)
+        order = [i for idx in chunks for i in idx]
+        ahead = max(2 * self.batch_size, 2 * self.decode_workers)
+        with ThreadPoolExecutor(max(1, self.decode_workers)) as pool:
+            pending = {i: pool.submit(decode, i) for i in order[:ahead]}
+            submitted = len(pending)
+            for idx in chunks:
+                done: dict[int, np.ndarray] = {}
+                for i in idx:
+                    try:
+                        done[i] = pending.pop(i).result()
+                    except ImageReadError as e:
+                        failed[i] = e
+                for i in order[submitted : submitted + len(idx)]:
+                    pending[i] = pool.submit(decode, i)
+                submitted += len(idx)
+                # a header can disagree with the decoded pixels (rare): batch by the real shape
+                by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
+                for i, rgb in done.items():
+                    by_shape[rgb.shape].append(i)
+                for group in by_shape.values():
+                    yield group, [done[i] for i in group]
 
     def score_arrays(self, arrays: Sequence[np.ndarray]) -> list[float]:
         """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order."""
@@ -259,13 +338,13 @@ class MetricScorer:
             check_size(self.spec, a, f"array {i} {describe(a)}")
         return self._score([np.ascontiguousarray(a) for a in arrays])
 
-    def _chunks(self, rgbs: Sequence[np.ndarray]) -> list[list[int]]:
+    def _chunks(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Index lists to score together: same-size groups cut to batch_size, or singles."""
         if not self.batchable or self.batch_size == 1:
-            return [[i] for i in range(len(rgbs))]
+            return [[i] for i in range(len(sizes))]
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
-        for i, a in enumerate(rgbs):
-            groups[a.shape[:2]].append(i)
+        for i, size in enumerate(sizes):
+            groups[tuple(size)].append(i)
         bs = self.batch_size
         return [idx[k : k + bs] for idx in groups.values() for k in range(0, len(idx), bs)]
 
@@ -283,7 +362,7 @@ class MetricScorer:
 
     def _score(self, rgbs: Sequence[np.ndarray]) -> list[float]:
         scores: list[float | None] = [None] * len(rgbs)
-        for idx in self._chunks(rgbs):
+        for idx in self._chunks([a.shape[:2] for a in rgbs]):
             for i, s in zip(idx, self._forward_backing_off(rgbs, idx)):
                 scores[i] = s
         return scores  # type: ignore[return-value]

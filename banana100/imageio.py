@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Union
 
@@ -68,6 +69,24 @@ def _array_to_rgb(a: np.ndarray, name: str) -> np.ndarray:
     raise ImageReadError(f"{name}: unsupported array dtype {a.dtype} (use uint8, uint16 or float in [0, 1])")
 
 
+@contextmanager
+def _opened(source: str | os.PathLike | bytes, name: str):
+    """`source` opened as a lazy PIL image (header read, pixels not yet); errors name the input."""
+    try:
+        fp = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
+    except FileNotFoundError:
+        raise ImageReadError(f"{name}: no such file") from None
+    except OSError as e:
+        raise ImageReadError(f"{name}: cannot open ({e.strerror})") from None
+    try:
+        with fp, Image.open(fp) as img:
+            yield img
+    except UnidentifiedImageError:
+        raise ImageReadError(f"{name}: not an image file PIL can read") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageReadError(f"{name}: corrupt or truncated image ({e})") from None
+
+
 def load_rgb(source: ImageLike) -> np.ndarray:
     """Return `source` as a contiguous HxWx3 uint8 array; ImageReadError names what failed."""
     name = describe(source)
@@ -76,21 +95,23 @@ def load_rgb(source: ImageLike) -> np.ndarray:
     if isinstance(source, Image.Image):
         return _pil_to_rgb(source, name)
     if isinstance(source, (str, os.PathLike, bytes)):
-        try:
-            fp = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
-        except FileNotFoundError:
-            raise ImageReadError(f"{name}: no such file") from None
-        except OSError as e:
-            raise ImageReadError(f"{name}: cannot open ({e.strerror})") from None
-        try:
-            with fp, Image.open(fp) as img:
-                img.load()
-                return _pil_to_rgb(img, name)
-        except UnidentifiedImageError:
-            raise ImageReadError(f"{name}: not an image file PIL can read") from None
-        except (OSError, SyntaxError, ValueError) as e:
-            raise ImageReadError(f"{name}: corrupt or truncated image ({e})") from None
+        with _opened(source, name) as img:
+            img.load()
+            return _pil_to_rgb(img, name)
     raise ImageReadError(f"{name}: expected a path, bytes, a PIL image or an array")
+
+
+def image_size(source: str | os.PathLike | bytes) -> tuple[int, int]:
+    """(height, width) of an image file or its bytes, from the header alone (no pixel decoding).
+
+    Missing, unreadable and non-image inputs raise ImageReadError here already; a file whose
+    pixel data is truncated only fails in `load_rgb`.
+    """
+    name = describe(source)
+    if not isinstance(source, (str, os.PathLike, bytes)):
+        raise ImageReadError(f"{name}: expected a path or bytes")
+    with _opened(source, name) as img:
+        return img.size[1], img.size[0]
 
 
 def encode_png(rgb: np.ndarray, compress_level: int = 1) -> bytes:

@@ -9,8 +9,9 @@ For each metric, on the same PNG files:
                default backend: native for the hand-crafted metrics);
   module     : `evaluate.load("metrics/<name>").compute(images=paths)`.
 The largest relative difference between module and pyiqa loop is reported (|a - b| / max(|b|, 1);
-0 for a pyiqa-backed module); speed-up = pyiqa loop / module; evaluate overhead = module / engine - 1, the median over `--pairs` back-to-back runs.
-Every timing is the best of `--repeats` runs after one warm-up.
+0 for a pyiqa-backed module). After one warm-up of each, `--pairs` rounds run the three back to
+back; speed-up = pyiqa loop / module and evaluate overhead = module / engine - 1 are the medians
+of the rounds' ratios (robust to this shared machine's load swings); seconds are best rounds.
 """
 
 from __future__ import annotations
@@ -44,27 +45,16 @@ def make_images(folder: Path, n: int, size: int, seed: int = 0) -> list[Path]:
     return paths
 
 
-def best_of(fn, repeats: int) -> tuple[float, list[float]]:
-    fn()  # warm-up (imports, first-call allocations)
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metrics", default="piqe,niqe,brisque")
     ap.add_argument("--n", type=int, default=32, help="images")
     ap.add_argument("--size", type=int, default=512, help="side of the square test images")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--weights", default=str(REPO.parent / "shared" / "iqa-params"), help="BANANA100_WEIGHTS folder")
     ap.add_argument("--out", default=None, help="append a markdown table here")
     ap.add_argument("--pairs", type=int, default=10,
-                    help="engine/module runs back to back for the overhead (median of the pairs' ratios)")
+                    help="rounds of pyiqa loop, engine and module back to back (medians of their ratios)")
     args = ap.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -92,36 +82,45 @@ def main(argv=None) -> int:
 
         scorer = MetricScorer(name, device="cpu", batch_size=args.batch_size)
         module = evaluate.load(str(REPO / "metrics" / name))
-        t_plain, s_plain = best_of(pyiqa_loop, args.repeats)
-        t_engine, s_engine = best_of(lambda: scorer.score(paths), args.repeats)
-        t_module, out = best_of(lambda: module.compute(images=paths, device="cpu", batch_size=args.batch_size)["scores"],
-                                args.repeats)
-        # overhead: engine and module back to back, many times; the median ratio resists load swings
-        ratios = []
+
+        def module_scores():
+            return module.compute(images=paths, device="cpu", batch_size=args.batch_size)["scores"]
+
+        # rounds of pyiqa loop, engine and module back to back (after one warm-up of each): the
+        # medians of the rounds' ratios resist this shared machine's load swings; the seconds
+        # shown are each one's best round
+        s_plain, s_engine, out = pyiqa_loop(), scorer.score(paths), module_scores()
+        rounds = []
         for _ in range(args.pairs):
             t0 = time.perf_counter()
-            scorer.score(paths)
+            pyiqa_loop()
             t1 = time.perf_counter()
-            module.compute(images=paths, device="cpu", batch_size=args.batch_size)
-            ratios.append((time.perf_counter() - t1) / (t1 - t0))
-        overhead = float(np.median(ratios)) - 1
+            scorer.score(paths)
+            t2 = time.perf_counter()
+            module_scores()
+            rounds.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        if os.environ.get("BENCH_VERBOSE"):
+            print("rounds (loop, engine, module s):", [tuple(round(t, 3) for t in r) for r in rounds])
+        t_plain, t_engine, t_module = (min(r[k] for r in rounds) for k in range(3))
+        speedup = float(np.median([r[0] / r[2] for r in rounds]))
+        overhead = float(np.median([r[2] / r[1] for r in rounds])) - 1
         diff = float(np.max(np.abs(np.array(out) - np.array(s_plain)) / np.maximum(np.abs(s_plain), 1.0)))
         rows.append(dict(metric=name, backend=scorer.backend, batchable=scorer.batchable, plain=t_plain, engine=t_engine, module=t_module,
-                         overhead=overhead,
+                         speedup=speedup, overhead=overhead,
                          diff=diff, engine_diff=float(np.max(np.abs(np.array(out) - np.array(s_engine))))))
         r = rows[-1]
         print(f"{name:8s} pyiqa loop {t_plain:7.2f}s  engine {t_engine:7.2f}s  module {t_module:7.2f}s  "
-              f"speed-up x{t_plain / t_module:5.2f}  evaluate overhead {100 * overhead:+5.1f}%  "
+              f"speed-up x{speedup:5.2f}  evaluate overhead {100 * overhead:+5.1f}%  "
               f"max rel|module-pyiqa| {diff:.3g}", flush=True)
 
     cpu = f"{os.cpu_count()} CPU threads visible, torch threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}"
     lines = [
         f"### Metric modules vs the pyiqa loop ({args.n} PNG images {args.size}x{args.size}, CPU, batch_size {args.batch_size})",
         "",
-        f"`python bench/bench_metrics.py --metrics {args.metrics} --n {args.n} --size {args.size} --repeats {args.repeats} --pairs {args.pairs}`; {cpu};"
-        f" pyiqa {pyiqa.__version__}, torch {torch.__version__}, evaluate {evaluate.__version__}. Best of {args.repeats} runs after a warm-up.",
+        f"`python bench/bench_metrics.py --metrics {args.metrics} --n {args.n} --size {args.size} --pairs {args.pairs} --batch-size {args.batch_size}`; {cpu};"
+        f" pyiqa {pyiqa.__version__}, torch {torch.__version__}, evaluate {evaluate.__version__}. {args.pairs} rounds of loop, engine and module back to back after a warm-up; seconds: each one's best round.",
         "",
-        "| metric | backend | batched | pyiqa per-image loop (s) | engine (s) | module (s) | speed-up (loop / module) | evaluate overhead (median of module / engine - 1 over back-to-back pairs) | max rel. diff (module vs pyiqa) |",
+        "| metric | backend | batched | pyiqa per-image loop (s) | engine (s) | module (s) | speed-up (median of loop / module) | evaluate overhead (median of module / engine - 1) | max rel. diff (module vs pyiqa) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:

@@ -70,7 +70,7 @@ def test_untrained_arch_scores_batches_like_single_images(name, tmp_path):
     assert {p.device.type for p in model.parameters()} <= {"cpu"}
     imgs = images_for(name)
     batched = MetricScorer.from_model(name, model, device="cpu", batch_size=3)
-    assert batched._chunks(imgs) == ([[0, 1, 2], [3]] if get_metric(name).batchable else [[0], [1], [2], [3]])
+    assert batched._chunks([a.shape[:2] for a in imgs]) == ([[0, 1, 2], [3]] if get_metric(name).batchable else [[0], [1], [2], [3]])
     scores = batched.score_arrays(imgs)
     assert len(scores) == len(imgs) and all(isinstance(s, float) and math.isfinite(s) for s in scores)
     single = MetricScorer.from_model(name, model, device="cpu", batch_size=1).score_arrays(imgs)

@@ -128,7 +128,7 @@ def test_batched_equals_one_at_a_time(name, mixed_images):
 
 
 def test_batches_group_same_size_images(mixed_images):
-    chunks = scorer("piqe", batch_size=3)._chunks(mixed_images)
+    chunks = scorer("piqe", batch_size=3)._chunks([a.shape[:2] for a in mixed_images])
     assert sorted(i for c in chunks for i in c) == list(range(len(mixed_images)))
     for c in chunks:
         assert len(c) <= 3 and len({mixed_images[i].shape for i in c}) == 1
@@ -140,7 +140,7 @@ def test_unbatchable_metrics_score_one_at_a_time(name, mixed_images):
     """BRISQUE's float32 SVR sum and IL-NIQE's float64 pipeline change with the batch size
     (by up to ~0.01 and ~1e-7 respectively), so the table marks them not batchable."""
     assert not get_metric(name).batchable
-    assert all(len(c) == 1 for c in scorer(name, batch_size=8)._chunks(mixed_images))
+    assert all(len(c) == 1 for c in scorer(name, batch_size=8)._chunks([a.shape[:2] for a in mixed_images]))
 
 
 def test_brisque_one_at_a_time_equals_pyiqa_per_image(mixed_images):
@@ -300,6 +300,45 @@ def test_bad_inputs(tmp_path):
         scorer("piqe").score([io.BytesIO(b"x")])
 
 
+
+def _save_all(folder: Path, arrays: list[np.ndarray]) -> list[Path]:
+    paths = []
+    for i, a in enumerate(arrays):
+        paths.append(folder / f"img_{i}.png")
+        Image.fromarray(a).save(paths[-1])
+    return paths
+
+
+def test_files_decoded_ahead_score_like_arrays_in_input_order(tmp_path, mixed_images):
+    """Decoding overlaps scoring (a few batches ahead, in threads); order and values must not change."""
+    paths = _save_all(tmp_path, mixed_images * 3)
+    s = scorer("piqe", batch_size=2)
+    assert s.score(paths) == s.score_arrays(mixed_images * 3)
+
+
+def test_unreadable_file_fails_before_any_scoring(tmp_path, mixed_images, monkeypatch):
+    paths = _save_all(tmp_path, mixed_images[:3])
+    (tmp_path / "notes.png").write_text("not an image")
+    s = scorer("piqe")
+    monkeypatch.setattr(s, "_forward", lambda x: pytest.fail("scored before reading every header"))
+    with pytest.raises(ImageReadError, match="notes.png: not an image file"):
+        s.score(paths + [tmp_path / "notes.png"])
+    with pytest.raises(ImageTooSmallError, match="tiny.png"):
+        Image.fromarray(crop(4, 4)).save(tmp_path / "tiny.png")
+        s.score(paths + [tmp_path / "tiny.png"])
+
+
+def test_truncated_file_is_named_and_the_other_scores_kept(tmp_path, mixed_images):
+    """The header is fine, the pixel data is cut: found only when decoding, after scoring began."""
+    paths = _save_all(tmp_path, mixed_images[:4])
+    data = paths[1].read_bytes()
+    paths[1].write_bytes(data[: len(data) // 2])
+    s = scorer("piqe", batch_size=1)
+    with pytest.raises(ImageReadError, match=r"1 of 4 images could not be decoded \(.*img_1.png: corrupt or truncated") as err:
+        s.score(paths)
+    expected = s.score_arrays([mixed_images[i] for i in (0, 2, 3)])
+    assert err.value.scores == [expected[0], None, expected[1], expected[2]]
+
 def test_device_and_batch_size(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     s = MetricScorer("piqe")
@@ -411,3 +450,39 @@ def test_half_runs_the_forward_under_float16_autocast(monkeypatch):
     assert all(type(v) is float for v in half)
     np.testing.assert_allclose(half, full, atol=1e-2)
     assert half != full and "half=True" in repr(s)
+
+
+_FAULTS_SCRIPT = """
+import json, resource, sys
+import numpy as np
+from banana100.engine import MetricScorer, keep_freed_memory
+rng = np.random.default_rng(0)
+images = [rng.integers(0, 256, (512, 512, 3), dtype=np.uint8) for _ in range(8)]
+scorer = MetricScorer("piqe", device="cpu", batch_size=1)
+scorer.score_arrays(images)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+scorer.score_arrays(images)
+faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / len(images)
+print(json.dumps({"tuned": keep_freed_memory(), "faults": faults}))
+"""
+
+
+def _faults_per_image(tuning: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, BANANA100_MALLOC_TUNING=tuning)
+    out = subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not Path("/lib/x86_64-linux-gnu/libc.so.6").exists() and not Path("/lib64/libc.so.6").exists(),
+                    reason="the allocator settings are for glibc")
+def test_engine_keeps_freed_memory_so_images_do_not_page_fault_afresh():
+    """A 512 px image's tensors are ~20 MiB; glibc's defaults page-faulted ~9,000 4 KiB pages back in per image."""
+    tuned = _faults_per_image("1")
+    assert tuned["tuned"] is True
+    assert tuned["faults"] < 500, tuned
+    untouched = _faults_per_image("0")
+    assert untouched["tuned"] is False

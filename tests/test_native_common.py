@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from banana100.native import matlab, nss, params
 
@@ -409,3 +410,17 @@ def test_bad_niqe_mat_and_missing_files(tmp_path):
     ):
         with pytest.raises(params.ParameterFileError, match="file not found"):
             reader(tmp_path / "absent")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kernel", [(7, 7), (5, 5), (7, 1), (1, 7), (3, 3)])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_cpu_convolution_in_strips_equals_one_call_bit_for_bit(dtype, kernel, groups):
+    """matlab.conv2d cuts CPU batches into images and images into row strips, for speed only:
+    each image must come out as from a call of its own (what pyiqa makes, one image at a time)."""
+    gen = torch.Generator().manual_seed(1)
+    weight = torch.rand(groups, 1, *kernel, generator=gen, dtype=dtype)
+    for h, w in ((70, 90), (300, 1030), (1030, 1030)):
+        x = (torch.rand(2, groups, h, w, generator=gen, dtype=dtype) * 255).round()
+        alone = torch.cat([F.conv2d(x[i : i + 1], weight, groups=groups) for i in range(len(x))])
+        assert torch.equal(matlab.conv2d(x, weight, groups), alone), (h, w)

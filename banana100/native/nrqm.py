@@ -397,7 +397,7 @@ def gauss_pyramid(img: torch.Tensor, kernel: torch.Tensor) -> list[torch.Tensor]
     second pixel from the second."""
     levels = [img]
     for _ in range(2):
-        img = F.conv2d(F.pad(img, (1, 1, 1, 1)), kernel.view(1, 1, 3, 3))[..., 1::2, 1::2]
+        img = matlab.conv2d(F.pad(img, (1, 1, 1, 1)), kernel.view(1, 1, 3, 3))[..., 1::2, 1::2]
         levels.append(img)
     return levels
 

@@ -85,44 +85,77 @@ def piqe_score(gray: torch.Tensor, gauss: torch.Tensor, float32_normalization: b
     `float32_normalization` computes the local normalisation in float32 as pyiqa does: its
     sigma = sqrt(E[x^2] - mu^2) cancels badly in float32 on flat areas, which moves block
     statistics across the 0.1 thresholds, so matching pyiqa needs the same arithmetic.
+    Block statistics come from per-column sums in float64 rather than per-block `std` calls
+    (see BENCHMARKS.md, "PIQE"); in float64 they stay within 1e-12 of the two-pass
+    values, far from the thresholds' resolution.
     """
-    b = gray.shape[0]
-    dtype = torch.float32 if float32_normalization else torch.float64
-    gray = gray.to(dtype)
-    kernel = gauss.to(device=gray.device, dtype=dtype).view(1, 1, 7, 7)
-    padded = F.pad(gray, (3, 3, 3, 3), mode="replicate")
-    mu = F.conv2d(padded, kernel)
-    second = F.conv2d(padded * padded, kernel)
-    sigma = torch.sqrt((second - mu * mu).abs())
-    normalized = ((gray - mu) / (sigma + 1)).to(torch.float64)
-
-    # (B, nblocks, 16, 16), blocks in row-major order
-    blocks = normalized[:, 0].unfold(1, BLOCK, BLOCK).unfold(2, BLOCK, BLOCK).reshape(b, -1, BLOCK, BLOCK)
-    block_var = blocks.var(dim=(-2, -1))
+    b, _, h, w = gray.shape
+    normalized = _local_normalization(gray, gauss, float32_normalization)
+    rows, cols = h // BLOCK, w // BLOCK
+    # (B, rows, 16, cols, 16): pixel (i, j) of block (r, c) at [:, r, i, c, j]
+    grid = normalized[:, 0, : rows * BLOCK, : cols * BLOCK].reshape(b, rows, BLOCK, cols, BLOCK)
+    col_sum = grid.sum(dim=2)  # (B, rows, cols, 16): each block's column sums
+    col_sq = (grid * grid).sum(dim=2)
+    n = BLOCK * BLOCK
+    block_var = _variance(col_sum.sum(-1), col_sq.sum(-1), n)
     active = block_var > ACTIVITY_THRESHOLD
-    impaired = _noticeable_artifacts(blocks)
-    noisy = _noise_criterion(blocks, block_var)
+
+    # top and bottom rows, left and right columns of every block, as (B, rows, cols, 4, 16)
+    edges = torch.stack([grid[:, :, 0], grid[:, :, -1], grid[..., 0].transpose(2, 3), grid[..., -1].transpose(2, 3)], dim=-2)
+    impaired = _noticeable_artifacts(edges)
+    noisy = _noise_criterion(col_sum, col_sq, block_var)
 
     dist = active * (impaired * (1 - block_var) + noisy * block_var)
-    return (dist.sum(dim=1) + 1) / (active.sum(dim=1) + 1) * 100
+    return (dist.flatten(1).sum(dim=1) + 1) / (active.flatten(1).sum(dim=1) + 1) * 100
 
 
-def _noise_criterion(blocks: torch.Tensor, block_var: torch.Tensor) -> torch.Tensor:
+def _local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) -> torch.Tensor:
+    """(x - mu) / (sigma + 1) with a 7x7 Gaussian window and replicated borders, as float64.
+
+    In float32 (pyiqa) the two windows are one grouped convolution with pyiqa's 2-D kernel,
+    which keeps pyiqa's arithmetic bit for bit; in float64 (MATLAB) a separable pair of 1-D
+    passes, 10x cheaper than a 2-D float64 convolution and exact to 1e-13.
+    """
+    dtype = torch.float32 if float32 else torch.float64
+    gray = gray.to(dtype)
+    padded = F.pad(gray, (3, 3, 3, 3), mode="replicate")
+    both = torch.cat([padded, padded * padded], dim=1)
+    kernel = gauss.to(device=gray.device, dtype=dtype)
+    if float32:
+        moments = matlab.conv2d(both, kernel.view(1, 1, 7, 7).repeat(2, 1, 1, 1), groups=2)
+    else:
+        taps = kernel.sum(dim=1)  # the Gaussian is an outer product: its column sums are the 1-D taps
+        moments = matlab.conv2d(both, taps.view(1, 1, 7, 1).repeat(2, 1, 1, 1), groups=2)
+        moments = matlab.conv2d(moments, taps.view(1, 1, 1, 7).repeat(2, 1, 1, 1), groups=2)
+    mu, second = moments[:, :1], moments[:, 1:]
+    sigma = torch.sqrt((second - mu * mu).abs())
+    return ((gray - mu) / (sigma + 1)).to(torch.float64)
+
+
+def _variance(total: torch.Tensor, total_sq: torch.Tensor, n: int) -> torch.Tensor:
+    """Sample variance (n - 1) from a sum and a sum of squares, never below 0."""
+    return ((total_sq - total * total / n) / (n - 1)).clamp(min=0)
+
+
+def _noise_criterion(col_sum: torch.Tensor, col_sq: torch.Tensor, block_var: torch.Tensor) -> torch.Tensor:
     """Blocks whose centre/surround deviation ratio marks Gaussian noise."""
     sigma = block_var.sqrt()
     # centre: 1-based columns 8 and 9; MATLAB then deletes column 8 and, of what is left,
     # column 9 (= original column 10), so the surround keeps column 9
-    centre = blocks[..., 7:9]
-    keep = [c for c in range(BLOCK) if c not in (7, 9)]
-    surround = blocks[..., keep]
-    ratio = centre.std(dim=(-2, -1)) / surround.std(dim=(-2, -1))
-    ratio = torch.nan_to_num(ratio)
+    centre = _variance(col_sum[..., 7] + col_sum[..., 8], col_sq[..., 7] + col_sq[..., 8], 2 * BLOCK)
+    surround = _variance(col_sum.sum(-1) - col_sum[..., 7] - col_sum[..., 9],
+                         col_sq.sum(-1) - col_sq[..., 7] - col_sq[..., 9], (BLOCK - 2) * BLOCK)
+    ratio = torch.nan_to_num(centre.sqrt() / surround.sqrt())
     beta = (sigma - ratio).abs() / torch.maximum(sigma, ratio)
     return sigma > 2 * beta
 
 
-def _noticeable_artifacts(blocks: torch.Tensor) -> torch.Tensor:
-    """Blocks with a flat 6-pixel segment on any of their four edges."""
-    edges = torch.stack([blocks[..., 0, :], blocks[..., :, -1], blocks[..., -1, :], blocks[..., :, 0]], dim=-2)
-    segments = edges.unfold(-1, SEGMENT, 1)  # (B, nblocks, 4, 11, 6)
-    return (segments.std(dim=-1) < IMPAIRED_THRESHOLD).flatten(-2).any(dim=-1)
+def _noticeable_artifacts(edges: torch.Tensor) -> torch.Tensor:
+    """Blocks with a flat 6-pixel segment on any of their four edges; edges is (..., 4, 16)."""
+    zero = edges.new_zeros(edges.shape[:-1] + (1,))
+    run = torch.cat([zero, edges.cumsum(-1)], dim=-1)
+    run_sq = torch.cat([zero, (edges * edges).cumsum(-1)], dim=-1)
+    seg_sum = run[..., SEGMENT:] - run[..., :-SEGMENT]  # (..., 4, 11) sums of each 6-pixel segment
+    seg_sq = run_sq[..., SEGMENT:] - run_sq[..., :-SEGMENT]
+    flat = _variance(seg_sum, seg_sq, SEGMENT) < IMPAIRED_THRESHOLD**2
+    return flat.flatten(-2).any(dim=-1)
