@@ -26,31 +26,35 @@ YIQ_Y = (0.299, 0.587, 0.114)
 YCBCR_Y = (65.481, 128.553, 24.966)
 
 
-# Output rows per strip of a CPU convolution: 64 rows of a 2K-wide image stay in cache.
-CONV_STRIP_ROWS = 64
+# CPU convolution policy (bench/bench_conv.py measures it against plain F.conv2d calls): each
+# image of a batch alone, in strips of about this many input bytes (fastest from 0.5K to 2K wide).
+# CPU_CONV_POLICY = False makes conv2d a plain F.conv2d call.
+CONV_STRIP_BYTES = 512 * 1024
+CPU_CONV_POLICY = True
 
 
 def conv2d(x: torch.Tensor, weight: torch.Tensor, groups: int = 1) -> torch.Tensor:
     """`F.conv2d` (no padding) of each image of `x` alone, bit for bit, faster on CPU.
 
-    oneDNN convolves these few-channel images far below its speed on small ones: a batch costs
-    3-5x more per image than one image at a time, and a 1K image 3-7x more than the same image
-    cut into strips of `CONV_STRIP_ROWS` output rows (bench/bench_native.py). So on CPU each
-    image goes alone, in strips: every output pixel gets the arithmetic of the single call
-    (tests/test_native_common.py checks it). In float32, oneDNN switches algorithm for large
-    images with 3-wide or 1-row kernels, which strips would not reproduce to the last bit, so
-    float32 strips are used only for kernels of 5x5 and up. GPUs take the whole call.
+    oneDNN convolves a large few-channel image far below its speed on small ones: PIQE's 7x7
+    pair at 2K runs about 2x faster in strips of `CONV_STRIP_BYTES` (bench/bench_conv.py). So on
+    CPU each image goes alone (a batched float32 call can round differently from the one-image
+    calls pyiqa makes) and, when large, in strips: every output pixel gets the arithmetic of the
+    single call (tests/test_native_common.py checks it). In float32, oneDNN switches algorithm
+    for large images with 3-wide or 1-row kernels, which strips would not reproduce to the last
+    bit, so float32 strips are used only for kernels of 5x5 and up. GPUs take the whole call.
     """
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or not CPU_CONV_POLICY:
         return F.conv2d(x, weight, groups=groups)
     if x.shape[0] > 1:
         return torch.cat([conv2d(x[i : i + 1], weight, groups) for i in range(x.shape[0])])
     kh, kw = weight.shape[-2:]
     out_h = x.shape[-2] - kh + 1
-    if out_h <= CONV_STRIP_ROWS or (x.dtype != torch.float64 and min(kh, kw) < 5):
+    rows = max(16, CONV_STRIP_BYTES // (x.shape[1] * x.shape[-1] * x.element_size()))
+    if out_h <= rows or (x.dtype != torch.float64 and min(kh, kw) < 5):
         return F.conv2d(x, weight, groups=groups)
-    strips = [F.conv2d(x[..., r : min(r + CONV_STRIP_ROWS, out_h) + kh - 1, :], weight, groups=groups)
-              for r in range(0, out_h, CONV_STRIP_ROWS)]
+    strips = [F.conv2d(x[..., r : min(r + rows, out_h) + kh - 1, :], weight, groups=groups)
+              for r in range(0, out_h, rows)]
     return torch.cat(strips, dim=-2)
 
 
