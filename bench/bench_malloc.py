@@ -1,11 +1,11 @@
 """The engine with and without its allocator settings (`engine.keep_freed_memory`), side by side.
 
-    python bench/bench_malloc.py [--metrics piqe,niqe,brisque] [--n 16] [--sizes 512,2048] [--rounds 5]
+    python bench/bench_malloc.py [--metrics piqe,niqe,brisque] [--backends native,pyiqa] [--n 16] [--sizes 512,2048]
 
 glibc's default allocator returns large freed blocks to the OS, so each image's tensors are
 page-faulted in again. Each round starts two fresh processes one after the other, one with
 BANANA100_MALLOC_TUNING=0 and one without; each scores the same PNG files with
-`MetricScorer(metric, device="cpu").score(paths)` once to warm up, then `--repeats` times, and
+`MetricScorer(metric, device="cpu", backend=...).score(paths)` once to warm up, then `--repeats` times, and
 reports its best time and its page faults per image. The speed-up is the median over rounds of
 (untuned best / tuned best). Scores must be equal in both processes.
 """
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 
-def child(metric: str, folder: str, repeats: int) -> None:
+def child(metric: str, backend: str, folder: str, repeats: int) -> None:
     """Runs in the subprocess: print one JSON line with best seconds, faults per image, scores."""
     import torch
 
@@ -37,7 +37,7 @@ def child(metric: str, folder: str, repeats: int) -> None:
 
     torch.set_num_threads(2)
     paths = list_images(folder)
-    scorer = MetricScorer(metric, device="cpu")
+    scorer = MetricScorer(metric, device="cpu", backend=backend)
     scores = scorer.score(paths)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     best = float("inf")
@@ -49,10 +49,10 @@ def child(metric: str, folder: str, repeats: int) -> None:
     print(json.dumps({"tuned": keep_freed_memory(), "seconds": best, "faults_per_image": faults, "scores": scores}))
 
 
-def run_child(metric: str, folder: Path, repeats: int, tuned: bool, weights: str) -> dict:
+def run_child(metric: str, backend: str, folder: Path, repeats: int, tuned: bool, weights: str) -> dict:
     env = dict(os.environ, BANANA100_WEIGHTS=weights, HF_HUB_OFFLINE="1")
     env["BANANA100_MALLOC_TUNING"] = "1" if tuned else "0"
-    out = subprocess.run([sys.executable, __file__, "--child", metric, str(folder), str(repeats)],
+    out = subprocess.run([sys.executable, __file__, "--child", metric, backend, str(folder), str(repeats)],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -60,6 +60,7 @@ def run_child(metric: str, folder: Path, repeats: int, tuned: bool, weights: str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metrics", default="piqe,niqe,brisque")
+    ap.add_argument("--backends", default="native", help="native and/or pyiqa (pyiqa's own code, through the engine)")
     ap.add_argument("--n", type=int, default=16, help="images per size")
     ap.add_argument("--sizes", default="512,2048")
     ap.add_argument("--rounds", type=int, default=5)
@@ -73,38 +74,38 @@ def main() -> None:
     for size in [int(s) for s in args.sizes.split(",")]:
         folder = Path(tempfile.mkdtemp(prefix=f"bench-malloc-{size}-"))
         make_images(folder, args.n, size)
-        for metric in args.metrics.split(","):
+        for metric, backend in [(m, b) for m in args.metrics.split(",") for b in args.backends.split(",")]:
             pairs = []
             for _ in range(args.rounds):
-                plain = run_child(metric, folder, args.repeats, False, args.weights)
-                tuned = run_child(metric, folder, args.repeats, True, args.weights)
+                plain = run_child(metric, backend, folder, args.repeats, False, args.weights)
+                tuned = run_child(metric, backend, folder, args.repeats, True, args.weights)
                 if plain["scores"] != tuned["scores"]:
                     raise SystemExit(f"{metric} {size}: scores differ with and without the allocator settings")
                 if not tuned["tuned"]:
                     raise SystemExit("the allocator settings were not applied (not glibc?)")
                 pairs.append((plain, tuned))
-            row = dict(metric=metric, size=size, n=args.n,
+            row = dict(metric=metric, backend=backend, size=size, n=args.n,
                        untuned_s=min(p["seconds"] for p, _ in pairs) / args.n,
                        tuned_s=min(t["seconds"] for _, t in pairs) / args.n,
                        speedup=float(np.median([p["seconds"] / t["seconds"] for p, t in pairs])),
                        untuned_faults=float(np.median([p["faults_per_image"] for p, _ in pairs])),
                        tuned_faults=float(np.median([t["faults_per_image"] for _, t in pairs])))
             rows.append(row)
-            print(f"{metric:8s} {size:5d}px  untuned {row['untuned_s'] * 1000:7.1f} ms/img ({row['untuned_faults']:6.0f} faults)"
+            print(f"{metric:8s} {backend:6s} {size:5d}px  untuned {row['untuned_s'] * 1000:7.1f} ms/img ({row['untuned_faults']:6.0f} faults)"
                   f"  tuned {row['tuned_s'] * 1000:7.1f} ms/img ({row['tuned_faults']:4.0f} faults)  x{row['speedup']:.2f}",
                   flush=True)
     command = "python bench/bench_malloc.py " + " ".join(sys.argv[1:])
     args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
     print(f"\n`{command}`; best of {args.repeats} after a warm-up, {args.rounds} rounds, speed-up = median of untuned / tuned\n")
-    print("| metric | size | untuned (ms/img) | tuned (ms/img) | page faults per image, untuned / tuned | speed-up |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| metric | backend | size | untuned (ms/img) | tuned (ms/img) | page faults per image, untuned / tuned | speed-up |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['metric']} | {r['size']} | {r['untuned_s'] * 1000:.1f} | {r['tuned_s'] * 1000:.1f} | "
+        print(f"| {r['metric']} | {r['backend']} | {r['size']} | {r['untuned_s'] * 1000:.1f} | {r['tuned_s'] * 1000:.1f} | "
               f"{r['untuned_faults']:.0f} / {r['tuned_faults']:.0f} | x{r['speedup']:.2f} |")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         main()

@@ -17,6 +17,7 @@ import pytest
 import scipy.io
 import torch
 from nativetools import IMAGES, REFERENCE_IMAGES, load, rel
+from nativetools import pyiqa_nrqm_features as pyiqa_features
 from PIL import Image
 
 from banana100.engine import to_tensor
@@ -30,20 +31,6 @@ def published(metric: str) -> dict[str, float]:
     with open(REFERENCE_IMAGES / "tid2013" / "official_scores.csv") as f:
         rows = {r[0]: r[1:] for r in csv.reader(line for line in f if not line.startswith("#"))}
     return {name: float(v) for name, v in zip(rows["metric"], rows[metric])}
-
-
-def pyiqa_features(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """pyiqa's NRQM feature stage (the body of `pyiqa.archs.nrqm_arch.nrqm` before the forests)."""
-    import pyiqa.archs.nrqm_arch as arch
-    from pyiqa.matlab_utils import im2col
-    from pyiqa.utils.color_util import to_y_channel
-
-    img = to_y_channel(x, 255, "yiq").double()
-    levels = arch.get_gauss_pyramid(img / 255.0)
-    f1 = torch.cat([arch.block_dct(level) for level in levels], dim=1)
-    f2 = arch.global_gsm(img)
-    f3 = torch.cat([torch.linalg.svd(im2col(level, 5, "distinct"), full_matrices=False)[1] for level in levels], 1)
-    return f1, f2, f3
 
 
 @pytest.fixture(scope="module", autouse=True)
