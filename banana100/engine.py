@@ -283,6 +283,10 @@ class MetricScorer:
                 images[i] = load_rgb(img)
                 sizes.append(images[i].shape[:2])
             check_size(self.spec, sizes[-1], describe(img))
+        return self._score(images, sizes)
+
+    def _score(self, images: list, sizes: list[tuple[int, int]]) -> list[float]:
+        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures."""
         scores: list[float | None] = [None] * len(images)
         failed: dict[int, ImageReadError] = {}
         for idx, rgbs in self._decoded_chunks(images, sizes, failed):
@@ -336,7 +340,8 @@ class MetricScorer:
             if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
                 raise ImageReadError(f"array {i}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
             check_size(self.spec, a, f"array {i} {describe(a)}")
-        return self._score([np.ascontiguousarray(a) for a in arrays])
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        return self._score(arrays, [a.shape[:2] for a in arrays])
 
     def _chunks(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Index lists to score together: same-size groups cut to batch_size, or singles."""
@@ -359,13 +364,6 @@ class MetricScorer:
         if out.numel() != x.shape[0]:
             raise RuntimeError(f"{self.spec.name}: expected {x.shape[0]} scores, got shape {tuple(out.shape)}")
         return [float(v) for v in out.cpu().tolist()]
-
-    def _score(self, rgbs: Sequence[np.ndarray]) -> list[float]:
-        scores: list[float | None] = [None] * len(rgbs)
-        for idx in self._chunks([a.shape[:2] for a in rgbs]):
-            for i, s in zip(idx, self._forward_backing_off(rgbs, idx)):
-                scores[i] = s
-        return scores  # type: ignore[return-value]
 
     def _forward_backing_off(self, rgbs: Sequence[np.ndarray], idx: list[int]) -> list[float]:
         """Score one same-size group; on out-of-memory, halve the batch (and keep it halved).

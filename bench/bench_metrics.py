@@ -99,8 +99,6 @@ def main(argv=None) -> int:
             t2 = time.perf_counter()
             module_scores()
             rounds.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
-        if os.environ.get("BENCH_VERBOSE"):
-            print("rounds (loop, engine, module s):", [tuple(round(t, 3) for t in r) for r in rounds])
         t_plain, t_engine, t_module = (min(r[k] for r in rounds) for k in range(3))
         speedup = float(np.median([r[0] / r[2] for r in rounds]))
         overhead = float(np.median([r[2] / r[1] for r in rounds])) - 1

@@ -3,8 +3,11 @@ tensors, the relative difference, pyiqa's NRQM feature stage."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
+import numpy as np
+import pytest
 import torch
 from conftest import REFERENCE_IMAGES
 
@@ -17,6 +20,25 @@ IMAGES = sorted(p for p in REFERENCE_IMAGES.glob("*/*") if p.suffix.lower() in (
 def load(path: Path) -> torch.Tensor:
     """A file as the engine hands it to a model: 1x3xHxW float32 in [0, 1] (pyiqa's reading)."""
     return to_tensor(load_rgb(path))[None]
+
+
+@cache
+def image(name: str) -> torch.Tensor:
+    """A reference image by file name, loaded once (callers clone before writing into it)."""
+    return load(next(p for p in IMAGES if p.name == name))
+
+
+# the five 512x512 IL-NIQE peppers are slow on two shared cores; tid2013 and piq run by default
+IMAGE_NAMES = [pytest.param(p.name, marks=pytest.mark.slow) if "pepper" in p.name else p.name for p in IMAGES]
+
+
+def colour_and_grey_crops(sizes, top: int, left: int):
+    """(label, 1x3xhxw crop) of I01.BMP and of goldhill.gif (grey, replicated) for each (h, w)."""
+    colour = image("I01.BMP")
+    grey = to_tensor(np.repeat(load_rgb(REFERENCE_IMAGES / "piq" / "goldhill.gif")[..., :1], 3, axis=-1))[None]
+    for h, w in sizes:
+        yield f"colour-{h}x{w}", colour[..., top : top + h, left : left + w]
+        yield f"grey-{h}x{w}", grey[..., top : top + h, left : left + w]
 
 
 def rel(a, b) -> float:

@@ -9,23 +9,15 @@ absolute: |native - pyiqa| <= 1e-2 * max(|pyiqa|, 1).
 from __future__ import annotations
 
 import csv
-from functools import cache
 
-import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE_IMAGES
-from nativetools import IMAGES, load
+from nativetools import IMAGE_NAMES, colour_and_grey_crops, image
 
-from banana100.engine import to_tensor
-from banana100.imageio import load_rgb
 from banana100.native import brisque, matlab, nss
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
-
-@cache
-def _image(name: str) -> torch.Tensor:
-    return load(next(p for p in IMAGES if p.name == name))
 
 
 @pytest.fixture
@@ -49,38 +41,19 @@ def _close_to_pyiqa(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
     return bool(((ours - theirs).abs() <= 1e-2 * theirs.abs().clamp(min=1)).all())
 
 
-# the five 512x512 IL-NIQE peppers are slow on two shared cores; tid2013 and piq run by default
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(p.name, marks=pytest.mark.slow) if "pepper" in p.name else p.name
-        for p in IMAGES
-    ],
-)
+@pytest.mark.parametrize("name", IMAGE_NAMES)
 def test_reference_images_close_to_pyiqa(files, pyiqa_brisque, name):
     # a shape parameter is the nearest of a 0.001 grid: where pyiqa's float32 rounding (~1e-6 of
     # the moment ratio) lands across a midpoint, its score moves by up to ~0.02 (pepper_1.png:
     # 0.7466 in float32, 0.7643 run in float64, 0.7619 here); pyiqa run in float64 is then the
     # reference without its own rounding noise
-    x = _image(name)
+    x = image(name)
     ours = brisque.build(files, "pyiqa")(x)
     assert _close_to_pyiqa(ours, pyiqa_brisque(x)) or _close_to_pyiqa(ours, pyiqa_brisque.net(x.double()))
 
 
-def _crops():
-    colour = _image("I01.BMP")
-    grey = to_tensor(
-        np.repeat(
-            load_rgb(REFERENCE_IMAGES / "piq" / "goldhill.gif")[..., :1], 3, axis=-1
-        )
-    )[None]
-    for h, w in ((13, 17), (50, 40), (97, 131)):
-        yield f"colour-{h}x{w}", colour[..., 20 : 20 + h, 30 : 30 + w]
-        yield f"grey-{h}x{w}", grey[..., 20 : 20 + h, 30 : 30 + w]
-
-
 @pytest.mark.parametrize(
-    "label, x", list(_crops()), ids=lambda v: v if isinstance(v, str) else ""
+    "label, x", list(colour_and_grey_crops(((13, 17), (50, 40), (97, 131)), top=20, left=30)), ids=lambda v: v if isinstance(v, str) else ""
 )
 def test_odd_sizes_and_grey_close_to_pyiqa(files, pyiqa_brisque, label, x):
     assert _close_to_pyiqa(brisque.build(files, "pyiqa")(x), pyiqa_brisque(x))
@@ -93,7 +66,7 @@ def test_tiny_images_like_pyiqa(files, pyiqa_brisque):
     nan_seen = 0
     for h, w in ((7, 7), (8, 9), (9, 9), (10, 11)):
         for top, left in ((0, 0), (50, 60), (100, 200)):
-            x = _image("I01.BMP")[..., top : top + h, left : left + w]
+            x = image("I01.BMP")[..., top : top + h, left : left + w]
             ours, theirs = model(x), pyiqa_brisque(x).double().reshape(-1)
             assert torch.isnan(ours).item() == torch.isnan(theirs).item()
             nan_seen += int(torch.isnan(ours).item())
@@ -110,7 +83,7 @@ def test_flat_areas_like_pyiqa(files, pyiqa_brisque):
     # pyiqa's own float32 residues are noise (white: 28.65 in float32, 26.63 in float64)
     model = brisque.build(files, "pyiqa")
     for value, reference in ((0.5, pyiqa_brisque), (1.0, lambda t: pyiqa_brisque.net(t.double()))):
-        x = _image("I01.BMP").clone()
+        x = image("I01.BMP").clone()
         x[..., 100:300, 100:400] = value
         assert _close_to_pyiqa(model(x), reference(x))
 
@@ -154,7 +127,7 @@ def _official_values() -> dict[str, float]:
 @pytest.mark.parametrize("name", ["I03.bmp", "I04.bmp", "goldhill.gif", "I01.BMP"])
 def test_official_matches_live_matlab(files, name):
     official = _official_values()[name]
-    score = brisque.build(files, "official")(_image(name)).item()
+    score = brisque.build(files, "official")(image(name)).item()
     if name == "I04.bmp":  # -0.107618, printed by svm-predict with 6 significant digits
         assert abs(score - official) < 1e-5  # measured: 3e-7
     else:
@@ -181,7 +154,7 @@ def test_batch_equals_one_at_a_time(files):
     for mode in ("pyiqa", "official"):
         model = brisque.build(files, mode)
         batch = torch.cat(
-            [_image(n)[..., 50:250, 100:400] for n in ("I03.bmp", "I04.bmp", "I01.BMP")]
+            [image(n)[..., 50:250, 100:400] for n in ("I03.bmp", "I04.bmp", "I01.BMP")]
         )
         one = torch.cat([model(batch[i : i + 1]) for i in range(3)])
         assert torch.allclose(model(batch), one, rtol=1e-10, atol=1e-10)
@@ -193,7 +166,7 @@ def test_module_contract(files):
     assert {"support_vectors", "coef", "feature_min", "feature_max", "window"} <= names
     assert model.support_vectors.shape == (774, 36)
     assert all(b.dtype == torch.float64 for b in model.buffers())
-    x = _image("I04.bmp")[..., :64, :80]
+    x = image("I04.bmp")[..., :64, :80]
     before = model(x)
     out = model.to(torch.device("cpu"))(x)
     assert out.dtype == torch.float64 and out.shape == (1,) and torch.equal(out, before)

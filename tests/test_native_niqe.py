@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import csv
-from functools import cache
 
-import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE_IMAGES
-from nativetools import IMAGES, load
+from nativetools import IMAGE_NAMES, colour_and_grey_crops, image, rel
 
-from banana100.engine import to_tensor
-from banana100.imageio import load_rgb
 from banana100.native import niqe
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
-
-@cache
-def _image(name: str) -> torch.Tensor:
-    return load(next(p for p in IMAGES if p.name == name))
 
 
 @pytest.fixture
@@ -36,36 +28,12 @@ def pyiqa_niqe(iqa_params):
     )
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    a, b = a.double().reshape(-1), b.double().reshape(-1)
-    return (a - b).abs() / b.abs()
-
-
-# the five 512x512 IL-NIQE peppers are slow on two shared cores; tid2013 and piq run by default
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(p.name, marks=pytest.mark.slow) if "pepper" in p.name else p.name
-        for p in IMAGES
-    ],
-)
+@pytest.mark.parametrize("name", IMAGE_NAMES)
 def test_reference_images_equal_pyiqa(files, pyiqa_niqe, name):
-    x = _image(name)
+    x = image(name)
     assert (
-        _rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)).max() < 1e-5
+        rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-5
     )  # the contract: 1e-3
-
-
-def _crops():
-    colour = _image("I01.BMP")
-    grey = to_tensor(
-        np.repeat(
-            load_rgb(REFERENCE_IMAGES / "piq" / "goldhill.gif")[..., :1], 3, axis=-1
-        )
-    )[None]
-    for h, w in ((96, 96), (97, 131), (193, 97)):
-        yield f"colour-{h}x{w}", colour[..., 40 : 40 + h, 70 : 70 + w]
-        yield f"grey-{h}x{w}", grey[..., 40 : 40 + h, 70 : 70 + w]
 
 
 def _synthetic() -> torch.Tensor:
@@ -81,17 +49,17 @@ def _synthetic() -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    "label, x", list(_crops()), ids=lambda v: v if isinstance(v, str) else ""
+    "label, x", list(colour_and_grey_crops(((96, 96), (97, 131), (193, 97)), top=40, left=70)), ids=lambda v: v if isinstance(v, str) else ""
 )
 def test_odd_sizes_and_grey_equal_pyiqa(files, pyiqa_niqe, label, x):
-    assert _rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)).max() < 1e-5
+    assert rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-5
 
 
 def test_flat_areas_and_ramps_equal_pyiqa(files, pyiqa_niqe):
     # On ramps the half-scale MSCN is rounding noise; pyiqa resizes in float32, so its noise is
     # not ours: 1.5e-4 apart here (real images: ~1e-7)
     x = _synthetic()
-    assert _rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)).max() < 1e-3
+    assert rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-3
 
 
 def test_official_matches_live_matlab(files):
@@ -105,14 +73,14 @@ def test_official_matches_live_matlab(files):
     for name in ("I03.bmp", "I04.bmp"):
         official = float(row[name])
         assert (
-            abs(model(_image(name)).item() - official) / official < 0.005
+            abs(model(image(name)).item() - official) / official < 0.005
         )  # measured: -0.07 %, 0.0000 %
 
 
 def test_batch_equals_one_at_a_time(files):
     model = niqe.build(files, "pyiqa")
     batch = torch.cat(
-        [_image(n)[..., 50:250, 100:400] for n in ("I03.bmp", "I04.bmp", "I01.BMP")]
+        [image(n)[..., 50:250, 100:400] for n in ("I03.bmp", "I04.bmp", "I01.BMP")]
     )
     one = torch.cat([model(batch[i : i + 1]) for i in range(3)])
     assert torch.allclose(model(batch), one, rtol=1e-12, atol=0)
@@ -123,7 +91,7 @@ def test_module_contract(files):
     names = {n for n, _ in model.named_buffers()}
     assert {"mu_pristine", "cov_pristine", "window"} <= names
     assert all(b.dtype == torch.float64 for b in model.buffers())
-    x = _image("I04.bmp")[..., :100, :200]
+    x = image("I04.bmp")[..., :100, :200]
     before = model(x)
     moved = model.to(torch.device("cpu"))
     assert moved.mu_pristine.device == x.device

@@ -85,8 +85,8 @@ def piqe_score(gray: torch.Tensor, gauss: torch.Tensor, float32_normalization: b
     `float32_normalization` computes the local normalisation in float32 as pyiqa does: its
     sigma = sqrt(E[x^2] - mu^2) cancels badly in float32 on flat areas, which moves block
     statistics across the 0.1 thresholds, so matching pyiqa needs the same arithmetic.
-    Block statistics come from per-column sums in float64 rather than per-block `std` calls
-    (see BENCHMARKS.md, "PIQE"); in float64 they stay within 1e-12 of the two-pass
+    Block statistics come from per-column sums in float64 (one pass over the image) rather than
+    per-block `std` calls on strided views; in float64 they stay within 1e-12 of the two-pass
     values, far from the thresholds' resolution.
     """
     b, _, h, w = gray.shape
@@ -114,7 +114,7 @@ def _local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool)
 
     In float32 (pyiqa) the two windows are one grouped convolution with pyiqa's 2-D kernel,
     which keeps pyiqa's arithmetic bit for bit; in float64 (MATLAB) a separable pair of 1-D
-    passes, 10x cheaper than a 2-D float64 convolution and exact to 1e-13.
+    passes (the Gaussian is an outer product), equal to the 2-D filter to ~1e-13.
     """
     dtype = torch.float32 if float32 else torch.float64
     gray = gray.to(dtype)
