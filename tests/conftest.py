@@ -45,7 +45,9 @@ def _user_weights_for_needs_weights(request, monkeypatch):
 @pytest.fixture
 def iqa_params() -> Path:
     if not (IQA_PARAMS / "niqe_modelparameters.mat").is_file():
-        pytest.skip(f"parameter files not found in {IQA_PARAMS}")
+        pytest.skip(f"parameter files (niqe_modelparameters.mat, brisque_live_allmodel, ...) not found in {IQA_PARAMS} "
+                    "(the read-only ../shared folder); downloadable when online: "
+                    "`banana100 weights download niqe brisque ilniqe --to DIR`, then place them in that folder")
     return IQA_PARAMS
 
 
