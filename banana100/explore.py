@@ -44,6 +44,8 @@ from .registry import METRICS
 DATASET_ENV = "BANANA100_SPACE_DATASET"  # a dataset folder, a run folder, or a Hub dataset id
 SCORES_ENV = "BANANA100_SPACE_SCORES"  # a scores Parquet file (`banana100 score`), or hf://datasets/<id>/<file>
 CACHE_ENV = "BANANA100_SPACE_CACHE"  # where the demo set (and Hub downloads) go
+RELEASE_ENV = "BANANA100_SPACE_RELEASE"  # the original release: Hub id, hf:// URL or a local copy laid out the same
+RELEASE_PATTERN_ENV = "BANANA100_SPACE_RELEASE_PATTERN"  # how its file paths name chain and step
 DEFAULT_CACHE = Path.home() / ".cache" / "banana100-space"
 
 DISPLAY_SIDE = 768  # longest side of the images shown
@@ -158,6 +160,12 @@ class ChainImages:
                 self._cache.popitem(last=False)
         return thumbs
 
+    def originals(self, chain_id: str) -> dict[int, bytes | Path]:
+        """The chain's images at full size, {step: file path or encoded bytes} (not cached)."""
+        if chain_id not in self.chains:
+            raise Banana100Error(f"unknown chain {chain_id!r}")
+        return self._loader(chain_id)
+
     def image(self, chain_id: str, step: int) -> Image.Image:
         """The image at `step` of a chain, at display size (longest side `max_side`)."""
         if chain_id not in self.chains:
@@ -261,6 +269,247 @@ def _hub_dataset(repo_id: str, cache_dir) -> ChainImages:
     if not files:
         raise DatasetError(f"Hub dataset {repo_id!r}: config {config['config_name']!r} has no Parquet files")
     return _dataset(f"hf://{root}", "Hub dataset", fs, sorted(files))
+
+
+# ---------------------------------------------------------------------------------------------
+# The original release (kenantang/Banana100), read one chain at a time
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """Where the original Banana100 release is and how its file paths name chains and steps.
+
+    `location`: a Hub dataset id (`owner/name`), an `hf://datasets/owner/name` URL, or a local
+    folder laid out like the Hub repository (a stand-in for tests, or a downloaded copy).
+    `pattern`: a `banana100 import-chains` pattern (`banana100.importer`), relative to the
+    repository root. `scores`: paths in the repository of a published scores table in the
+    `banana100 score` format (first one found is used; none: scores are computed on demand).
+    """
+
+    location: str
+    pattern: str
+    model: str = "gemini-3-pro-image-preview"
+    scores: tuple[str, ...] = ("scores.parquet", "scores/scores.parquet")
+
+    @property
+    def url(self) -> str:
+        text = self.location.strip()
+        if "://" in text or text.startswith((".", "/")) or Path(text).exists():
+            return text
+        if text.count("/") == 1:
+            return f"hf://datasets/{text}"
+        raise DatasetError(f"{text!r}: not a Hub dataset id (owner/name), an hf:// URL or a folder")
+
+    @classmethod
+    def from_env(cls, env=None) -> ReleaseSpec:
+        env = os.environ if env is None else env
+        return cls(location=(env.get(RELEASE_ENV) or "").strip() or ORIGINAL_RELEASE.location,
+                   pattern=(env.get(RELEASE_PATTERN_ENV) or "").strip() or ORIGINAL_RELEASE.pattern,
+                   model=ORIGINAL_RELEASE.model, scores=ORIGINAL_RELEASE.scores)
+
+
+#: The original release, in this ONE place (override with BANANA100_SPACE_RELEASE and
+#: BANANA100_SPACE_RELEASE_PATTERN). ASSUMPTION: the Hub could not be reached when this was
+#: written and no public listing of the repository's files was found, so the layout below (one
+#: image file per step, `{setting}/{source}/rep{repeat}/img_{step:03d}.png`, step 0 = the
+#: source) is our guess; change the pattern here when the real layout is known. A release in
+#: the Parquet layout `dataset_script/` writes is read by `ChainImages.open("owner/name")` instead.
+ORIGINAL_RELEASE = ReleaseSpec(
+    location=about.ORIGINAL_DATASET,
+    pattern="{setting}/{source}/rep{repeat}/img_{step:03d}.png",
+)
+
+
+class ReleaseChains(ChainImages):
+    """Chains of a release folder (on the Hub or local): listed up front, fetched per chain.
+
+    The file listing is grouped into chains by `importer.plan_chains` (the same rules as
+    `banana100 import-chains`); nothing is downloaded until a chain is shown. Then that chain's
+    files are copied into `<cache>/files/` (the repository's own paths) and imported with
+    `importer.import_chains` into the run folder `<cache>/run/` (checked images, SHA-256, parent
+    links), from which they are shown and scored.
+    """
+
+    def __init__(self, spec: ReleaseSpec, cache_dir: str | os.PathLike, keep: int = 4, max_side: int = DISPLAY_SIDE):
+        import fsspec
+
+        from .importer import ImportChainsError, plan_chains
+
+        self.spec = spec
+        url = spec.url
+        try:
+            if url.startswith("hf://"):  # the Hub, through huggingface_hub's own filesystem
+                import huggingface_hub
+
+                self.fs, self.root = huggingface_hub.HfFileSystem(), url[len("hf://"):]
+            else:
+                self.fs, self.root = fsspec.core.url_to_fs(url)
+            if not self.fs.exists(self.root):
+                raise FileNotFoundError("no such repository or folder")
+            listing = self.fs.find(self.root)
+        except Exception as e:  # noqa: BLE001 - offline, not found, gated: say which
+            raise DatasetError(f"cannot list the release {url} ({type(e).__name__}: {e})") from None
+        root = self.root.rstrip("/") + "/"
+        self.rel_paths = sorted(p[len(root):] for p in listing if p.startswith(root))
+        try:
+            plan = plan_chains(self.rel_paths, spec.pattern, model=spec.model)
+        except ImportChainsError as e:
+            raise DatasetError(f"release {url}: {e}") from None
+        if not plan.chains:
+            raise DatasetError(f"release {url}: none of its {len(self.rel_paths)} files matches the pattern "
+                               f"{spec.pattern!r}; set {RELEASE_PATTERN_ENV} to the layout of its files")
+        self.plan = plan
+        key = "".join(c if c.isalnum() or c in "._-" else "_" for c in url)
+        self.cache = Path(cache_dir) / "release" / key
+        self.files_dir, self.run_dir = self.cache / "files", self.cache / "run"
+        self._fetch_lock = threading.Lock()
+        infos = {cid: ChainInfo(cid, c.source_id, c.setting, c.repeat, tuple(sorted(c.files)))
+                 for cid, c in plan.chains.items()}
+        super().__init__(url, "original release", infos, self._load, keep=keep, max_side=max_side)
+
+    def published_scores(self) -> Path | None:
+        """The release's own scores file (`spec.scores`), downloaded into the cache; None when absent."""
+        for rel in self.spec.scores:
+            if rel in self.rel_paths:
+                target = self.cache / "published" / rel
+                if not target.is_file():
+                    self._get(rel, target)
+                return target
+        return None
+
+    def _get(self, rel: str, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.part")
+        try:
+            self.fs.get_file(f"{self.root.rstrip('/')}/{rel}", str(tmp))
+        except Exception as e:  # noqa: BLE001
+            tmp.unlink(missing_ok=True)
+            raise DatasetError(f"cannot download {rel} from {self.location} ({type(e).__name__}: {e})") from None
+        tmp.replace(target)
+
+    def fetch(self, chain_id: str, progress=None) -> dict[int, Path]:
+        """Download and import one chain (once); {step: image file in the run folder}."""
+        from .importer import import_chains
+        from .manifest import MANIFEST_NAME, image_path, read_manifest
+
+        if chain_id not in self.plan.chains:
+            raise Banana100Error(f"unknown chain {chain_id!r}")
+        files = self.plan.chains[chain_id].files
+        with self._fetch_lock:  # one import at a time: they share the run folder's manifest
+            todo = [rel for rel in files.values() if not (self.files_dir / rel).is_file()]
+            for i, rel in enumerate(todo):
+                if progress is not None:
+                    progress(i / len(todo), f"downloading {chain_id}: {i} of {len(todo)} images")
+                self._get(rel, self.files_dir / rel)
+            records = read_manifest(self.run_dir) if (self.run_dir / MANIFEST_NAME).is_file() else []
+            have = {int(r["step"]) for r in records if r["chain_id"] == chain_id}
+            if not set(files) <= have:
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # gaps are shown as they are
+                    import_chains(self.files_dir, self.spec.pattern, self.run_dir, model=self.spec.model, link=True)
+                records = read_manifest(self.run_dir)
+        return {int(r["step"]): image_path(self.run_dir, r) for r in records if r["chain_id"] == chain_id}
+
+    def _load(self, chain_id: str) -> dict[int, bytes]:
+        return {step: p.read_bytes() for step, p in self.fetch(chain_id).items()}
+
+    def originals(self, chain_id: str) -> dict[int, bytes | Path]:
+        return dict(self.fetch(chain_id))
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Scores computed on demand, one chain at a time, cached on disk
+
+#: Steps scored on demand: every step to 10 (the protocol's 1, 5, 10 and the early curve), then
+#: sparser (20 is the protocol's last check). About 22 images for a 100-step chain.
+ON_DEMAND_STEPS = (*range(11), 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100)
+
+_SCORERS: dict[tuple, object] = {}
+_SCORERS_LOCK = threading.Lock()
+
+
+def _scorer(metric: str, device: str, backend: str):
+    from .engine import MetricScorer
+
+    key = (metric, device, backend)
+    with _SCORERS_LOCK:
+        if key not in _SCORERS:
+            _SCORERS[key] = MetricScorer(metric, device=device, backend=backend, batch_size=4)
+        return _SCORERS[key]
+
+
+class ChainScores:
+    """Scores of one chain and metric, computed when first asked for and cached on disk.
+
+    The cache key is (chain, metric, backend): `<root>/<chain_id>/<metric>__<backend>.parquet`,
+    one row per scored step in the columns of a `banana100 score` table. Scoring goes through
+    the library's engine (`engine.MetricScorer`, each metric's default backend unless told),
+    a few images at a time so that `progress(fraction, text)` can follow it; a later call for
+    more steps scores only the missing ones.
+    """
+
+    def __init__(self, root: str | os.PathLike, device: str = "cpu", backend: str | None = None,
+                 steps=ON_DEMAND_STEPS):
+        self.root = Path(root)
+        self.device = device
+        self.backend = backend
+        self.steps = tuple(int(s) for s in steps)
+
+    def backend_of(self, metric: str) -> str:
+        return METRICS[metric].check_backend(self.backend) if metric in METRICS else "pyiqa"
+
+    def path(self, chain_id: str, metric: str) -> Path:
+        if not chain_id or "/" in chain_id or chain_id.startswith("."):
+            raise Banana100Error(f"unusable chain id {chain_id!r}")
+        return self.root / chain_id / f"{metric}__{self.backend_of(metric)}.parquet"
+
+    def cached(self, chain_id: str, metric: str) -> pd.DataFrame | None:
+        path = self.path(chain_id, metric)
+        return pd.read_parquet(path) if path.is_file() else None
+
+    def wanted(self, info: ChainInfo) -> list[int]:
+        return [s for s in info.steps if s in set(self.steps)] or list(info.steps)
+
+    def missing(self, info: ChainInfo, metric: str) -> list[int]:
+        have = self.cached(info.chain_id, metric)
+        done = set() if have is None else {int(s) for s in have["step"]}
+        return [s for s in self.wanted(info) if s not in done]
+
+    def compute(self, info: ChainInfo, metric: str, images: dict, progress=None, device: str | None = None,
+                chunk: int = 4) -> pd.DataFrame:
+        """Score the chain's missing steps (`images`: {step: path or bytes}); the whole cached table."""
+        from .registry import get_metric
+
+        spec = get_metric(metric)
+        before = self.cached(info.chain_id, metric)
+        todo = [s for s in self.missing(info, metric) if s in images]
+        scorer = _scorer(metric, device or self.device, self.backend_of(metric))
+        rows = []
+        for i in range(0, len(todo), chunk):
+            if progress is not None:
+                progress(i / max(1, len(todo)), f"{spec.display_name}: scoring {info.chain_id}, "
+                                                f"{i} of {len(todo)} images")
+            part = todo[i:i + chunk]
+            for step, score in zip(part, scorer.score([images[s] for s in part])):
+                rows.append({"chain_id": info.chain_id, "source_id": info.source_id, "setting": info.setting,
+                             "repeat": info.repeat, "step": step, "metric": metric, "score": float(score),
+                             "lower_better": spec.lower_better, "error": None, "backend": scorer.backend,
+                             "mode": scorer.mode})
+        table = pd.DataFrame(rows)
+        if before is not None:
+            table = pd.concat([before, table], ignore_index=True) if len(table) else before
+        table = table.sort_values("step", ignore_index=True)
+        if rows:
+            path = self.path(info.chain_id, metric)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            table.to_parquet(tmp, index=False)
+            tmp.replace(path)
+        return table
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,15 +641,32 @@ def summary_table(results: dict) -> pd.DataFrame:
 
 
 class Explorer:
-    """A set of chains (images) and their scores, ready to show."""
+    """A set of chains (images) and their scores, ready to show.
 
-    def __init__(self, images: ChainImages, scores: pd.DataFrame | None, note: str = ""):
-        from .report import analyse
+    Scores come from a table given up front (a `banana100 score` file), from `on_demand`
+    (a `ChainScores` cache: `score_chain` fills it for the chain being looked at), or both.
+    `summary()` then covers the chains scored so far (`scored_chains()`).
+    """
 
+    def __init__(self, images: ChainImages, scores: pd.DataFrame | None, note: str = "",
+                 on_demand: ChainScores | None = None, metrics=()):
         self.images = images
-        self.scores = scores
         self.note = note
-        self.results = analyse(scores) if scores is not None and len(scores) else {}
+        self.on_demand = on_demand
+        self.on_demand_metrics = list(metrics)
+        self._lock = threading.Lock()
+        self._originals: dict = {}
+        self.scores = None
+        self.results: dict = {}
+        tables = [scores] if scores is not None and len(scores) else []
+        if on_demand is not None:  # what earlier visits already scored
+            for cid in images.chains:
+                for m in self.on_demand_metrics:
+                    t = on_demand.cached(cid, m)
+                    if t is not None and len(t):
+                        tables.append(t)
+        if tables:
+            self.add_scores(pd.concat(tables, ignore_index=True))
 
     @classmethod
     def open(cls, data: str | os.PathLike, scores: str | os.PathLike | None = None,
@@ -408,6 +674,54 @@ class Explorer:
         images = ChainImages.open(data, cache_dir=cache_dir)
         table = load_scores_any(scores, cache_dir) if scores else None
         return cls(images, table, note)
+
+    def add_scores(self, table: pd.DataFrame) -> None:
+        """Merge more scores (a later row for the same chain, step and metric wins) and re-judge."""
+        from .report import analyse
+
+        with self._lock:
+            merged = table if self.scores is None else pd.concat([self.scores, table], ignore_index=True)
+            merged = merged.drop_duplicates(["chain_id", "step", "metric"], keep="last", ignore_index=True)
+            self.scores = merged
+            self.results = analyse(merged) if len(merged) else {}
+
+    def missing_metrics(self, chain_id: str) -> list[str]:
+        """On-demand metrics with steps of this chain not yet scored."""
+        if self.on_demand is None:
+            return []
+        info = self.info(chain_id)
+        return [m for m in self.on_demand_metrics if self.on_demand.missing(info, m)]
+
+    def load_cached(self, chain_id: str) -> None:
+        """Take in what the on-demand cache holds for this chain (scored in another process, say)."""
+        if self.on_demand is None:
+            return
+        tables = [t for m in self.on_demand_metrics if (t := self.on_demand.cached(chain_id, m)) is not None and len(t)]
+        if tables:
+            self.add_scores(pd.concat(tables, ignore_index=True))
+
+    def score_chain(self, chain_id: str, metrics=None, progress=None, device: str | None = None) -> None:
+        """Score this chain's missing steps with the on-demand metrics (or `metrics`), cached."""
+        if self.on_demand is None:
+            return
+        todo = list(metrics) if metrics is not None else self.missing_metrics(chain_id)
+        if not todo:
+            return
+        info = self.info(chain_id)
+        if progress is not None:
+            progress(0.0, f"fetching {chain_id}")
+        images = self.images.originals(chain_id)
+        for i, metric in enumerate(todo):
+            sub = None
+            if progress is not None:
+                def sub(frac, text, i=i):
+                    progress((i + frac) / len(todo), text)
+            self.add_scores(self.on_demand.compute(info, metric, images, progress=sub, device=device))
+        if progress is not None:
+            progress(1.0, f"{chain_id}: scored")
+
+    def scored_chains(self) -> int:
+        return 0 if self.scores is None else int(self.scores["chain_id"].nunique())
 
     def chain_ids(self) -> list[str]:
         return self.images.chain_ids()
@@ -426,19 +740,48 @@ class Explorer:
     def image(self, chain_id: str, step: int) -> Image.Image:
         return self.images.image(chain_id, int(step))
 
+    def full_image(self, chain_id: str, step: int) -> np.ndarray:
+        """One step at full size (HxWx3 uint8); the last chain's files (or bytes) are kept."""
+        from .imageio import load_rgb
+
+        with self._lock:
+            originals = self._originals.get(chain_id)
+        if originals is None:
+            originals = self.images.originals(chain_id)
+            with self._lock:
+                self._originals = {chain_id: originals}
+        if int(step) not in originals:
+            raise Banana100Error(f"chain {chain_id} has no step {step}")
+        return load_rgb(originals[int(step)])
+
+    def why(self, chain_id: str, step: int, reference_step: int = DEFAULT_REFERENCE_STEP) -> dict:
+        """`why_view` of one step of a chain against its reference step (step 1)."""
+        info = self.info(chain_id)
+        ref = reference_step if reference_step in info.steps else min(info.steps)
+        return why_view(self.full_image(chain_id, ref), self.full_image(chain_id, step))
+
     def curves(self, chain_id: str) -> pd.DataFrame:
         if self.scores is None:
             return chain_curves(pd.DataFrame(columns=["chain_id", "metric", "step", "score", "lower_better"]), chain_id)
         return chain_curves(self.scores, chain_id)
 
     def metrics(self) -> list[str]:
-        return list(self.results)
+        return list(dict.fromkeys([*self.results, *self.on_demand_metrics]))
 
     def verdicts(self, chain_id: str) -> pd.DataFrame:
         return verdict_table(self.results, chain_id)
 
     def summary(self) -> pd.DataFrame:
         return summary_table(self.results)
+
+    def failure_sentence(self) -> str:
+        """Which metrics failed on these chains, in words, from the protocol's results."""
+        parts = []
+        for metric, r in self.results.items():
+            complete = r["n_chains"] - r["n_incomplete"]
+            if complete:
+                parts.append(f"{metric_label(metric)} missed the damage in {r['n_failed']} of {complete} chains")
+        return "; ".join(parts)
 
     def editors(self) -> list[str]:
         if self.scores is None or "editor" not in self.scores:
@@ -450,21 +793,24 @@ class Explorer:
 # The demo set
 
 
-def build_demo_set(cache_dir: str | os.PathLike, chains: int = 3, steps: int = 20, metrics: str = "auto",
-                   max_side: int | None = 384, progress: bool = False) -> tuple[Path, Path]:
+def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 20, metrics: str = "auto",
+                   side: int = 768, progress: bool = False) -> tuple[Path, Path]:
     """Make (or reuse) a small offline set in `cache_dir`: (dataset folder, scores file).
 
-    Sample images (`demo.SAMPLE_IMAGES`, shrunk to `max_side`) -> simulated-editor chains ->
-    a dataset folder -> scores of `metrics` ("auto": PIQE plus NIQE and BRISQUE when their
-    parameter files are at hand). Each stage resumes; a finished set is reused as is.
+    Generated sources like the paper's (`demo.GENERATED_SOURCES`: smooth, noise-free, flat and
+    textured areas; `side` pixels wide) -> simulated-editor chains -> a dataset folder -> scores
+    of `metrics` ("auto": PIQE plus NIQE and BRISQUE when their parameter files are at hand).
+    The sources are shown at their own size: shrinking a grainy image averages its grain away,
+    which is why the set is not made smaller than the effect needs. Each stage resumes; a
+    finished set is reused as is.
     """
     from .dataset_script.build import build_dataset
-    from .demo import pick_metrics, sample_sources
+    from .demo import generated_sources, pick_metrics
     from .editors import make_editor
     from .runner import generate_chains
     from .scoring import score_to_parquet
 
-    root = Path(cache_dir) / f"demo-{chains}x{steps}-{max_side or 'full'}"
+    root = Path(cache_dir) / f"demo-generated-{chains}x{steps}-{side}"
     dataset, scores = root / "dataset", root / "scores.parquet"
     done = root / "DONE"
     if done.is_file() and dataset.is_dir() and scores.is_file():
@@ -472,16 +818,7 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 3, steps: int = 2
     chosen = pick_metrics(metrics)
     if not chosen:
         raise Banana100Error("no metric available for the demo set")
-    sources = sample_sources(root / "originals", chains)
-    if max_side:
-        small = root / "sources"
-        small.mkdir(parents=True, exist_ok=True)
-        for p in sorted(sources.iterdir()):
-            target = small / (p.stem + ".png")
-            if not target.exists():
-                with Image.open(p) as img:
-                    _thumbnail(img, max_side).save(target)
-        sources = small
+    sources = generated_sources(root / "sources", chains, side)
     run_dir = root / "run"
     generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
                     out_dir=run_dir, progress=progress)
@@ -490,6 +827,160 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 3, steps: int = 2
     score_to_parquet(dataset, chosen, scores, device="cpu", progress=progress)
     done.write_text("ok\n")
     return dataset, scores
+
+
+#: What the paper measured on the real chains, for the page (DESIGN.md; arXiv 2604.03400).
+REAL_CHAIN_FACTS = (
+    "On the paper's real Nano Banana Pro chains no pyiqa metric passed every chain (21 tested); only two "
+    "large vision-language judges (VisualQuality-R1, RALI) did. BRISQUE even *improved* on a replicated "
+    "chain (34.1 -> -9.8, lower is better) while the static noise grew, and people see that noise by "
+    "steps 5-10."
+)
+
+
+def demo_note(explorer: Explorer, chains: int, steps: int, side: int) -> str:
+    """The page's plain statement about the simulated demo set: what it is, what failed on it."""
+    failed = explorer.failure_sentence() or "no metric scored"
+    passed_all = [metric_label(m) for m, r in explorer.results.items()
+                  if r["n_failed"] == 0 and r["n_chains"] - r["n_incomplete"] > 0]
+    caveat = (f" {', '.join(passed_all)} saw the damage in every simulated chain, which the real chains do not "
+              "bear out: the simulation is not the real editor." if passed_all else "")
+    return (f"**Simulated demo set** (no internet, so not the real Banana100 chains). {chains} chains of {steps} "
+            f"steps made here by the *simulated* editor from drawn sources like the paper's (smooth, noise-free, "
+            f"{side} px wide, flat and textured areas). On it: {failed}.{caveat} {REAL_CHAIN_FACTS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Why it fails: what changed in the image, and what NIQE and BRISQUE look at
+
+WHY_CROP = 320  # the view shows a 1:1 crop this large: shrinking would average the grain away
+
+
+def _luma(rgb: np.ndarray):
+    """HxWx3 uint8 -> 1x1xHxW float64 luminance, MATLAB rgb2gray (what the originals compute on)."""
+    import torch
+
+    from .native import matlab
+
+    x = torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).unsqueeze(0)  # a copy: torch wants writable
+    return matlab.rgb2gray(x, uint8=True)
+
+
+def _flattest_box(y: np.ndarray, size: int) -> tuple[int, int]:
+    """Top-left corner of the size x size window (of a 3x3 grid) with the least gradient energy."""
+    h, w = y.shape
+    gy, gx = np.gradient(y)
+    energy = gx * gx + gy * gy
+    best, corner = None, (0, 0)
+    for top in np.linspace(0, h - size, 3).astype(int):
+        for left in np.linspace(0, w - size, 3).astype(int):
+            e = float(energy[top:top + size, left:left + size].mean())
+            if best is None or e < best:
+                best, corner = e, (int(top), int(left))
+    return corner
+
+
+def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP) -> dict:
+    """What a visitor needs to see why the metrics miss the damage, for one step.
+
+    `reference` is step 1 (the protocol's reference), `image` the chosen step, HxWx3 uint8.
+    Returns PIL images of one 1:1 crop (the flattest part of step 1, where grain shows first):
+    `crop` (the step), `residual` (its high-frequency part minus step 1's: luminance minus its
+    7x7 Gaussian local mean, x4 around mid-grey; what changed since step 1) and `mscn` (the
+    step's mean-subtracted contrast-normalised coefficients, the map NIQE and BRISQUE compute
+    all their features from, `banana100.native.nss.mscn`), plus `alpha` (shape of the
+    generalised Gaussian fitted to the whole image's MSCN coefficients at step 1 and at this
+    step, as those metrics fit it: 2 is Gaussian noise, small values a peaky, smooth image),
+    `mscn_values` (a sample of both, for the histogram) and `box` (top, left, size) of the crop.
+    A reference of another size (real copies are often cropped) is resized to the step's size first.
+    """
+    from .native import matlab, nss
+
+    if reference.shape != image.shape:
+        reference = np.asarray(Image.fromarray(reference).resize(image.shape[1::-1], Image.LANCZOS))
+    window = matlab.fspecial_gaussian(7, 7 / 6)
+    out = {}
+    maps = {}
+    for name, rgb in (("reference", reference), ("image", image)):
+        y = _luma(rgb)[0, 0]
+        mu = matlab.imfilter(y, window, "replicate")
+        maps[name] = (y, y - mu, nss.mscn(y, window, "replicate"))
+    h, w = image.shape[:2]
+    size = min(crop, h, w)
+    top, left = _flattest_box(maps["reference"][0].numpy(), size)
+    box = (slice(top, top + size), slice(left, left + size))
+
+    def grey(x: np.ndarray, gain: float) -> Image.Image:
+        return Image.fromarray(np.clip(128 + gain * x + 0.5, 0, 255).astype(np.uint8))
+
+    out["crop"] = Image.fromarray(np.ascontiguousarray(image[box]))
+    out["residual"] = grey((maps["image"][1] - maps["reference"][1]).numpy()[box], 4.0)
+    out["mscn"] = grey(maps["image"][2].numpy()[box], 40.0)
+    alphas, values = [], []
+    rng = np.random.default_rng(0)
+    for name in ("reference", "image"):
+        m = maps[name][2].reshape(1, -1)
+        alphas.append(float(nss.estimate_ggd(m)[0][0]))
+        flat = m[0].numpy()
+        values.append(flat[rng.choice(flat.size, min(flat.size, 200_000), replace=False)])
+    out["alpha"] = tuple(alphas)
+    out["mscn_values"] = tuple(values)
+    out["box"] = (top, left, size)
+    return out
+
+
+def plot_mscn_histograms(view: dict, reference_step: int, step: int):
+    """Histograms of the MSCN coefficients at the reference step and at `step` (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.0), dpi=100)
+    bins = np.linspace(-3, 3, 121)
+    for values, alpha, label, colour in zip(view["mscn_values"], view["alpha"],
+                                            (f"step {reference_step}", f"step {step}"), ("0.45", "crimson")):
+        ax.hist(values, bins=bins, density=True, histtype="step", lw=1.8, color=colour,
+                label=f"{label}: GGD shape {alpha:.2f}")
+    ax.set_yscale("log")
+    ax.set_xlabel("MSCN coefficient")
+    ax.set_ylabel("density (log)")
+    ax.set_title("What NIQE and BRISQUE measure: the shape of this histogram", fontsize=9)
+    ax.legend(fontsize=8, frameon=False)
+    ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# What the Space shows
+
+
+def space_source(env=None) -> str:
+    """'dataset' (BANANA100_SPACE_DATASET is set), 'release' (the original release: on the Hub, or
+    BANANA100_SPACE_RELEASE is set), or 'demo' (offline: the simulated demo set)."""
+    env = os.environ if env is None else env
+    if (env.get(DATASET_ENV) or "").strip():
+        return "dataset"
+    if (env.get(RELEASE_ENV) or "").strip() or (env.get("SPACE_ID") or "").strip():  # SPACE_ID: set on the Hub
+        return "release"
+    return "demo"
+
+
+def open_release(spec: ReleaseSpec, cache_dir: str | os.PathLike, metrics, device: str = "cpu") -> Explorer:
+    """The original release, chains fetched when shown; scores from the release's published
+    scores file when it has one, otherwise computed on demand per chain (`ChainScores`)."""
+    images = ReleaseChains(spec, cache_dir)
+    published = images.published_scores()
+    if published is not None:
+        from .report import load_scores
+
+        return Explorer(images, load_scores(published),
+                        note=f"Scores: the release's own scores file `{published.name}`.")
+    on_demand = ChainScores(images.cache / "scores", device=device)
+    return Explorer(images, None, on_demand=on_demand, metrics=metrics,
+                    note="Scores are computed when a chain is first shown (then cached): the summary covers "
+                         "the chains scored so far.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -569,20 +1060,22 @@ SIMULATED_NOTE = about.SIMULATED_EDITOR_NOTE
 
 
 def sample_names() -> list[str]:
-    """Names of the bundled sample images (`demo.SAMPLE_IMAGES`), without extension."""
-    from .demo import SAMPLE_IMAGES
+    """Names of the "Try it" samples: the generated sources, then the bundled photographs."""
+    from .demo import GENERATED_SOURCES, SAMPLE_IMAGES
 
-    return [Path(name).stem for name, _ in SAMPLE_IMAGES]
+    return [*GENERATED_SOURCES, *(Path(name).stem for name, _ in SAMPLE_IMAGES)]
 
 
-def sample_image(name: str) -> np.ndarray:
-    """A bundled sample image by name (one of `sample_names()`); never a path from the caller."""
+def sample_image(name: str, side: int = 1024) -> np.ndarray:
+    """A sample by name (one of `sample_names()`); never a path from the caller."""
     import skimage.data
 
-    from .demo import SAMPLE_IMAGES
+    from .demo import GENERATED_SOURCES, SAMPLE_IMAGES, generated_source
     from .imageio import load_rgb
 
+    if name in GENERATED_SOURCES:
+        return generated_source(name, side)
     files = {Path(f).stem: f for f, _ in SAMPLE_IMAGES}
     if name not in files:
-        raise UploadError(f"unknown sample {name!r}; choose one of {', '.join(files)}")
+        raise UploadError(f"unknown sample {name!r}; choose one of {', '.join(sample_names())}")
     return load_rgb(Path(skimage.data.data_dir) / files[name])

@@ -128,6 +128,70 @@ def _safe(value: str, what: str, path: str) -> str:
     return value
 
 
+@dataclass
+class PlannedChain:
+    """One chain found by a pattern: its id, (source, setting, repeat, model, chain name) and files by step."""
+
+    chain_id: str
+    key: tuple
+    files: dict[int, str]  # step -> path relative to the folder, with `/`
+
+    @property
+    def source_id(self) -> str:
+        return self.key[0]
+
+    @property
+    def setting(self) -> str:
+        return self.key[1]
+
+    @property
+    def repeat(self) -> int:
+        return self.key[2]
+
+
+@dataclass
+class ChainPlan:
+    chains: dict[str, PlannedChain]  # chain id -> chain
+    unmatched: int
+
+
+def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int = 0,
+                model: str = "unknown") -> ChainPlan:
+    """Group file paths (relative, with `/`) into chains by `pattern` (see the module doc).
+
+    The one place that says which file is which chain and step: `import_chains` uses it on a
+    local folder, the Space on a remote listing (a Hub dataset repo) before anything is
+    downloaded. Same errors as `import_chains` for duplicate steps and colliding chain ids.
+    """
+    rx = compile_pattern(pattern)
+    chains: dict[tuple, dict[int, str]] = defaultdict(dict)
+    unmatched = 0
+    for rel in rel_paths:
+        m = rx.fullmatch(rel)
+        if not m:
+            unmatched += 1
+            continue
+        g = {k: v for k, v in m.groupdict().items() if v is not None}
+        src = _safe(g.get("source") or g["chain"], "source", rel)
+        st = _safe(g.get("setting") or setting, "setting", rel)
+        rep = int(g.get("repeat", repeat))
+        mod = g.get("model") or model
+        key = (src, st, rep, mod, g.get("chain") if "source" in g else None)
+        step = int(g["step"])
+        if step in chains[key]:
+            raise ImportChainsError(f"{rel} and {chains[key][step]}: two files for "
+                                    f"chain {make_chain_id(src, st, rep)} step {step}")
+        chains[key][step] = rel
+    ids: dict[str, tuple] = {}
+    for key in chains:
+        cid = make_chain_id(*key[:3])
+        if cid in ids:
+            raise ImportChainsError(f"two chains map to the chain id {cid!r} ({ids[cid]} and {key}); add a "
+                                    "{repeat} or {setting} field to the pattern")
+        ids[cid] = key
+    return ChainPlan({cid: PlannedChain(cid, key, dict(chains[key])) for cid, key in ids.items()}, unmatched)
+
+
 def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.PathLike, setting: str = "replicate",
                   repeat: int = 0, model: str = "unknown", prompt: str | None = None, link: bool = False) -> ImportSummary:
     """Import `folder` (see the module doc) into the run folder `out_dir`; resumable."""
@@ -138,39 +202,16 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
         raise ImportChainsError(f"{folder} is not a folder")
     if out_dir.resolve() == folder.resolve() or folder.resolve() in out_dir.resolve().parents:
         raise ImportChainsError(f"--out {out_dir} must not be inside the folder being imported")
-    rx = compile_pattern(pattern)
-
-    chains: dict[tuple, dict[int, Path]] = defaultdict(dict)
-    unmatched = 0
+    rel_paths = []
     for root, dirs, names in os.walk(folder):
         dirs.sort()
-        for name in sorted(names):
-            path = Path(root) / name
-            rel = path.relative_to(folder).as_posix()
-            m = rx.fullmatch(rel)
-            if not m:
-                unmatched += 1
-                continue
-            g = {k: v for k, v in m.groupdict().items() if v is not None}
-            src = _safe(g.get("source") or g["chain"], "source", rel)
-            st = _safe(g.get("setting") or setting, "setting", rel)
-            rep = int(g.get("repeat", repeat))
-            mod = g.get("model") or model
-            key = (src, st, rep, mod, g.get("chain") if "source" in g else None)
-            step = int(g["step"])
-            if step in chains[key]:
-                raise ImportChainsError(f"{rel} and {chains[key][step].relative_to(folder)}: two files for "
-                                        f"chain {make_chain_id(src, st, rep)} step {step}")
-            chains[key][step] = path
-    if not chains:
-        raise ImportChainsError(f"no file under {folder} matches --pattern {pattern!r} ({unmatched} files seen)")
-    ids: dict[str, tuple] = {}
-    for key in chains:
-        cid = make_chain_id(*key[:3])
-        if cid in ids:
-            raise ImportChainsError(f"two chains map to the chain id {cid!r} ({ids[cid]} and {key}); add a "
-                                    "{repeat} or {setting} field to the pattern")
-        ids[cid] = key
+        rel_paths.extend((Path(root) / name).relative_to(folder).as_posix() for name in sorted(names))
+    planned = plan_chains(rel_paths, pattern, setting=setting, repeat=repeat, model=model)
+    if not planned.chains:
+        raise ImportChainsError(f"no file under {folder} matches --pattern {pattern!r} ({planned.unmatched} files seen)")
+    unmatched = planned.unmatched
+    ids = {cid: c.key for cid, c in planned.chains.items()}
+    chains = {c.key: {step: folder / rel for step, rel in c.files.items()} for c in planned.chains.values()}
 
     existing = {}
     if (out_dir / MANIFEST_NAME).exists():

@@ -18,14 +18,14 @@ from banana100.schema import chain_id
 @pytest.fixture(scope="module")
 def demo_set(tmp_path_factory):
     cache = tmp_path_factory.mktemp("explore")
-    dataset, scores = ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", max_side=64)
+    dataset, scores = ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", side=128)
     return cache, dataset, scores
 
 
 def test_demo_set_is_reused(demo_set):
     cache, dataset, scores = demo_set
     mtime = scores.stat().st_mtime_ns
-    assert ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", max_side=64) == (dataset, scores)
+    assert ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", side=128) == (dataset, scores)
     assert scores.stat().st_mtime_ns == mtime
 
 
@@ -34,21 +34,21 @@ def test_dataset_and_run_folder_show_the_same_chains(demo_set):
     from_dataset = ex.Explorer.open(dataset, scores)
     from_run = ex.Explorer.open(dataset.parent / "run", scores)
     assert from_dataset.images.kind == "dataset folder" and from_run.images.kind == "run folder"
-    assert from_dataset.chain_ids() == from_run.chain_ids() == ["coffee__replicate__r0", "rocket__replicate__r0"]
-    info = from_dataset.info("coffee__replicate__r0")
-    assert (info.source_id, info.setting, info.repeat, info.steps) == ("coffee", "replicate", 0, tuple(range(21)))
-    assert from_dataset.find("rocket", "replicate", 0) == "rocket__replicate__r0"
-    assert from_dataset.find("rocket", "mirror", 0) is None
-    records = {r["step"]: r for r in read_manifest(dataset.parent / "run") if r["chain_id"] == "coffee__replicate__r0"}
+    assert from_dataset.chain_ids() == from_run.chain_ids() == ["dunes__replicate__r0", "skyline__replicate__r0"]
+    info = from_dataset.info("dunes__replicate__r0")
+    assert (info.source_id, info.setting, info.repeat, info.steps) == ("dunes", "replicate", 0, tuple(range(21)))
+    assert from_dataset.find("skyline", "replicate", 0) == "skyline__replicate__r0"
+    assert from_dataset.find("skyline", "mirror", 0) is None
+    records = {r["step"]: r for r in read_manifest(dataset.parent / "run") if r["chain_id"] == "dunes__replicate__r0"}
     for step in (0, 7, 20):
-        a = np.asarray(from_dataset.image("coffee__replicate__r0", step), np.float32)
-        b = np.asarray(from_run.image("coffee__replicate__r0", step), np.float32)
+        a = np.asarray(from_dataset.image("dunes__replicate__r0", step), np.float32)
+        b = np.asarray(from_run.image("dunes__replicate__r0", step), np.float32)
         original = load_rgb(image_path(dataset.parent / "run", records[step])).astype(np.float32)
         assert a.shape == original.shape  # small images are shown at full size
         assert np.abs(a - b).mean() == 0
         assert np.abs(a - original).mean() < 3  # display copies are JPEG (q95, 4:4:4)
     with pytest.raises(ex.Banana100Error, match="no step 21"):
-        from_dataset.image("coffee__replicate__r0", 21)
+        from_dataset.image("dunes__replicate__r0", 21)
     with pytest.raises(ex.Banana100Error, match="unknown chain"):
         from_dataset.image("../etc", 0)
 
@@ -59,7 +59,7 @@ def test_verdicts_and_summary_come_from_the_protocol(demo_set):
     _, dataset, scores = demo_set
     e = ex.Explorer.open(dataset, scores)
     results = analyse(load_scores(scores))
-    v = e.verdicts("coffee__replicate__r0")
+    v = e.verdicts("dunes__replicate__r0")
     chain = results["piqe"]["per_chain"][0]
     assert list(v.columns) == ["metric", "direction", "verdict", "d5", "d10", "d20", "rho"]
     assert v.iloc[0]["verdict"] == ex.VERDICT_TEXT[chain["passed"]]
@@ -129,8 +129,9 @@ def test_check_upload(tmp_path):
 
 
 def test_samples_by_name_only():
-    assert "coffee" in ex.sample_names()
+    assert "coffee" in ex.sample_names() and ex.sample_names()[0] == "dunes"
     assert ex.sample_image("coffee").shape == (400, 600, 3)
+    assert ex.sample_image("dunes", side=128).shape == (96, 128, 3)
     with pytest.raises(ex.UploadError, match="unknown sample"):
         ex.sample_image("../../etc/passwd")
     assert ex.shrink(np.zeros((400, 600, 3), np.uint8), 300).shape == (200, 300, 3)
@@ -177,5 +178,185 @@ def test_hub_dataset_is_read_through_the_hub_filesystem(demo_set, monkeypatch):
     assert hub.images.kind == "Hub dataset" and hub.images.location == f"hf://datasets/{repo}"
     assert hub.chain_ids() == local.chain_ids()
     for step in (0, 20):
-        assert np.array_equal(np.asarray(hub.image("rocket__replicate__r0", step)),
-                              np.asarray(local.image("rocket__replicate__r0", step)))
+        assert np.array_equal(np.asarray(hub.image("skyline__replicate__r0", step)),
+                              np.asarray(local.image("skyline__replicate__r0", step)))
+
+
+# -- the original release, through a local stand-in laid out as its Hub repository -------------
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    from releasetools import make_release_standin
+
+    return make_release_standin(tmp_path_factory.mktemp("release") / "Banana100")
+
+
+def _spec(location):
+    return ex.ReleaseSpec(str(location), ex.ORIGINAL_RELEASE.pattern)
+
+
+def test_release_spec_is_configured_in_one_place():
+    assert ex.ORIGINAL_RELEASE.location == "kenantang/Banana100"
+    assert ex.ORIGINAL_RELEASE.url == "hf://datasets/kenantang/Banana100"
+    spec = ex.ReleaseSpec.from_env({ex.RELEASE_ENV: "me/copy", ex.RELEASE_PATTERN_ENV: "{chain}/{step}.png"})
+    assert (spec.url, spec.pattern) == ("hf://datasets/me/copy", "{chain}/{step}.png")
+    assert ex.ReleaseSpec.from_env({}) == ex.ORIGINAL_RELEASE
+    assert ex.space_source({}) == "demo"
+    assert ex.space_source({"SPACE_ID": "someone/banana100"}) == "release"  # on the Hub: the real chains
+    assert ex.space_source({ex.RELEASE_ENV: "/data/copy"}) == "release"
+    assert ex.space_source({ex.DATASET_ENV: "x", "SPACE_ID": "a/b"}) == "dataset"
+
+
+def test_release_is_listed_then_fetched_one_chain_at_a_time(standin, tmp_path):
+    e = ex.open_release(_spec(standin), tmp_path, metrics=["piqe"])
+    assert e.images.kind == "original release"
+    assert e.chain_ids() == ["dunes__replicate__r0", "dunes__replicate__r1", "moss__replicate__r0",
+                             "moss__replicate__r1"]
+    assert e.info("moss__replicate__r1").steps == tuple(range(21))
+    files = e.images.files_dir
+    assert not files.exists()  # listing downloads nothing
+    shown = np.asarray(e.image("moss__replicate__r1", 20), np.float32)
+    fetched = sorted(p.relative_to(files).as_posix() for p in files.rglob("*.png"))
+    assert fetched == [f"replicate/moss/rep1/img_{k:03d}.png" for k in range(21)]  # that chain only
+    original = load_rgb(standin / "replicate/moss/rep1/img_020.png").astype(np.float32)
+    assert shown.shape == original.shape and np.abs(shown - original).mean() < 3
+    records = read_manifest(e.images.run_dir)  # imported by import-chains: checked, hashed, linked
+    assert {r["chain_id"] for r in records} == {"moss__replicate__r1"}
+    by_step = {r["step"]: r for r in records}
+    assert by_step[5]["parent_sha256"] == by_step[4]["sha256"] and by_step[3]["model"] == "gemini-3-pro-image-preview"
+    e.image("dunes__replicate__r0", 0)  # a second chain joins the same run folder
+    assert {r["chain_id"] for r in read_manifest(e.images.run_dir)} == {"moss__replicate__r1", "dunes__replicate__r0"}
+
+
+def test_release_scores_on_demand_are_cached_per_chain_metric_backend(standin, tmp_path):
+    e = ex.open_release(_spec(standin), tmp_path, metrics=["piqe"])
+    cid = "dunes__replicate__r1"
+    assert e.missing_metrics(cid) == ["piqe"] and e.scored_chains() == 0
+    assert e.curves(cid).empty and e.verdicts(cid).empty
+    seen = []
+    e.score_chain(cid, progress=lambda frac, text: seen.append((frac, text)))
+    fracs = [f for f, _ in seen]
+    assert fracs == sorted(fracs) and fracs[-1] == 1.0 and any("PIQE: scoring" in t for _, t in seen)
+    cache = e.on_demand.path(cid, "piqe")
+    assert cache.relative_to(tmp_path).parts[-2:] == (cid, "piqe__native.parquet")
+    table = pd.read_parquet(cache)
+    assert sorted(table["step"]) == [s for s in ex.ON_DEMAND_STEPS if s <= 20]
+    # the scores are the engine's own
+    from banana100.engine import MetricScorer
+
+    direct = MetricScorer("piqe", device="cpu").score([standin / "replicate/dunes/rep1/img_005.png"])[0]
+    assert table.loc[table["step"] == 5, "score"].item() == pytest.approx(direct, rel=1e-6)
+    assert e.missing_metrics(cid) == [] and e.scored_chains() == 1
+    assert e.verdicts(cid).iloc[0]["verdict"] in ex.VERDICT_TEXT.values()
+    assert e.summary().iloc[0]["chains"] == 1
+    # a new visit (the Space restarted) reads the cache and scores nothing again
+    mtime = cache.stat().st_mtime_ns
+    again = ex.open_release(_spec(standin), tmp_path, metrics=["piqe"])
+    assert again.missing_metrics(cid) == [] and again.scored_chains() == 1
+    again.score_chain(cid)
+    assert cache.stat().st_mtime_ns == mtime
+    assert not again.curves(cid).empty
+
+
+def test_release_with_a_published_scores_file_uses_it(standin, tmp_path):
+    import shutil
+
+    from releasetools import make_release_standin
+
+    scores = tmp_path / "scores.parquet"
+    pd.DataFrame({"chain_id": ["dunes__replicate__r0"] * 4, "step": [1, 5, 10, 20], "metric": "brisque",
+                  "score": [34.1, 20.0, 5.0, -9.8], "lower_better": True}).to_parquet(scores)
+    copy = tmp_path / "with-scores"
+    shutil.copytree(standin, copy)
+    (copy / ".complete").unlink()
+    make_release_standin(copy, scores=scores)  # adds the scores file to the existing chains
+    e = ex.open_release(_spec(copy), tmp_path / "cache", metrics=["piqe"])
+    assert e.on_demand is None and e.missing_metrics("dunes__replicate__r0") == []
+    assert e.verdicts("dunes__replicate__r0").iloc[0]["verdict"] == "FAIL (missed it)"  # BRISQUE improved
+
+
+def test_release_errors_name_the_problem(standin, tmp_path):
+    with pytest.raises(ex.DatasetError, match="none of its .* files matches the pattern"):
+        ex.open_release(ex.ReleaseSpec(str(standin), "{chain}/frame{step}.jpg"), tmp_path, metrics=["piqe"])
+    with pytest.raises(ex.DatasetError, match="cannot list the release"):
+        ex.open_release(_spec(tmp_path / "absent"), tmp_path, metrics=["piqe"])
+
+
+def test_release_through_the_hub_filesystem(standin, tmp_path, monkeypatch):
+    """hf://datasets/<id>: listing and downloads go through huggingface_hub.HfFileSystem (here a
+    stand-in serving the local copy under the Hub's path names)."""
+    import huggingface_hub
+    from fsspec.implementations.local import LocalFileSystem
+
+    prefix = "datasets/someone/Banana100"
+    calls = []
+
+    class FakeHubFS(LocalFileSystem):
+        def _local(self, path):
+            assert path.startswith(prefix), path
+            return str(standin) + path[len(prefix):]
+
+        def exists(self, path, **kw):
+            return super().exists(self._local(path))
+
+        def find(self, path, **kw):
+            calls.append(("find", path))
+            return [prefix + p[len(str(standin)):] for p in super().find(self._local(path), **kw)]
+
+        def get_file(self, rpath, lpath, **kw):
+            calls.append(("get", rpath))
+            return super().get_file(self._local(rpath), lpath, **kw)
+
+    monkeypatch.setattr(huggingface_hub, "HfFileSystem", FakeHubFS)
+    e = ex.open_release(ex.ReleaseSpec("someone/Banana100", ex.ORIGINAL_RELEASE.pattern), tmp_path, metrics=["piqe"])
+    assert calls == [("find", prefix)]
+    assert e.images.location == "hf://datasets/someone/Banana100" and len(e.chain_ids()) == 4
+    e.score_chain("moss__replicate__r0")
+    gets = [c[1] for c in calls if c[0] == "get"]
+    assert gets == [f"{prefix}/replicate/moss/rep0/img_{k:03d}.png" for k in range(21)]
+    assert e.scored_chains() == 1
+
+
+# -- why it fails ----------------------------------------------------------------------------------
+
+
+def test_why_view_shows_what_changed_and_the_mscn_map():
+    import torch
+
+    from banana100.demo import generated_source
+    from banana100.native import matlab, nss
+
+    ref = generated_source("spheres", 128)  # 128x96: smooth backdrop, spheres
+    rng = np.random.default_rng(0)
+    noisy = np.clip(ref + rng.normal(0, 6, ref.shape), 0, 255).astype(np.uint8)
+    same = ex.why_view(ref, ref, crop=64)
+    assert np.all(np.asarray(same["residual"]) == 128)  # nothing changed since step 1
+    v = ex.why_view(ref, noisy, crop=64)
+    top, left, size = v["box"]
+    assert size == 64 and v["crop"].size == (64, 64)
+    assert np.array_equal(np.asarray(v["crop"]), noisy[top:top + 64, left:left + 64])
+    assert np.asarray(v["residual"], np.float32).std() > 10  # the grain, amplified
+    # the map is the metrics' own MSCN (banana100.native.nss), scaled for display
+    y = matlab.rgb2gray(torch.from_numpy(noisy.copy()).permute(2, 0, 1)[None], uint8=True)[0, 0]
+    m = nss.mscn(y, matlab.fspecial_gaussian(7, 7 / 6), "replicate").numpy()[top:top + 64, left:left + 64]
+    assert np.abs(np.asarray(v["mscn"], np.float32) - np.clip(128 + 40 * m + 0.5, 0, 255).astype(np.uint8)).max() <= 1
+    assert v["alpha"][1] > v["alpha"][0]  # grain on a smooth image: a less peaky, more Gaussian histogram
+    fig = ex.plot_mscn_histograms(v, 1, 20)
+    assert "step 20" in " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    # the flattest part of step 1 is where the crop goes: texture on the left, flat on the right
+    half = np.zeros((96, 192, 3), np.uint8) + 120
+    half[:, :96] = rng.integers(0, 255, (96, 96, 3))
+    assert ex.why_view(half, half, crop=64)["box"][1] == 192 - 64
+    # a cropped copy (real copies often are) is compared after resizing step 1 to its size
+    assert ex.why_view(ref, noisy[:90, :120], crop=64)["crop"].size == (64, 64)
+
+
+def test_demo_note_says_what_failed(demo_set):
+    _, dataset, scores = demo_set
+    e = ex.Explorer.open(dataset, scores)
+    note = ex.demo_note(e, 2, 20, 128)
+    assert note.startswith("**Simulated demo set**")
+    r = e.results["piqe"]
+    assert f"PIQE missed the damage in {r['n_failed']} of 2 chains" in note
+    assert "34.1 -> -9.8" in note and "no pyiqa metric passed every chain" in note
