@@ -181,6 +181,10 @@ def _header(spec: MetricSpec) -> str:
         "tags": ["evaluate", "metric", "image-quality-assessment", "no-reference"],
         "description": f"{spec.display_name} no-reference image quality score ({spec.direction}), "
         f"computed with pyiqa {PYIQA_VERSION}; part of the Banana100 toolkit.",
+        # the folder is pushed as a Space (banana100 publish-metrics): its widget is app.py
+        "sdk": "gradio",
+        "app_file": "app.py",
+        "pinned": False,
     }
     body = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{body}---\n"
@@ -359,6 +363,31 @@ def _agreement(spec: MetricSpec) -> str:
 {rows}"""
 
 
+def _install_section(spec: MetricSpec) -> str:
+    from . import about
+
+    extras = () if spec.native else ("deep",)
+    line = about.requirement(extras)
+    if spec.native:
+        what = ("The core library is enough: the default native backend is torch code and needs no pyiqa; "
+                f"`backend=\"pyiqa\"` needs the `deep` extra too (`{about.requirement(('deep',))}`).")
+    else:
+        what = (f"The `deep` extra brings pyiqa {PYIQA_VERSION}, which computes this score (and with it "
+                "timm, OpenCV and pyiqa's other requirements: several GB with torch; BENCHMARKS.md).")
+    return f"""## Installing
+
+The module is a thin face over the `banana100` library, which is not on PyPI: install the
+release the module was published with (the line in `requirements.txt` beside this card):
+
+```bash
+pip install "{line}"
+```
+
+{what} Without banana100, `evaluate.load` stops with evaluate's ImportError quoting this
+command (the `# From:` comment on the module's import line).
+"""
+
+
 def render_metric_card(name: str) -> str:
     """The README.md of `metrics/<name>/`, from the metric table."""
     spec = get_metric(name)
@@ -387,6 +416,7 @@ def render_metric_card(name: str) -> str:
 - **Nominal range:** {format_range(spec)}.
 - **Family:** {spec.family}.
 
+{_install_section(spec)}
 ## How to Use
 
 ```python

@@ -1,12 +1,73 @@
-"""`banana100` command line: generate, build-dataset, verify, import-chains, push, score, report, demo."""
+"""`banana100` command line: make chains, build and publish datasets, score them, report.
+
+Exit status:
+  0    success
+  1    data problem: a file, folder, image, manifest, dataset or parameter file is missing or
+       wrong (also `verify` and `weights check` finding problems)
+  2    usage: a bad option or argument, an unknown metric, setting or editor, or a feature
+       whose optional extra is not installed (the message names the extra)
+  3    budget: `generate --max-cost` reached; rerun with a higher cap to go on
+  130  interrupted (Ctrl-C); rerun the same command to resume
+
+Every error is one line on stderr (`banana100 COMMAND: error: ...`), never a traceback;
+an unexpected exception (a bug) keeps its traceback. BANANA100_DEBUG=1 shows the traceback
+of user errors too.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from .errors import Banana100Error
+from . import __version__
+from .errors import Banana100Error, MissingExtraError, UsageError
+
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default (a None default is explained in the option's own help)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is None or action.default is argparse.SUPPRESS or "default" in text.lower():
+            return text
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            return text + (" (default: off)" if action.default is False else " (default: on)")
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            default = ",".join(map(str, action.default)) if isinstance(action.default, list) else action.default
+            return f"{text} (default: {default})"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (and the pointer to --help) instead of the usage block."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind, low, inclusive=True, high=None):
+    """An argparse type: a `kind` (int or float) >= low (or > low), and <= high when given."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
+        if value < low or (value == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {low}, got {text}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+POSITIVE_INT, COUNT, POSITIVE, NON_NEGATIVE = _number(int, 1), _number(int, 0), _number(float, 0, False), _number(float, 0)
 
 
 def _cmd_generate(args) -> None:
@@ -22,8 +83,12 @@ def _cmd_generate(args) -> None:
             "max_attempts": args.max_attempts,
             "safety_retries": args.safety_retries,
         }
+        if not args.dry_run:
+            from .about import require_extra
+
+            require_extra("gemini", "the gemini editor")
     elif args.model or args.base_url:
-        raise Banana100Error(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
+        raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
     editor = make_editor(args.editor, **options)
     summary = generate_chains(
         editor,
@@ -80,12 +145,30 @@ def _cmd_push(args) -> None:
     print("dry run: nothing uploaded" if args.dry_run else f"pushed: https://huggingface.co/datasets/{args.repo_id}")
 
 
+def _cmd_publish_metrics(args) -> None:
+    from .publish import push_metrics
+
+    names = [n.strip() for n in args.metrics.split(",") if n.strip()]
+    plan = push_metrics(args.org, names, dry_run=args.dry_run, source=args.source, private=args.private,
+                        stage_dir=args.stage)
+    print(plan.describe())
+    print("dry run: nothing uploaded" if args.dry_run
+          else f"pushed {len(plan.spaces)} Spaces: evaluate.load('{args.org}/<name>') now works")
+
+
 def _cmd_score(args) -> None:
-    from .registry import parse_metric_list
+    from .registry import get_metric, parse_metric_list
     from .scoring import score_to_parquet
 
+    metrics = parse_metric_list(args.metrics)
+    if args.backend == "native":  # checked here, before any image is read
+        plain = [m for m in metrics if "native" not in get_metric(m).backends]
+        if plain:
+            raise UsageError(f"--backend native: {', '.join(plain)} ha{'s' if len(plain) == 1 else 've'} no native "
+                             "backend (only the six hand-crafted metrics do); leave --backend out to score each "
+                             "metric with its default backend")
     out = score_to_parquet(
-        args.source, parse_metric_list(args.metrics), args.out, device=args.device, batch_size=args.batch_size,
+        args.source, metrics, args.out, device=args.device, batch_size=args.batch_size,
         backend=args.backend, mode=args.mode,
     )
     print(f"scores written to {out}")
@@ -104,97 +187,128 @@ def _cmd_demo(args) -> None:
     run_demo(out=args.out, steps=args.steps, chains=args.chains, metrics=args.metrics)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="banana100", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+def _version() -> str:
+    from . import about
 
-    g = sub.add_parser("generate", help="make degradation chains (resumable: rerun the same command)")
+    have = [e for e in about.EXTRAS if about.extra_installed(e)]
+    lack = [e for e in about.EXTRAS if e not in have]
+    return (f"banana100 {__version__} (extras installed: {', '.join(have) or 'none'}"
+            + (f"; not installed: {', '.join(lack)}" if lack else "") + ")")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="banana100", description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter, **kw)
+
+    g = command("generate", "make degradation chains (resumable: rerun the same command)")
     g.add_argument(
         "--editor", default="simulated", help="editor: simulated (offline model of the effect) or gemini (Nano Banana)"
     )
     g.add_argument(
         "--model",
         default=None,
-        help="gemini model id: gemini-3-pro-image-preview (Nano Banana Pro, default) or "
+        help="gemini model id: gemini-3-pro-image-preview (Nano Banana Pro, the default) or "
         "gemini-3.1-flash-image-preview (Nano Banana 2, fast)",
     )
     g.add_argument(
         "--base-url", default=None, help="gemini: API base URL (default: $GOOGLE_GEMINI_BASE_URL, else Google's)"
     )
-    g.add_argument("--sources", required=True, type=Path, help="folder of source images")
+    g.add_argument("--sources", required=True, type=Path, help="folder of source images (required)")
     g.add_argument("--setting", default="replicate", help="setting name from generation/settings.yaml")
-    g.add_argument("--steps", type=int, default=100, help="edit steps per chain")
-    g.add_argument("--repeats", type=int, default=1, help="chains per source image")
-    g.add_argument("--concurrency", type=int, default=4, help="chains run at once")
+    g.add_argument("--steps", type=POSITIVE_INT, default=100, help="edit steps per chain")
+    g.add_argument("--repeats", type=POSITIVE_INT, default=1, help="chains per source image")
+    g.add_argument("--concurrency", type=POSITIVE_INT, default=4, help="chains run at once")
     g.add_argument("--seed", type=int, default=0, help="base seed (each chain and step derives its own)")
-    g.add_argument("--out", required=True, type=Path, help="run folder")
-    g.add_argument(
-        "--max-cost", type=float, default=None, help="USD cap on the estimated spend of the run folder; stops cleanly"
-    )
-    g.add_argument("--rpm", type=float, default=None, help="client-side rate limit, requests per minute (all chains)")
+    g.add_argument("--out", required=True, type=Path, help="run folder (required)")
+    g.add_argument("--max-cost", type=NON_NEGATIVE, default=None,
+                   help="USD cap on the estimated spend of the run folder; stops cleanly (default: no cap)")
+    g.add_argument("--rpm", type=POSITIVE, default=None,
+                   help="client-side rate limit, requests per minute, all chains (default: no limit)")
     g.add_argument("--dry-run", action="store_true", help="show chains, steps, cost estimate and prompts; call nothing")
     g.add_argument("--retry-stopped", action="store_true", help="retry chains the editor stopped (safety blocks)")
-    g.add_argument("--timeout", type=float, default=180.0, help="gemini: seconds per request before retrying")
-    g.add_argument("--max-attempts", type=int, default=6, help="gemini: calls per step on transient faults")
-    g.add_argument("--safety-retries", type=int, default=3, help="gemini: new-seed retries after safety blocks")
+    g.add_argument("--timeout", type=POSITIVE, default=180.0, help="gemini: seconds per request before retrying")
+    g.add_argument("--max-attempts", type=POSITIVE_INT, default=6, help="gemini: calls per step on transient faults")
+    g.add_argument("--safety-retries", type=COUNT, default=3, help="gemini: new-seed retries after safety blocks")
     g.set_defaults(func=_cmd_generate)
 
-    b = sub.add_parser("build-dataset", help="write a Hub-ready dataset folder from run folders")
-    b.add_argument("run_dirs", nargs="+", type=Path)
-    b.add_argument("--out", required=True, type=Path)
-    b.add_argument("--num-proc", type=int, default=None,
+    b = command("build-dataset", "write a Hub-ready dataset folder from run folders")
+    b.add_argument("run_dirs", nargs="+", type=Path, help="run folders (each with a manifest.jsonl)")
+    b.add_argument("--out", required=True, type=Path, help="dataset folder to write (required; rerun to resume)")
+    b.add_argument("--num-proc", type=POSITIVE_INT, default=None,
                    help="processes for checking images and writing the data folders (default: threads, one writer)")
     b.set_defaults(func=_cmd_build_dataset)
 
-    v = sub.add_parser("verify", help="check a dataset folder: counts, sha256 of every image, parent links, steps")
-    v.add_argument("dataset_dir", type=Path)
+    v = command("verify", "check a dataset folder: counts, sha256 of every image, parent links, steps")
+    v.add_argument("dataset_dir", type=Path, help="dataset folder written by build-dataset")
     v.add_argument("--decode", action="store_true", help="also decode every image in full (slow)")
-    v.add_argument("--max-problems", type=int, default=100, help="problems printed (all are counted)")
+    v.add_argument("--max-problems", type=COUNT, default=100, help="problems printed (all are counted)")
     v.set_defaults(func=_cmd_verify)
 
-    ic = sub.add_parser("import-chains", help="turn a folder of chain images into a run folder with a manifest")
-    ic.add_argument("folder", type=Path)
+    ic = command("import-chains", "turn a folder of chain images into a run folder with a manifest")
+    ic.add_argument("folder", type=Path, help="folder holding the chain images")
     ic.add_argument("--pattern", required=True,
                     help="file path template, e.g. '{chain}/step_{step:03d}.png' or '{setting}/{source}_r{repeat}/{step}.png'"
-                         " (fields: chain, source, setting, repeat, step, model), or 're:REGEX' with named groups")
-    ic.add_argument("--out", required=True, type=Path, help="run folder to write (rerun to resume)")
+                         " (fields: chain, source, setting, repeat, step, model), or 're:REGEX' with named groups (required)")
+    ic.add_argument("--out", required=True, type=Path, help="run folder to write (required; rerun to resume)")
     ic.add_argument("--setting", default="replicate", help="setting when the pattern has no {setting}")
-    ic.add_argument("--repeat", type=int, default=0, help="repeat when the pattern has no {repeat}")
+    ic.add_argument("--repeat", type=COUNT, default=0, help="repeat when the pattern has no {repeat}")
     ic.add_argument("--model", default="unknown", help="editor model id when the pattern has no {model}")
     ic.add_argument("--prompt", default=None, help="prompt of every edit (default: the setting's, when known)")
     ic.add_argument("--link", action="store_true", help="hard-link the images instead of copying them")
     ic.set_defaults(func=_cmd_import_chains)
 
-    pu = sub.add_parser("push", help="verify and upload a dataset folder to the Hub")
-    pu.add_argument("dataset_dir", type=Path)
-    pu.add_argument("--repo-id", required=True, help="ORG/NAME of the Hub dataset")
+    pu = command("push", "verify and upload a dataset folder to the Hub")
+    pu.add_argument("dataset_dir", type=Path, help="dataset folder written by build-dataset")
+    pu.add_argument("--repo-id", required=True, help="ORG/NAME of the Hub dataset (required)")
     pu.add_argument("--dry-run", action="store_true", help="list the files and the commit plan; upload nothing")
-    pu.add_argument("--private", action="store_true")
+    pu.add_argument("--private", action="store_true", help="create the dataset repository as private")
     pu.add_argument("--no-verify", action="store_true", help="skip `banana100 verify` before uploading")
     pu.set_defaults(func=_cmd_push)
 
-    s = sub.add_parser("score", help="score every image of a run or dataset folder (resumable)")
+    pm = command("publish-metrics", "push the metric folders (evaluate modules + cards + widget apps) "
+                 "to the Hub as Spaces, one per metric")
+    pm.add_argument("--org", required=True, help="Hub user or organisation that will own the Spaces (required)")
+    pm.add_argument("--metrics", default="all", help="comma-separated folder names (pyiqa ids, banana100_sensitivity)")
+    pm.add_argument("--source", default=None,
+                    help="where the Spaces install banana100 from: a pip URL such as git+https://...@TAG or a wheel "
+                         "URL (default: banana100/about.py's CODE_REPOSITORY at RELEASE_TAG)")
+    pm.add_argument("--stage", type=Path, default=None,
+                    help="folder to stage the Spaces' files in (default: a new temporary folder)")
+    pm.add_argument("--private", action="store_true", help="create the Spaces as private")
+    pm.add_argument("--dry-run", action="store_true", help="stage and check every folder, print the plan; upload nothing")
+    pm.set_defaults(func=_cmd_publish_metrics)
+
+    s = command("score", "score every image of a run or dataset folder (resumable)")
     s.add_argument("source", type=Path, help="run folder or dataset folder")
     s.add_argument("--metrics", default="piqe,niqe,brisque", help="comma-separated pyiqa ids, or 'all'")
-    s.add_argument("--out", required=True, type=Path, help="scores .parquet file")
+    s.add_argument("--out", required=True, type=Path, help="scores .parquet file (required)")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
-    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
     s.add_argument("--backend", choices=("native", "pyiqa"), default=None,
-                   help="native (batched torch code; default for the hand-crafted metrics) or pyiqa for all")
+                   help="native (batched torch code; the hand-crafted metrics only) or pyiqa for all "
+                        "(default: native for the hand-crafted metrics, pyiqa for the deep ones)")
     s.add_argument("--mode", choices=("pyiqa", "official"), default="pyiqa",
-                   help="pyiqa's scores (default) or the original releases' (hand-crafted metrics, native backend)")
+                   help="pyiqa's scores or the original releases' (hand-crafted metrics, native backend)")
     s.set_defaults(func=_cmd_score)
 
-    r = sub.add_parser("report", help="sensitivity report (markdown + plot) from a scores file")
-    r.add_argument("scores", type=Path)
-    r.add_argument("--out", required=True, type=Path, help="report folder")
+    r = command("report", "sensitivity report (markdown + plot) from a scores file")
+    r.add_argument("scores", type=Path, help="scores .parquet file written by `banana100 score`")
+    r.add_argument("--out", required=True, type=Path, help="report folder (required)")
     r.set_defaults(func=_cmd_report)
 
-    d = sub.add_parser("demo", help="generate, build, score and report on bundled sample images, offline")
-    d.add_argument("--out", type=Path, default=Path("demo_output"))
-    d.add_argument("--steps", type=int, default=20)
-    d.add_argument("--chains", type=int, default=4, help="number of sample images (one chain each)")
-    d.add_argument("--metrics", default="auto", help="'auto' = classical metrics whose files are at hand")
+    d = command("demo", "generate, build, score and report on bundled sample images, offline")
+    d.add_argument("--out", type=Path, default=Path("demo_output"), help="folder for everything the demo writes")
+    d.add_argument("--steps", type=POSITIVE_INT, default=20, help="edit steps per chain")
+    from .demo import SAMPLE_IMAGES
+
+    d.add_argument("--chains", type=_number(int, 1, high=len(SAMPLE_IMAGES)), default=4,
+                   help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
+    d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids; 'auto' = the classical metrics "
+                                                     "whose files are at hand")
     d.set_defaults(func=_cmd_demo)
 
     from .weights_cli import add_parser as _add_weights_parser  # list | download | check
@@ -203,19 +317,48 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _exit_status(e: Banana100Error) -> int:
+    from .editors import UnknownEditorError
+    from .editors.base import BudgetExceeded
+    from .errors import SettingError, UnknownMetricError
+
+    if isinstance(e, BudgetExceeded):
+        return EXIT_BUDGET
+    if isinstance(e, (UsageError, MissingExtraError, UnknownMetricError, UnknownEditorError, SettingError)):
+        return EXIT_USAGE
+    return EXIT_DATA
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; return its exit status (see the module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse itself exits with status 2 on a bad command line
+    name = " ".join(["banana100", args.command] + ([args.weights_command] if args.command == "weights" else []))
+    debug = os.environ.get("BANANA100_DEBUG", "") not in ("", "0")
     try:
-        args.func(args)
+        status = args.func(args)
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Banana100Error as e:
+        if debug:
+            raise
         from .editors.base import BudgetExceeded
 
-        if isinstance(e, BudgetExceeded):
-            print(f"banana100 {args.command}: stopped: {e}", file=sys.stderr)
-            return 3
-        print(f"banana100 {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\nbanana100 {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
-    return 0
+        code = _exit_status(e)
+        print(f"{name}: {'stopped' if isinstance(e, BudgetExceeded) else 'error'}: {e}", file=sys.stderr)
+        return code
+    except ModuleNotFoundError as e:
+        from . import about
+
+        extra = about.MODULE_EXTRAS.get((e.name or "").split(".")[0])
+        if extra is None or debug:
+            raise
+        print(f"{name}: error: {e.name} is not installed: {about.install_hint(extra)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:  # permission denied, disk full, a path that is a file: the user's to fix
+        if debug:
+            raise
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return EXIT_DATA
+    return int(status or 0)

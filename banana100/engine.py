@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from . import weights
-from .errors import ImageReadError, ImageTooSmallError
+from .errors import ImageReadError, ImageTooSmallError, UsageError
 from .imageio import ImageLike, describe, image_size, load_rgb
 from .native import MODES
 from .registry import MetricSpec, WeightFile, get_metric
@@ -199,11 +199,15 @@ class MetricScorer:
             self.allow_half()
         self.backend = self.spec.check_backend(backend)
         if mode not in MODES:
-            raise ValueError(f"{self.spec.name}: mode must be one of {MODES}, got {mode!r}")
+            raise UsageError(f"{self.spec.name}: mode must be one of {MODES}, got {mode!r}")
         if mode == "official" and self.backend != "native":
-            raise ValueError(f"{self.spec.name}: mode='official' needs the native backend "
+            raise UsageError(f"{self.spec.name}: mode='official' needs the native backend "
                              f"(this metric's backends: {', '.join(self.spec.backends)})")
         self.mode = mode
+        if self.backend == "pyiqa":  # before the weights: without pyiqa they are of no use
+            from .about import require_extra
+
+            require_extra("deep", f"the {self.spec.name} metric (pyiqa backend)")
         pairs = weights.resolved_files(self.spec.name, backend=self.backend)
         if self.backend == "native":
             from . import native
@@ -225,7 +229,7 @@ class MetricScorer:
         self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
         self.device = torch.device(device if device is not None else default_device())
         if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.decode_workers = min(4, os.cpu_count() or 1)  # threads decoding images in score()
         keep_freed_memory()
@@ -237,7 +241,7 @@ class MetricScorer:
         the tolerance that the table then states.
         """
         if measured and self.spec.half_tolerance is None:
-            raise ValueError(
+            raise UsageError(
                 f"{self.spec.name}: half precision has not been validated for this metric (no half_tolerance "
                 "in the metric table); measure it with `python bench/gpu_check.py --half` on a GPU first"
             )

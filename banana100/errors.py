@@ -31,3 +31,14 @@ class DatasetError(Banana100Error):
 
 class UnknownMetricError(Banana100Error):
     """A metric name that is not in the metric table."""
+
+
+class UsageError(Banana100Error, ValueError):
+    """An option or argument value the command cannot use (the CLI exits with status 2).
+
+    Also a ValueError, so code that validated options with ValueError keeps working."""
+
+
+class MissingExtraError(Banana100Error, ImportError):
+    """A feature needs an optional part of banana100 that is not installed; the message names
+    the extra to install (`pip install "banana100[deep]"`, ...)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import UnknownMetricError
+from .errors import UnknownMetricError, UsageError
 
 PYIQA_WEIGHTS_REPO = "chaofengc/IQA-PyTorch-Weights"
 
@@ -105,7 +105,8 @@ class MetricSpec:
         """`backend` (None: the default) checked against the ones this metric has."""
         backend = backend or self.default_backend
         if backend not in self.backends:
-            raise ValueError(f"{self.name}: backend must be one of {self.backends}, got {backend!r}")
+            raise UsageError(f"{self.name}: backend must be one of {self.backends}, got {backend!r}"
+                             + ("" if self.native else " (only the six hand-crafted metrics have a native backend)"))
         return backend
 
     def backend_files(self, backend: str | None = None) -> tuple[WeightFile, ...]:

@@ -11,14 +11,13 @@ An offline cluster: run `download ... --to DIR` where there is internet, copy DI
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 from pathlib import Path
 
 from . import weights
-from .errors import WeightsNotFoundError
+from .errors import UsageError, WeightsNotFoundError
 from .registry import METRICS, ROSTER, WeightFile, get_metric
 
 
@@ -100,8 +99,7 @@ def cmd_check(args) -> int:
 
 def cmd_download(args) -> int:
     if not args.metrics:
-        print("banana100 weights download: name the metrics (or `all`)", file=sys.stderr)
-        return 2
+        raise UsageError("name the metrics to download (pyiqa ids, or `all`)")
     failed = 0
     dest = Path(args.to).expanduser() if args.to else None
     if dest:
@@ -128,33 +126,35 @@ def cmd_download(args) -> int:
 
 def add_parser(sub) -> None:
     """Register `weights` on the main CLI's subparsers."""
-    w = sub.add_parser("weights", help="list, download or check the metrics' parameter files and checkpoints")
+    fmt = dict(formatter_class=_formatter())
+    w = sub.add_parser("weights", help="list, download or check the metrics' parameter files and checkpoints",
+                       description=__doc__.split("\n\n")[0], **fmt)
     wsub = w.add_subparsers(dest="weights_command", required=True)
-    lst = wsub.add_parser("list", help="every file the metrics need: size, checksum, licence, where it is")
-    lst.add_argument("metrics", nargs="*", help="pyiqa ids, or all (default)")
-    lst.add_argument("--json", action="store_true")
+    lst = wsub.add_parser("list", help="every file the metrics need: size, checksum, licence, where it is", **fmt)
+    lst.add_argument("metrics", nargs="*", default=["all"], help="pyiqa ids, or all")
+    lst.add_argument("--json", action="store_true", help="print one JSON list instead of the table")
     lst.add_argument("-v", "--verbose", action="store_true", help="also licence and download URL")
-    lst.set_defaults(func=lambda a: _exit(cmd_list(a)))
-    chk = wsub.add_parser("check", help="exit 1 unless every file is present (and its sha256 right, where known)")
-    chk.add_argument("metrics", nargs="*", help="pyiqa ids, or all (default)")
-    chk.set_defaults(func=lambda a: _exit(cmd_check(a)))
-    dl = wsub.add_parser("download", help="download the files of METRIC... (needs internet)")
-    dl.add_argument("metrics", nargs="*", help="pyiqa ids, or all")
-    dl.add_argument("--to", help="also copy every file into this folder (for BANANA100_WEIGHTS on an offline machine)")
-    dl.set_defaults(func=lambda a: _exit(cmd_download(a)))
+    lst.set_defaults(func=cmd_list)
+    chk = wsub.add_parser("check", help="exit 1 unless every file is present (and its sha256 right, where known)",
+                          **fmt)
+    chk.add_argument("metrics", nargs="*", default=["all"], help="pyiqa ids, or all")
+    chk.set_defaults(func=cmd_check)
+    dl = wsub.add_parser("download", help="download the files of METRIC... (needs internet)", **fmt)
+    dl.add_argument("metrics", nargs="*", help="pyiqa ids, or all (required)")
+    dl.add_argument("--to", default=None,
+                    help="also copy every file into this folder (for BANANA100_WEIGHTS on an offline machine); "
+                         "default: only the usual caches")
+    dl.set_defaults(func=cmd_download)
 
 
-def _exit(code: int) -> None:
-    if code:
-        raise SystemExit(code)
+def _formatter():
+    from .cli import HelpFormatter
+
+    return HelpFormatter
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="banana100")
-    add_parser(ap.add_subparsers(dest="command", required=True))
-    args = ap.parse_args(argv)
-    try:
-        args.func(args)
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
+    """`banana100 weights ...` (argv starts with "weights"): the same as `banana100.cli.main`."""
+    from .cli import main as cli_main
+
+    return cli_main(argv)

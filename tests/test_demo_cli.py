@@ -49,16 +49,109 @@ def test_demo_without_parameter_files_uses_piqe_and_says_why(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    "args, status, message",
     [
-        (["score", "no/such/folder", "--out", "x.parquet"], "no/such/folder: no such folder"),
-        (["score", ".", "--metrics", "nosuchmetric", "--out", "x.parquet"], "unknown metric 'nosuchmetric'"),
-        (["report", "absent.parquet", "--out", "r"], "absent.parquet: no such scores file"),
-        (["generate", "--sources", "no/such/dir", "--steps", "2", "--out", "r"], "no/such/dir"),
+        # 1: a data problem (what the command was pointed at is missing or wrong)
+        (["score", "no/such/folder", "--out", "x.parquet"], 1, "no/such/folder: no such folder"),
+        (["report", "absent.parquet", "--out", "r"], 1, "absent.parquet: no such scores file"),
+        (["generate", "--sources", "no/such/dir", "--steps", "2", "--out", "r"], 1, "no/such/dir"),
+        # 2: usage (a bad option or argument)
+        (["score", ".", "--metrics", "nosuchmetric", "--out", "x.parquet"], 2, "unknown metric 'nosuchmetric'"),
+        (["score", ".", "--metrics", "topiq_nr", "--backend", "native", "--out", "x.parquet"], 2,
+         "topiq_nr has no native backend"),
+        (["score", ".", "--batch-size", "0", "--out", "x.parquet"], 2, "argument --batch-size: must be >= 1, got 0"),
+        (["generate", "--sources", ".", "--out", "r", "--max-cost", "-1"], 2, "argument --max-cost: must be >= 0"),
+        (["generate", "--sources", ".", "--out", "r", "--model", "x"], 2, "apply to the gemini editor"),
+        (["generate", "--sources", ".", "--out", "r", "--setting", "nosuch"], 2, "nosuch"),
+        (["demo", "--chains", "99"], 2, "argument --chains: must be at most 7"),
+        (["push", ".", "--repo-id", "no-slash", "--dry-run"], 2, "expected ORG/NAME"),
+        (["publish-metrics", "--org", "a/b", "--dry-run"], 2, "no slash"),
+        (["weights", "download"], 2, "name the metrics"),
+        (["nosuchcommand"], 2, "invalid choice: 'nosuchcommand'"),
     ],
 )
-def test_cli_errors_are_one_clear_line(tmp_path, args, message):
+def test_cli_errors_are_one_clear_line(tmp_path, args, status, message):
     proc = run_cli(*args, cwd=tmp_path)
-    assert proc.returncode == 2
+    assert proc.returncode == status, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def _actions(parser):
+    """(command, action) for every option and argument of every (sub)command."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from ((f"{name} {c}".strip(), a) for c, a in _actions(child))
+        else:
+            yield "", action
+
+
+def test_every_option_has_help_and_shows_its_default():
+    import argparse
+
+    from banana100.cli import HelpFormatter, build_parser
+
+    parser = build_parser()
+    checked = 0
+    for command, action in _actions(parser):
+        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        where = f"banana100 {command} {action.option_strings or action.dest}"
+        assert action.help, f"{where} has no help"
+        text = HelpFormatter("x")._get_help_string(action)
+        if action.required or (not action.option_strings and action.nargs not in ("?", "*")):
+            continue  # required: no default to show
+        if isinstance(action, argparse._StoreTrueAction):
+            assert "(default: off)" in text, where
+        else:
+            assert "default" in text.lower(), f"{where}: help shows no default: {text!r}"
+        checked += 1
+    assert checked > 40
+    # and as a user sees it
+    help_text = " ".join(run_cli("score", "--help").stdout.split())  # argparse wraps lines
+    assert "(default: 8)" in help_text and "(default: piqe,niqe,brisque)" in help_text
+
+
+def test_version_and_documented_exit_statuses():
+    from banana100 import __version__, cli
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith(f"banana100 {__version__} (extras installed:")
+    for status, word in ((1, "data problem"), (2, "usage"), (3, "budget"), (130, "interrupted")):
+        assert f"{status:<4} {word}" in cli.__doc__
+    assert run_cli("--help").stdout.count("Exit status:") == 1
+
+
+def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
+    """A deep metric without pyiqa, the gemini editor without google-genai: exit 2 and the pip line."""
+    from banana100 import about
+    from banana100.cli import main
+    from banana100.engine import MetricScorer
+    from banana100.errors import MissingExtraError
+
+    real = about.extra_installed
+    monkeypatch.setattr(about, "extra_installed", lambda extra: extra not in ("deep", "gemini") and real(extra))
+    with pytest.raises(MissingExtraError, match=r"topiq_nr metric \(pyiqa backend\) needs the 'deep' extra") as e:
+        MetricScorer("topiq_nr", device="cpu")
+    assert about.requirement(("deep",)) in str(e.value) and isinstance(e.value, ImportError)
+    (tmp_path / "src").mkdir()
+    assert main(["generate", "--editor", "gemini", "--sources", str(tmp_path / "src"), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "the gemini editor needs the 'gemini' extra" in err and "banana100[gemini] @ git+" in err
+
+
+def test_module_not_found_deeper_down_is_mapped_to_its_extra(monkeypatch, capsys):
+    from banana100 import cli
+
+    def boom(args):
+        raise ModuleNotFoundError("No module named 'google'", name="google")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["report"].set_defaults(func=boom)
+    assert cli.main(["report", "x.parquet", "--out", "r"]) == 2
+    assert "google is not installed: pip install 'banana100[gemini] @ git+" in capsys.readouterr().err

@@ -78,7 +78,11 @@ def test_module_file_imports_installed_library_only(name):
 
     path = REPO / "metrics" / name / f"{name}.py"
     imports = get_imports(str(path))
-    assert imports == [("library", "banana100", "banana100", None)]  # no relative / local imports
+    from banana100.about import requirement
+    from banana100.publish import metric_extras
+
+    # one library import, no relative / local ones; its `# From:` comment is evaluate's pip hint
+    assert imports == [("library", "banana100", f'"{requirement(metric_extras(name))}"', None)]
     assert "from banana100.evaluate_module import" not in path.read_text()
 
 

@@ -3,8 +3,9 @@
 import datasets
 import evaluate
 
-import banana100.about as about
-import banana100.protocol as protocol
+# One line imports banana100: evaluate reads the `# From:` comment on it as its install hint
+# (written by `python -m banana100.publish --sync` from banana100/about.py).
+from banana100 import about, protocol  # From: "banana100 @ git+https://github.com/banana100/banana100@v0.1.0"
 
 
 _KWARGS_DESCRIPTION = """
@@ -35,6 +36,9 @@ class Banana100Sensitivity(evaluate.Metric):
             features=datasets.Features(
                 {"scores": datasets.Value("float64"), "steps": datasets.Value("int64"), "chain_ids": datasets.Value("string")}
             ),
+            homepage=about.CODE_REPOSITORY,
+            license=f"{about.CODE_LICENCE} (module code)",
+            codebase_urls=[about.CODE_REPOSITORY],
             reference_urls=[about.PAPER_URL],
         )
 
