@@ -758,7 +758,8 @@ class Explorer:
         """`why_view` of one step of a chain against its reference step (step 1)."""
         info = self.info(chain_id)
         ref = reference_step if reference_step in info.steps else min(info.steps)
-        return why_view(self.full_image(chain_id, ref), self.full_image(chain_id, step))
+        source = self.full_image(chain_id, 0) if 0 in info.steps else None
+        return why_view(self.full_image(chain_id, ref), self.full_image(chain_id, step), source=source)
 
     def curves(self, chain_id: str) -> pd.DataFrame:
         if self.scores is None:
@@ -880,7 +881,7 @@ def _flattest_box(y: np.ndarray, size: int) -> tuple[int, int]:
     return corner
 
 
-def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP) -> dict:
+def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP, source: np.ndarray | None = None) -> dict:
     """What a visitor needs to see why the metrics miss the damage, for one step.
 
     `reference` is step 1 (the protocol's reference), `image` the chosen step, HxWx3 uint8.
@@ -892,6 +893,7 @@ def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP) -> 
     generalised Gaussian fitted to the whole image's MSCN coefficients at step 1 and at this
     step, as those metrics fit it: 2 is Gaussian noise, small values a peaky, smooth image),
     `mscn_values` (a sample of both, for the histogram) and `box` (top, left, size) of the crop.
+    With `source` (step 0) its shape and sample come too (`source_alpha`, `source_values`).
     A reference of another size (real copies are often cropped) is resized to the step's size first.
     """
     from .native import matlab, nss
@@ -926,6 +928,11 @@ def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP) -> 
     out["alpha"] = tuple(alphas)
     out["mscn_values"] = tuple(values)
     out["box"] = (top, left, size)
+    if source is not None:
+        m = nss.mscn(_luma(source)[0, 0], window, "replicate").reshape(1, -1)
+        out["source_alpha"] = float(nss.estimate_ggd(m)[0][0])
+        flat = m[0].numpy()
+        out["source_values"] = flat[rng.choice(flat.size, min(flat.size, 200_000), replace=False)]
     return out
 
 
@@ -936,17 +943,21 @@ def plot_mscn_histograms(view: dict, reference_step: int, step: int):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.0), dpi=100)
+    fig, ax = plt.subplots(figsize=(7.2, 3.0), dpi=100)
     bins = np.linspace(-3, 3, 121)
-    for values, alpha, label, colour in zip(view["mscn_values"], view["alpha"],
-                                            (f"step {reference_step}", f"step {step}"), ("0.45", "crimson")):
+    series = list(zip(view["mscn_values"], view["alpha"], (f"step {reference_step}", f"step {step}"),
+                      ("0.45", "crimson")))
+    if "source_values" in view:
+        series.insert(0, (view["source_values"], view["source_alpha"], "step 0 (source)", "tab:blue"))
+    for values, alpha, label, colour in series:
         ax.hist(values, bins=bins, density=True, histtype="step", lw=1.8, color=colour,
-                label=f"{label}: GGD shape {alpha:.2f}")
+                label=f"{label}: shape {alpha:.2f}")
     ax.set_yscale("log")
     ax.set_xlabel("MSCN coefficient")
     ax.set_ylabel("density (log)")
     ax.set_title("What NIQE and BRISQUE measure: the shape of this histogram", fontsize=9)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="GGD fit",
+              title_fontsize=8)
     ax.grid(alpha=0.25)
     fig.tight_layout()
     return fig

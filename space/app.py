@@ -1,16 +1,28 @@
 """Banana100 Space: watch an image fall apart while the metrics look away.
 
-A thin Gradio face over `banana100.explore`. Configuration (environment variables; on the Hub,
-the Space's "Variables" settings):
+A thin Gradio face over `banana100.explore`. What the Explore tab shows:
 
+- the original Banana100 release (`explore.ORIGINAL_RELEASE`: the Hub dataset and the pattern
+  its file paths follow) when running on the Hub (SPACE_ID is set) or when
+  BANANA100_SPACE_RELEASE is set: chains are listed up front and fetched when shown; scores come
+  from the release's published scores file if it has one, otherwise they are computed for the
+  chain being looked at (classical metrics on the CPU, deep ones under `@spaces.GPU`), cached
+  on disk, with progress shown;
+- a dataset of your own when BANANA100_SPACE_DATASET is set (with BANANA100_SPACE_SCORES);
+- otherwise (offline) a simulated demo set built on first start, which the page says plainly.
+
+Configuration (environment variables; on the Hub, the Space's "Variables" settings):
+
+  BANANA100_SPACE_RELEASE  the release: Hub dataset id, hf:// URL, or a local copy laid out the same
+  BANANA100_SPACE_RELEASE_PATTERN  how its file paths name chain and step (an import-chains pattern)
+  BANANA100_SPACE_METRICS  metrics computed on demand for the release (default piqe,niqe,brisque)
   BANANA100_SPACE_DATASET  a dataset folder, a run folder, or a Hub dataset id (owner/name)
   BANANA100_SPACE_SCORES   the scores file (`banana100 score`): a path or hf://datasets/<id>/<file>
-  BANANA100_SPACE_CACHE    cache folder (demo set, Hub downloads); default ~/.cache/banana100-space
-  BANANA100_SPACE_DEMO     demo set size when no dataset is set: CHAINSxSTEPS[xSIDE], default 3x20x384
+  BANANA100_SPACE_CACHE    cache folder (demo set, downloads, scores); default ~/.cache/banana100-space
+  BANANA100_SPACE_DEMO     demo set size: CHAINSxSTEPS[xSIDE], default 4x20x768
   BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand)
   BANANA100_SPACE_MAX_STEPS     cap of "Try it" steps with the simulated editor (default 30)
 
-With no dataset set, the Space builds a small simulated demo set on first start and says so.
 Run locally: `python space/app.py` (http://127.0.0.1:7860; GRADIO_SERVER_PORT to change).
 """
 
@@ -51,30 +63,46 @@ GEMINI = "gemini" in EDITORS
 
 
 def _demo_size() -> tuple[int, int, int]:
-    raw = os.environ.get("BANANA100_SPACE_DEMO", "3x20x384")
+    raw = os.environ.get("BANANA100_SPACE_DEMO", "4x20x768")
     try:
         parts = [int(p) for p in raw.lower().split("x")]
-        chains, steps, side = (parts + [384])[:3]
+        chains, steps, side = (parts + [768])[:3]
     except ValueError:
-        raise SystemExit(f"BANANA100_SPACE_DEMO must look like 3x20x384 (chains x steps x side), got {raw!r}")
+        raise SystemExit(f"BANANA100_SPACE_DEMO must look like 4x20x768 (chains x steps x side), got {raw!r}")
     return chains, steps, side
+
+
+def _release_metrics() -> list[str]:
+    from banana100.registry import parse_metric_list
+
+    return parse_metric_list(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque"))
+
+
+def _demo_explorer(cache: str, why: str = "") -> ex.Explorer:
+    chains, steps, side = _demo_size()
+    print(f"space: building a demo set ({chains} chains x {steps} steps, {side} px) in {cache}", flush=True)
+    dataset, scores_file = ex.build_demo_set(cache, chains=chains, steps=steps, side=side,
+                                             metrics=os.environ.get("BANANA100_SPACE_DEMO_METRICS", "auto"))
+    explorer = ex.Explorer.open(dataset, scores_file, cache_dir=cache)
+    explorer.note = (why + " " if why else "") + ex.demo_note(explorer, chains, steps, side)
+    return explorer
 
 
 def load_explorer() -> ex.Explorer:
     cache = os.environ.get(ex.CACHE_ENV) or str(ex.DEFAULT_CACHE)
-    data = os.environ.get(ex.DATASET_ENV, "").strip()
-    scores = os.environ.get(ex.SCORES_ENV, "").strip() or None
-    if data:
-        return ex.Explorer.open(data, scores, cache_dir=cache, note="")
-    chains, steps, side = _demo_size()
-    print(f"space: no {ex.DATASET_ENV} set; building a demo set ({chains} chains x {steps} steps) in {cache}",
-          flush=True)
-    dataset, scores_file = ex.build_demo_set(cache, chains=chains, steps=steps, max_side=side,
-                                             metrics=os.environ.get("BANANA100_SPACE_DEMO_METRICS", "auto"))
-    note = (f"**Simulated demo set.** No dataset is configured, so this Space built {chains} chains of "
-            f"{steps} steps itself from sample images with the *simulated* editor. {about.SIMULATED_EDITOR_NOTE} "
-            f"Set `{ex.DATASET_ENV}` (e.g. a Banana100 dataset on the Hub) and `{ex.SCORES_ENV}` to show real chains.")
-    return ex.Explorer.open(dataset, scores_file, cache_dir=cache, note=note)
+    source = ex.space_source()
+    if source == "dataset":
+        scores = os.environ.get(ex.SCORES_ENV, "").strip() or None
+        return ex.Explorer.open(os.environ[ex.DATASET_ENV].strip(), scores, cache_dir=cache, note="")
+    if source == "release":
+        spec = ex.ReleaseSpec.from_env()
+        try:
+            return ex.open_release(spec, cache, metrics=_release_metrics())
+        except Banana100Error as e:  # offline, renamed, a layout we did not expect: say so, show the demo
+            print(f"space: the release could not be opened: {e}", flush=True)
+            return _demo_explorer(cache, why=f"**The original release could not be opened** ({e}).")
+    print(f"space: no {ex.DATASET_ENV} or {ex.RELEASE_ENV} set and not on the Hub", flush=True)
+    return _demo_explorer(cache)
 
 
 EXPLORER = load_explorer()
@@ -109,22 +137,84 @@ def _figure(curves, step, last_step, title=None):
 # -- Explore ------------------------------------------------------------------------------------
 
 
+@GPU(duration=180)
+def _score_on_gpu(cid: str, metrics: list[str]) -> None:
+    """Deep metrics of one chain on the GPU (ZeroGPU runs this in its own process: the results
+    reach the page through the on-disk cache, read back by `load_cached`)."""
+    from banana100.engine import default_device
+
+    EXPLORER.score_chain(cid, metrics=metrics, device=default_device())
+
+
+def _ensure_scores(cid: str, progress) -> None:
+    """Score the chain being looked at with the on-demand metrics it still lacks (cached after)."""
+    from banana100.registry import METRICS
+
+    missing = EXPLORER.missing_metrics(cid)
+    if not missing:
+        return
+    classical = [m for m in missing if m in METRICS and "native" in METRICS[m].backends]
+    deep = [m for m in missing if m not in classical]
+    if classical:
+        EXPLORER.score_chain(cid, metrics=classical, device="cpu",
+                             progress=lambda frac, text: progress(frac, desc=text))
+    if deep:
+        progress(0.5, desc=f"scoring {', '.join(ex.metric_label(m) for m in deep)} on the GPU")
+        _score_on_gpu(cid, deep)
+        EXPLORER.load_cached(cid)
+
+
+def _why(cid: str, step: int):
+    info = EXPLORER.info(cid)
+    if step < 1 or len(info.steps) < 2:
+        return None, None, None, None, "Pick a step after step 1 to see what changed since step 1."
+    view = EXPLORER.why(cid, step)
+    fig = ex.plot_mscn_histograms(view, 1, step)
+    plt.close(fig)
+    top, left, size = view["box"]
+    shapes = (f"step 0 (source) {view['source_alpha']:.2f}, " if "source_alpha" in view else "") + \
+        f"step 1 {view['alpha'][0]:.2f}, step {step} {view['alpha'][1]:.2f}"
+    text = (f"Step {step} against step 1, a {size}x{size} crop at full size (top {top}, left {left}: the flattest "
+            f"part of step 1, where grain shows first). Shape of the generalised Gaussian fitted to the whole "
+            f"image's MSCN coefficients (2 = Gaussian): {shapes}.")
+    return view["crop"], view["residual"], view["mscn"], fig, text
+
+
 def show_step(source, setting, repeat, step):
-    """The image at `step` beside nothing else, and the curves with the marker at `step`."""
+    """The image at `step`, and the curves with the marker at `step`."""
     cid = _chain(source, setting, repeat)
     info = EXPLORER.info(cid)
     step = min(max(int(step), 0), info.last_step)
     return EXPLORER.image(cid, step), _figure(EXPLORER.curves(cid), step, info.last_step)
 
 
-def show_chain(source, setting, repeat, step=None):
-    """Everything for a newly picked chain: slider range, source, step image, curves, verdicts."""
+def show_why(source, setting, repeat, step):
+    """The "why it fails" view of `step`: crop, residual since step 1, MSCN map, histograms."""
     cid = _chain(source, setting, repeat)
     info = EXPLORER.info(cid)
+    return _why(cid, min(max(int(step), 0), info.last_step))
+
+
+def show_chain(source, setting, repeat, step=None, progress=gr.Progress()):  # noqa: B008 - gradio's way
+    """Everything for a newly picked chain: slider range, source, step image, curves, verdicts, summary."""
+    cid = _chain(source, setting, repeat)
+    info = EXPLORER.info(cid)
+    try:
+        _ensure_scores(cid, progress)
+    except Banana100Error as e:
+        gr.Warning(f"scores for this chain could not be computed: {e}")
     step = info.last_step if step is None else min(max(int(step), 0), info.last_step)
     image, fig = show_step(source, setting, repeat, step)
     return (gr.Slider(minimum=0, maximum=info.last_step, value=step, step=1),
-            EXPLORER.image(cid, 0), image, fig, EXPLORER.verdicts(cid))
+            EXPLORER.image(cid, 0), image, fig, EXPLORER.verdicts(cid), EXPLORER.summary(), _summary_line())
+
+
+def _summary_line() -> str:
+    n = EXPLORER.scored_chains()
+    if EXPLORER.on_demand is not None:
+        return (f"**Failure rate over the chains scored so far** ({n} of {len(CHAINS)}; each chain is scored when "
+                "first shown): share of complete chains where the metric missed the damage.")
+    return "**Failure rate over all chains** (share of complete chains where the metric missed the damage)."
 
 
 def pick_source(source):
@@ -238,9 +328,20 @@ INTRO = f"""
 
 An image editor is asked to copy an image, then to copy the copy, again and again. By step 5-10 a
 person sees static noise and colour drift. Move the slider and compare: a metric that sees the
-damage goes **down** (curves normalised so that down = worse). On the paper's real chains, no
-pyiqa metric saw it in every chain, and some scored the noisy copies as *better*.
-Paper: [{about.PAPER_TITLE}]({about.PAPER_URL}).
+damage goes **down** (curves normalised so that down = worse). On the paper's real Nano Banana Pro
+chains no pyiqa metric saw it in every chain, and BRISQUE even scored the noisy copies as *better*
+(34.1 -> -9.8). Paper: [{about.PAPER_TITLE}]({about.PAPER_URL}).
+"""
+
+WHY = """
+**Why the metrics miss it.** NIQE and BRISQUE never judge the picture itself: they compute its
+*MSCN coefficients* (each pixel minus its local mean, divided by its local contrast: the right-hand
+map) and score how far the shape of their histogram lies from that of undistorted photographs,
+which is close to a Gaussian (a fitted shape near 2; blur makes it peaked, below 2). A smooth,
+generated source has a peaked histogram, much like a blurred photograph; the grain of the copies
+widens it toward (and later past) the photographs' shape, so a metric built on these statistics can
+rate the grainy copies as *better*. Left: the step at full size; middle: what changed since step 1 (its high
+frequencies, amplified 4x); right: the MSCN map the metrics measure.
 """
 
 LICENCES = f"""
@@ -265,11 +366,14 @@ def build() -> gr.Blocks:
     with gr.Blocks(title="Banana100: metrics that look away", analytics_enabled=False) as demo:
         gr.Markdown(INTRO)
         if EXPLORER.note:
-            gr.Markdown(EXPLORER.note, elem_id="demo-note")
+            gr.Markdown(EXPLORER.note, elem_id="demo-note" if EXPLORER.images.kind != "original release"
+                        else "release-note")
         with gr.Tab("Explore", id="explore"):
-            data_line = (f"Data: {EXPLORER.images.kind} `{EXPLORER.images.location}` "
-                         f"({len(CHAINS)} chains); metrics: {', '.join(ex.metric_label(m) for m in EXPLORER.metrics()) or 'no scores configured'}.")
-            gr.Markdown(data_line)
+            kind = EXPLORER.images.kind
+            data_line = (f"Data: {kind} `{EXPLORER.images.location}` ({len(CHAINS)} chains)"
+                         + (", licence CC BY-NC-SA 4.0" if kind == "original release" else "")
+                         + f"; metrics: {', '.join(ex.metric_label(m) for m in EXPLORER.metrics()) or 'no scores configured'}.")
+            gr.Markdown(data_line, elem_id="data-line")
             with gr.Row():
                 source = gr.Dropdown(SOURCES, value=first.source_id, label="source image", elem_id="source")
                 setting = gr.Dropdown(_settings(first.source_id), value=first.setting, label="setting", elem_id="setting")
@@ -284,20 +388,38 @@ def build() -> gr.Blocks:
             plot = gr.Plot(show_label=False, elem_id="curves")
             gr.Markdown(PROTOCOL)
             verdicts = gr.Dataframe(label="verdict per metric, this chain", interactive=False, elem_id="verdicts")
-            gr.Markdown("**Failure rate over all chains** (share of complete chains where the metric missed the damage).")
-            gr.Dataframe(value=EXPLORER.summary(), label="all chains", interactive=False, elem_id="summary")
+            summary_line = gr.Markdown(_summary_line(), elem_id="summary-line")
+            summary = gr.Dataframe(value=EXPLORER.summary(), label="all chains", interactive=False, elem_id="summary")
+            with gr.Accordion("Why the metrics miss it", open=True, elem_id="why"):
+                gr.Markdown(WHY)
+                with gr.Row(equal_height=True):
+                    why_crop = gr.Image(label="this step (full size)", type="pil", interactive=False,
+                                        elem_id="why-crop", height=260)
+                    why_res = gr.Image(label="changed since step 1 (x4)", type="pil",
+                                       interactive=False, elem_id="why-residual", height=260)
+                    why_mscn = gr.Image(label="MSCN map (NIQE, BRISQUE)", type="pil", interactive=False,
+                                        elem_id="why-mscn", height=260)
+                with gr.Row():
+                    why_hist = gr.Plot(show_label=False, elem_id="why-hist")
+                    why_text = gr.Markdown("", elem_id="why-text")
 
-            chain_outputs = [step, src_img, step_img, plot, verdicts]
+            chain_outputs = [step, src_img, step_img, plot, verdicts, summary, summary_line]
+            why_inputs, why_outputs = [source, setting, repeat, step], [why_crop, why_res, why_mscn, why_hist, why_text]
             source.input(pick_source, [source], [setting, repeat], api_name=False).then(
-                show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+                show_chain, [source, setting, repeat], chain_outputs, api_name=False).then(
+                show_why, why_inputs, why_outputs, api_name=False)
             setting.input(pick_setting, [source, setting], [repeat], api_name=False).then(
-                show_chain, [source, setting, repeat], chain_outputs, api_name=False)
-            repeat.input(show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+                show_chain, [source, setting, repeat], chain_outputs, api_name=False).then(
+                show_why, why_inputs, why_outputs, api_name=False)
+            repeat.input(show_chain, [source, setting, repeat], chain_outputs, api_name=False).then(
+                show_why, why_inputs, why_outputs, api_name=False)
             step.input(show_step, [source, setting, repeat, step], [step_img, plot], api_name="show_step",
-                       trigger_mode="always_last", show_progress="hidden")
+                       trigger_mode="always_last", show_progress="hidden").then(
+                show_why, why_inputs, why_outputs, api_name="show_why", show_progress="hidden")
             gr.Button("show chain", visible=False).click(show_chain, [source, setting, repeat, step], chain_outputs,
                                                          api_name="show_chain")
-            demo.load(show_chain, [source, setting, repeat], chain_outputs, api_name=False)
+            demo.load(show_chain, [source, setting, repeat], chain_outputs, api_name=False).then(
+                show_why, why_inputs, why_outputs, api_name=False)
 
         with gr.Tab("Try it", id="try"):
             gr.Markdown(f"Start a chain of your own: upload an image (PNG, JPEG, WebP or BMP, at most "

@@ -343,7 +343,7 @@ def test_why_view_shows_what_changed_and_the_mscn_map():
     assert np.abs(np.asarray(v["mscn"], np.float32) - np.clip(128 + 40 * m + 0.5, 0, 255).astype(np.uint8)).max() <= 1
     assert v["alpha"][1] > v["alpha"][0]  # grain on a smooth image: a less peaky, more Gaussian histogram
     fig = ex.plot_mscn_histograms(v, 1, 20)
-    assert "step 20" in " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert "step 20: shape" in " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
     # the flattest part of step 1 is where the crop goes: texture on the left, flat on the right
     half = np.zeros((96, 192, 3), np.uint8) + 120
     half[:, :96] = rng.integers(0, 255, (96, 96, 3))
