@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, about
 from .errors import Banana100Error, MissingExtraError, UsageError
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -110,7 +110,9 @@ def _cmd_generate(args) -> None:
 def _cmd_build_dataset(args) -> None:
     from .dataset_script.build import build_dataset
 
-    out = build_dataset(args.run_dirs, args.out, num_proc=args.num_proc)
+    out = build_dataset(args.run_dirs, args.out, num_proc=args.num_proc, licence=args.licence,
+                        source_licences=args.source_licences, source_datasets=args.source_dataset,
+                        repo_id=args.repo_id)
     print(f"dataset written to {out}; load it with datasets.load_dataset({str(out)!r})")
 
 
@@ -188,7 +190,6 @@ def _cmd_demo(args) -> None:
 
 
 def _version() -> str:
-    from . import about
 
     have = [e for e in about.EXTRAS if about.extra_installed(e)]
     lack = [e for e in about.EXTRAS if e not in have]
@@ -240,6 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", required=True, type=Path, help="dataset folder to write (required; rerun to resume)")
     b.add_argument("--num-proc", type=POSITIVE_INT, default=None,
                    help="processes for checking images and writing the data folders (default: threads, one writer)")
+    b.add_argument("--source-licences", type=Path, default=None,
+                   help="YAML file, one `source_id: licence` per line: the licences of the source images, which the "
+                        "images made from them keep (default: none recorded; the card then says so)")
+    b.add_argument("--source-dataset", action="append", default=None, metavar="HUB_ID",
+                   help=f"Hub dataset the chains were imported from, e.g. {about.ORIGINAL_DATASET} (its licence "
+                        "applies); repeatable (default: none: the chains were made here)")
+    b.add_argument("--licence", default=None,
+                   help="Hub licence id for the whole dataset, e.g. cc0-1.0 (default: worked out from the sources)")
+    b.add_argument("--repo-id", default=None,
+                   help="ORG/NAME the card's loading lines use (default: ORG/NAME until `banana100 push` sets it)")
     b.set_defaults(func=_cmd_build_dataset)
 
     v = command("verify", "check a dataset folder: counts, sha256 of every image, parent links, steps")
@@ -349,7 +360,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {'stopped' if isinstance(e, BudgetExceeded) else 'error'}: {e}", file=sys.stderr)
         return code
     except ModuleNotFoundError as e:
-        from . import about
 
         extra = about.MODULE_EXTRAS.get((e.name or "").split(".")[0])
         if extra is None or debug:

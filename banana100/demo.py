@@ -284,7 +284,9 @@ def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, 
     run_dir = out / "run"
     print(generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
                           out_dir=run_dir))
-    dataset = build_dataset([run_dir], out / "dataset")
+    # the card states each sample image's own licence (the simulated chains keep it)
+    dataset = build_dataset([run_dir], out / "dataset",
+                            source_licences={Path(name).stem: licence for name, licence in SAMPLE_IMAGES})
     print(f"demo: dataset folder {dataset} (datasets.load_dataset({str(dataset)!r}))")
     scores = score_to_parquet(dataset, chosen, out / "scores.parquet", device="cpu")
     first = Path(SAMPLE_IMAGES[0][0]).stem

@@ -61,6 +61,7 @@ class PushPlan:
             size = sum(s for p, s, _ in self.files if p in set(commit))
             head = ", ".join(commit[:3]) + (f", ... ({len(commit) - 3} more)" if len(commit) > 3 else "")
             lines.append(f"     commit {i}/{len(self.commits)}: {len(commit)} file(s), {_human_bytes(size)}: {head}")
+        lines.append(f"card: loading lines name {self.repo_id} (README.md's `REPO = ...` line, set on upload)")
         for w in self.warnings:
             lines.append(f"warning: {w}")
         return "\n".join(lines)
@@ -99,6 +100,10 @@ def plan_push(dataset_dir: str | os.PathLike, repo_id: str, private: bool = Fals
     crowded = {d: n for d, n in per_folder.items() if n > HUB_MAX_FILES_PER_FOLDER}
     if crowded:
         raise DatasetError(f"folders with more than {HUB_MAX_FILES_PER_FOLDER} files (the Hub's limit): {crowded}")
+    card = (dataset_dir / "README.md").read_text(encoding="utf-8")
+    if "licence of these images is not known" in card:
+        plan.warnings.append("the card says the images' licence is not known: rebuild with --source-licences FILE, "
+                             "--source-dataset HUB_ID or --licence ID before publishing")
     data = [p for p, _, _ in plan.files if p != "README.md"]
     plan.commits = [data[i : i + files_per_commit] for i in range(0, len(data), files_per_commit)]
     if plan.commits and len(plan.commits[-1]) < files_per_commit:
@@ -106,6 +111,22 @@ def plan_push(dataset_dir: str | os.PathLike, repo_id: str, private: bool = Fals
     else:
         plan.commits.append(["README.md"])
     return plan
+
+
+def set_card_repo_id(dataset_dir: str | os.PathLike, repo_id: str) -> bool:
+    """Point the card's loading lines (`REPO = "..."`) at `repo_id`; True when the card changed."""
+    from .dataset_script.build import REPO_LINE
+
+    card = Path(dataset_dir) / "README.md"
+    text = card.read_text(encoding="utf-8")
+    new = REPO_LINE.sub(f'REPO = "{repo_id}"', text, count=1)
+    new = new.replace("\n(`ORG/NAME` stands for the Hub id: `banana100 push --repo-id ORG/NAME` writes it into this line.)\n", "\n")
+    if new == text:
+        return False
+    tmp = card.with_name(".README.md.tmp")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, card)
+    return True
 
 
 def push_dataset(dataset_dir: str | os.PathLike, repo_id: str, dry_run: bool = False, private: bool = False,
@@ -122,6 +143,7 @@ def push_dataset(dataset_dir: str | os.PathLike, repo_id: str, dry_run: bool = F
     plan = plan_push(dataset_dir, repo_id, private=private)
     if dry_run:
         return plan
+    set_card_repo_id(dataset_dir, repo_id)
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)

@@ -66,6 +66,10 @@ DATA_DIR = "data"
 ENDPOINTS_DIR = "endpoints"
 CARD_NAME = "README.md"
 CARD_TEMPLATE = "card_template.md"
+#: The Hub id in the card's loading lines until the folder is pushed (`banana100 push` writes the
+#: real one into the `REPO = "..."` line; `build-dataset --repo-id` sets it at build time).
+REPO_PLACEHOLDER = "ORG/NAME"
+REPO_LINE = re.compile(r'^REPO = "[^"\n]*"', re.MULTILINE)
 
 #: The Hub's recommended maximum size of one Parquet file (`datasets.config.MAX_SHARD_SIZE`).
 SHARD_MAX_BYTES = 500 * 1024**2
@@ -711,11 +715,116 @@ def _card_context(items: list[_Item], stats: dict[str, _ConfigStats], shard_max_
     }
 
 
-def write_card(folder: Path, items: list[_Item], stats: dict[str, _ConfigStats], features,
-               shard_max_bytes: int = SHARD_MAX_BYTES, model_configs: dict[str, str] | None = None) -> Path:
-    """Write `folder/README.md`: YAML (licence, configs, dataset_info, ...) and prose.
+# Licences the Hub knows by id (https://huggingface.co/docs/hub/repositories-licenses) that a
+# builder is likely to give; anything else is stated in the card under `license: other`.
+HUB_LICENCE_IDS = frozenset({
+    "apache-2.0", "mit", "bsd-3-clause", "unlicense", "cc0-1.0", "pddl", "odc-by", "odbl", "cc-by-2.0",
+    "cc-by-3.0", "cc-by-4.0", "cc-by-sa-3.0", "cc-by-sa-4.0", "cc-by-nc-2.0", "cc-by-nc-3.0", "cc-by-nc-4.0",
+    "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0", "other",
+})
+# Hub datasets whose licence this toolkit knows: images imported from them keep it.
+KNOWN_DATASET_LICENCES = {about.ORIGINAL_DATASET: about.DATA_LICENCE}
+_GEMINI_TERMS = "https://ai.google.dev/gemini-api/terms"
 
-    `model_configs` maps each editor model id to its config name (`model_config`).
+
+def _hub_licence_id(text: str) -> str | None:
+    """`text` as a Hub licence id when it is one (`CC0-1.0` -> `cc0-1.0`), else None."""
+    key = str(text).strip().lower().replace(" ", "-")
+    return key if key in HUB_LICENCE_IDS else None
+
+
+def read_source_licences(source: str | os.PathLike | dict | None) -> dict[str, str]:
+    """{source_id: licence} from a dict or a YAML/JSON file (`coffee: CC0-1.0`, one line a source)."""
+    if source is None:
+        return {}
+    if isinstance(source, dict):
+        data = source
+    else:
+        import yaml
+
+        path = Path(source)
+        if not path.is_file():
+            raise DatasetError(f"{path}: no such source-licences file (YAML: one `source_id: licence` per line)")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise DatasetError(f"{path}: not valid YAML ({e})") from None
+        if not isinstance(data, dict):
+            raise DatasetError(f"{path}: expected a mapping `source_id: licence`, got {type(data).__name__}")
+    return {str(k): str(v).strip() for k, v in data.items() if str(v).strip()}
+
+
+def provenance(records: list[dict], licence: str | None = None, source_licences: dict[str, str] | None = None,
+               source_datasets: list[str] | None = None) -> dict:
+    """What the card says about where the images come from and under which licence.
+
+    - Chains imported from a Hub release (`source_datasets`, e.g. kenantang/Banana100): the
+      release's licence (CC BY-NC-SA 4.0 for the original Banana100).
+    - Chains made here (simulated or gemini editor) from the builder's own source images: each
+      image keeps its source image's licence (`source_licences`); the simulated editor adds no
+      rights of its own. One Hub id when every source has the same one, else `other` with a table.
+    - `licence` given by the builder overrides the Hub id (the prose still lists the sources).
+    """
+    source_licences = dict(source_licences or {})
+    source_datasets = list(dict.fromkeys(source_datasets or []))
+    sources = sorted({r["source_id"] for r in records})
+    editors = {r["editor"] for r in records if r["step"] > 0}
+    imported = "imported" in editors
+    unknown_sources = [s for s in sources if s not in source_licences]
+    notes = []
+    known = [d for d in source_datasets if d in KNOWN_DATASET_LICENCES]
+    if known:
+        hub_id = KNOWN_DATASET_LICENCES[known[0]]
+        why = (f"inherited from {', '.join(f'[{d}](https://huggingface.co/datasets/{d})' for d in known)}, "
+               "the release these chains were imported from")
+        if len({KNOWN_DATASET_LICENCES[d] for d in known}) > 1:
+            hub_id, why = "other", "the releases these chains come from have different licences (see below)"
+    elif source_datasets:
+        hub_id, why = "other", (f"the licence of {', '.join(source_datasets)}, the release these chains come from "
+                                "(not known to this toolkit: check it and rebuild with `--licence`)")
+    elif sources and not unknown_sources:
+        ids = {_hub_licence_id(source_licences[s]) for s in sources}
+        texts = {source_licences[s] for s in sources}
+        hub_id = ids.pop() if len(ids) == 1 and None not in ids else "other"
+        why = ("the licence of every source image" if len(texts) == 1 else
+               "each image keeps the licence of its chain's source image (table below)")
+    else:
+        hub_id = "other"
+        why = (f"not recorded for {len(unknown_sources)} of the {len(sources)} source images "
+               f"({', '.join(unknown_sources[:5])}{', ...' if len(unknown_sources) > 5 else ''}): each image keeps "
+               "its source image's licence; rebuild with `--source-licences FILE` (or `--licence ID`) before "
+               "publishing")
+    if licence:
+        hub_id = _hub_licence_id(licence) or "other"
+        notes.append(f"The builder set the licence to **{licence}** (`--licence`).")
+    if "simulated" in editors:
+        notes.append("The `simulated` editor is code of this toolkit (Apache-2.0): its outputs are derived from "
+                     "the source images and keep their licences; it adds no terms of its own.")
+    if "gemini" in editors:
+        notes.append(f"Images made by the `gemini` editor were generated with Google's Gemini API: its terms "
+                     f"({_GEMINI_TERMS}) apply to their use, besides the source images' licences.")
+    if imported and not source_datasets:
+        notes.append("Some chains were imported (`banana100 import-chains`) without naming the release they come "
+                     "from: rebuild with `--source-dataset HUB_ID` so that the card can state its licence.")
+    return {
+        "license": hub_id,
+        "licence_why": why,
+        "licence_notes": notes,
+        "licence_given": licence,
+        "source_datasets": source_datasets,
+        "source_rows": [{"source_id": s, "licence": source_licences.get(s, "not recorded")} for s in sources],
+        "licence_unknown": hub_id == "other" and not licence and (bool(unknown_sources) and not known),
+    }
+
+
+def write_card(folder: Path, items: list[_Item], stats: dict[str, _ConfigStats], features,
+               shard_max_bytes: int = SHARD_MAX_BYTES, model_configs: dict[str, str] | None = None,
+               provenance_facts: dict | None = None, repo_id: str | None = None) -> Path:
+    """Write `folder/README.md`: YAML (licence, sources, configs, dataset_info, ...) and prose.
+
+    `model_configs` maps each editor model id to its config name (`model_config`);
+    `provenance_facts` is `provenance(...)` (default: nothing known about the sources);
+    `repo_id` is the Hub id the card's loading lines use (`banana100 push` sets it on upload).
     """
     import datasets
     from huggingface_hub import DatasetCard, DatasetCardData
@@ -735,14 +844,20 @@ def write_card(folder: Path, items: list[_Item], stats: dict[str, _ConfigStats],
     ]
     n_rows = stats[DEFAULT_CONFIG].num_rows
     context = _card_context(items, {name: stats[name] for name in order}, shard_max_bytes, model_configs)
+    facts = provenance_facts or provenance([it.record for it in items])
+    context.update(facts, repo_id=repo_id or REPO_PLACEHOLDER, repo_known=bool(repo_id),
+                   original_dataset=about.ORIGINAL_DATASET, toolkit_requirement=about.requirement())
     pretty_name = "Banana100 chains"
     if context["all_simulated"]:
         pretty_name += " (simulated editor)"
     elif context["simulated"]:
         pretty_name += " (partly simulated editor)"
     card_data = DatasetCardData(
-        license="cc-by-nc-sa-4.0",
+        license=facts["license"],
         pretty_name=pretty_name,
+        # every field but the image is written by the toolkit (manifest records), none by people
+        annotations_creators=["machine-generated"],
+        source_datasets=facts["source_datasets"] or ["original"],
         task_categories=["image-to-image"],
         tags=["image-quality-assessment", "no-reference-iqa", "nr-iqa", "iterative-editing", "image-editing",
               "degradation", "synthetic", "banana100"],
@@ -787,7 +902,9 @@ def _check_out_dir(out_dir: Path) -> None:
 
 
 def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SHARD_MAX_BYTES,
-                  num_proc: int | None = None) -> Path:
+                  num_proc: int | None = None, licence: str | None = None,
+                  source_licences: str | os.PathLike | dict | None = None,
+                  source_datasets: list[str] | None = None, repo_id: str | None = None) -> Path:
     """Build the Hub-ready dataset folder `out_dir` from run folders; return `out_dir`.
 
     Every image is checked before anything is written; the folder appears at `out_dir` only
@@ -796,6 +913,11 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
     a crash, a full disk) is resumed by running the same command again, and every finished
     shard whose rows are unchanged is reused. `num_proc` > 1 checks images and writes the data
     folders (one per setting x editor model) in that many processes.
+
+    The card states the licence and sources of the images (`provenance`): `source_datasets`
+    names the Hub release imported chains come from (its licence applies), `source_licences`
+    ({source_id: licence} or a YAML file) the licences of the builder's own source images,
+    `licence` overrides the Hub licence id; `repo_id` is the Hub id of the card's loading lines.
     """
     import datasets  # noqa: F401 - fail early with a clear ImportError
 
@@ -810,6 +932,9 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
         if out_dir.resolve() == run_dir.resolve() or out_dir.resolve() in run_dir.resolve().parents:
             raise DatasetError(f"--out {out_dir} must not be a run folder or contain one ({run_dir})")
 
+    licences = read_source_licences(source_licences)  # a bad file fails before the long part
+    if repo_id is not None and (repo_id.count("/") != 1 or not all(repo_id.split("/"))):
+        raise DatasetError(f"--repo-id {repo_id!r}: expected ORG/NAME")
     items = collect_items(run_dirs)
     models = chain_models(items)
     configs_of_models: dict[str, str] = {}
@@ -879,7 +1004,9 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
         journal.unlink()
     checked.unlink()
     (tmp / ".banana100-build").unlink()
-    write_card(tmp, items, stats, dataset_features(), shard_max_bytes, model_configs=configs_of_models)
+    facts = provenance([it.record for it in items], licence, licences, source_datasets)
+    write_card(tmp, items, stats, dataset_features(), shard_max_bytes, model_configs=configs_of_models,
+               provenance_facts=facts, repo_id=repo_id)
     _replace_dir(tmp, out_dir)
     return out_dir
 

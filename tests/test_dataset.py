@@ -179,7 +179,9 @@ def test_card(built):
     out, records, _ = built
     card = DatasetCard.load(out / "README.md")
     data = card.data.to_dict()
-    assert data["license"] == "cc-by-nc-sa-4.0"
+    # simulated chains from sources whose licences were not given: the card does not invent one
+    assert data["license"] == "other" and data["source_datasets"] == ["original"]
+    assert data["annotations_creators"] == ["machine-generated"]
     names = [c["config_name"] for c in data["configs"]]
     assert names == ["default", "mirror", "replicate", "model-simulated-v1", "endpoints"]
     infos = {i["config_name"]: i for i in data["dataset_info"]}
@@ -190,11 +192,90 @@ def test_card(built):
     assert "image-to-image" in data["task_categories"]
     text = card.text
     assert "simulated" in text and "not Nano Banana output" in text
-    assert "2604.03400" in text and "CC BY-NC-SA 4.0" in text
+    assert "2604.03400" in text
+    assert "inherited from the original" not in text and "not recorded for 2 of the 2 source images" in text
+    assert "licence of these images is not known" in text
+    assert "## Dataset Creation" in text and "### Source data" in text and "| `moss` | not recorded |" in text
+    assert 'REPO = "ORG/NAME"' in text and "load_dataset(REPO, \"endpoints\", split=\"train\")" in text
     assert "Produce an exact replica of the provided image, with no alterations." in text  # settings.yaml prompt
     assert "Other prompts found in the data" not in text
     assert data["pretty_name"].endswith("(simulated editor)")
     assert 'evaluate.load("metrics/niqe")' in text
+
+
+def test_card_licence_of_simulated_chains_is_the_source_images(tmp_path):
+    from huggingface_hub import DatasetCard
+
+    make_run(tmp_path / "run")
+    licences = tmp_path / "licences.yaml"
+    licences.write_text("moss: CC0-1.0\ndunes: cc0-1.0\n")
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds", source_licences=licences, repo_id="someone/chains")
+    card = DatasetCard.load(out / "README.md")
+    assert card.data.license == "cc0-1.0" and card.data.source_datasets == ["original"]
+    assert "the licence of every source image" in card.text.replace("\n", " ") or "| `moss` | CC0-1.0 |" in card.text
+    assert "| `moss` | CC0-1.0 |" in card.text and "CC BY-NC-SA" not in card.text.split("## Licence")[1].split(
+        "The original Banana100 release")[0]
+    assert "adds no terms of its own" in card.text and "not known to the toolkit" not in card.text
+    assert 'REPO = "someone/chains"' in card.text and "stands for the Hub id" not in card.text
+    # different licences per source: `other`, with the table
+    licences.write_text("moss: CC0-1.0\ndunes: CC-BY-4.0 (Jane Doe)\n")
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds", source_licences=licences)
+    card = DatasetCard.load(out / "README.md")
+    assert card.data.license == "other" and "| `dunes` | CC-BY-4.0 (Jane Doe) |" in card.text
+    assert "keeps the licence of its chain's source image" in card.text
+
+
+def test_card_licence_of_an_imported_release_is_the_release(tmp_path):
+    from huggingface_hub import DatasetCard
+
+    make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=3,
+             editor="imported", model="gemini-3-pro-image-preview")
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds", source_datasets=["kenantang/Banana100"])
+    card = DatasetCard.load(out / "README.md")
+    assert card.data.license == "cc-by-nc-sa-4.0" and card.data.source_datasets == ["kenantang/Banana100"]
+    assert "inherited from [kenantang/Banana100]" in card.text and "imported (`banana100 import-chains`)" in card.text
+    # the same chains without naming the release: no licence is claimed
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds2")
+    card = DatasetCard.load(out / "README.md")
+    assert card.data.license == "other" and "--source-dataset HUB_ID" in card.text
+    # the builder's own statement wins
+    out = build_dataset([tmp_path / "run"], tmp_path / "ds3", licence="CC-BY-NC-SA-4.0")
+    assert DatasetCard.load(out / "README.md").data.license == "cc-by-nc-sa-4.0"
+
+
+def test_cli_build_dataset_takes_provenance_and_push_writes_the_repo_id(tmp_path, capsys, monkeypatch):
+    from huggingface_hub import DatasetCard
+
+    from banana100.cli import main
+
+    make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=2)
+    (tmp_path / "lic.yaml").write_text("moss: CC0-1.0\n")
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds"),
+                 "--source-licences", str(tmp_path / "lic.yaml")]) == 0
+    assert DatasetCard.load(tmp_path / "ds" / "README.md").data.license == "cc0-1.0"
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds"),
+                 "--source-licences", str(tmp_path / "absent.yaml")]) == 1
+    assert "absent.yaml: no such source-licences file" in capsys.readouterr().err
+    # push: the card's loading line gets the repo id (recorded upload, no network)
+    import huggingface_hub
+
+    uploaded = {}
+
+    class Recorder:
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, *a, **k):
+            pass
+
+        def upload_large_folder(self, repo_id, folder_path, **k):
+            uploaded[repo_id] = (Path(folder_path) / "README.md").read_text()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Recorder)
+    assert main(["push", str(tmp_path / "ds"), "--repo-id", "someone/chains"]) == 0
+    assert 'REPO = "someone/chains"' in uploaded["someone/chains"]
+    assert main(["push", str(tmp_path / "ds"), "--repo-id", "someone/chains", "--dry-run"]) == 0
+    assert "card: loading lines name someone/chains" in capsys.readouterr().out
 
 
 def test_card_of_real_editor_rows_has_no_simulated_warning(tmp_path):

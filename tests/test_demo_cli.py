@@ -31,6 +31,9 @@ def test_demo_end_to_end(tmp_path, iqa_params):
 
     ds = datasets.load_dataset(str(out / "dataset"), split="train")
     assert ds.num_rows == 2 * 21
+    card = (out / "dataset" / "README.md").read_text()  # the sample images' own licences, not Banana100's
+    assert "| `coffee` | CC0 (Rachel Michetti) |" in card and "| `rocket` | public domain (SpaceX) |" in card
+    assert "licence of these images is not known" not in card and "inherited from" not in card
 
     # Rerunning resumes: nothing is regenerated or rescored, the report is the same.
     again = run_cli("demo", "--out", str(out), "--steps", "20", "--chains", "2")

@@ -38,7 +38,7 @@ with gr.Blocks(title="Banana100 sensitivity") as demo:
     gr.Markdown("# Banana100 sensitivity\nA chain passes only when the score at steps 5, 10 and 20 is worse "
                 "than at step 1. See the card below.")
     table = gr.Dataframe(value=EXAMPLE, headers=["chain_id", "step", "score"], datatype=["str", "number", "number"],
-                         col_count=(3, "fixed"), label="one metric's scores")
+                         label="one metric's scores")
     lower = gr.Checkbox(label="lower score = better quality (NIQE, BRISQUE, PIQE, IL-NIQE, PI)")
     button = gr.Button("Judge")
     overall = gr.JSON(label="overall")
