@@ -12,7 +12,6 @@ Screenshots are kept in $BANANA100_TEST_ARTEFACTS or the pytest tmp folder.
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
@@ -256,8 +255,8 @@ def release_space(tmp_path_factory):
 def test_release_chain_is_fetched_and_scored_on_demand(release_space):
     client = gradio_client.Client(release_space["url"], verbose=False)
     out = client.predict("skyline", "replicate", 1, 20, api_name="/show_chain")
-    slider, src, img, plot, verdicts, summary, line = out
-    assert slider["maximum"] == 20
+    slider, _src, img, plot, verdicts, summary, line = out
+    assert slider["maximum"] == 20 and plot.get("type") == "matplotlib" and summary["data"][0][0] == "PIQE"
     original = _rgb(release_space["standin"] / "replicate/skyline/rep1/img_020.png")
     assert np.abs(_rgb(img) - original).mean() < 8  # the release's own image, shown at full size (256 px)
     assert [r[0] for r in verdicts["data"]] == ["PIQE"] and verdicts["data"][0][2] in ("pass (saw it)",
