@@ -361,6 +361,8 @@ def check_metric_folder(folder: Path, name: str, source: str | None = None) -> N
             reqs = []
         if reqs and (len(reqs) != 1 or reqs[0].name != "banana100" or not reqs[0].url or str(reqs[0]) != str(Requirement(wanted))):
             problems.append(f"requirements.txt: expected the one line {wanted!r}, found {lines}")
+        if f'pip install "{wanted}"' not in (folder / "README.md").read_text(encoding="utf-8"):
+            problems.append(f"README.md does not show the install line: pip install \"{wanted}\"")
         from evaluate.loading import get_imports
 
         hints = [(n, path) for kind, n, path, _ in get_imports(str(folder / f"{name}.py")) if kind == "library" and n == "banana100"]
@@ -388,7 +390,11 @@ def stage_metric_folders(stage_dir: str | os.PathLike, names: list[str] | None =
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        shutil.copyfile(src / "README.md", dest / "README.md")
+        card = (src / "README.md").read_text(encoding="utf-8")
+        if source:  # the card's install line names the same source as requirements.txt
+            extras = metric_extras(name)
+            card = card.replace(about.requirement(extras), about.requirement(extras, source))
+        (dest / "README.md").write_text(card, encoding="utf-8")
         if name == SENSITIVITY:
             shutil.copyfile(src / "app.py", dest / "app.py")
         for rel, text in _expected_metric_files(src, name, source).items():

@@ -18,7 +18,7 @@ from conftest import IQA_PARAMS, REPO
 
 from banana100 import __version__, about
 from banana100.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
-                               stage_metric_folders, sync_metric_folders)
+                               space_requirements, stage_metric_folders, sync_metric_folders)
 from banana100.registry import ROSTER
 
 IGNORED = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
@@ -108,6 +108,8 @@ def test_committed_metric_folders_are_in_step_with_about():
     """requirements.txt, the `# From:` hints, the widget apps and space/requirements.txt are
     what `python -m banana100.publish --sync` writes from banana100/about.py."""
     assert sync_metric_folders(REPO / "metrics", check=True, space_dir=REPO / "space") == []
+    # the protocol's card is written by hand: its install line must still be about.py's
+    assert f'pip install "{about.requirement()}"' in (REPO / "metrics" / SENSITIVITY / "README.md").read_text()
     assert metric_names(REPO / "metrics") == [*ROSTER, SENSITIVITY]
 
 
@@ -143,11 +145,14 @@ def test_source_override_rewrites_requirements_and_hints(tmp_path):
     source = "https://example.org/wheels/banana100-0.1.0-py3-none-any.whl"
     [(_, folder)] = stage_metric_folders(tmp_path, ["clipiqa"], source=source, metrics_dir=REPO / "metrics")
     assert (folder / "requirements.txt").read_text().splitlines()[-1] == f"banana100[deep] @ {source}"
+    assert f'pip install "banana100[deep] @ {source}"' in (folder / "README.md").read_text()
     assert get_imports(str(folder / "clipiqa.py")) == [("library", "banana100", f'"banana100[deep] @ {source}"', None)]
 
 
 @pytest.mark.parametrize("damage, message", [
     (lambda f: (f / "app.py").unlink(), "declares app_file 'app.py', which is not in the folder"),
+    (lambda f: (f / "README.md").write_text((f / "README.md").read_text().replace("pip install", "pip get")),
+     "README.md does not show the install line"),
     (lambda f: (f / "requirements.txt").write_text("banana100>=0.1\n"), "requirements.txt: expected the one line"),
     (lambda f: (f / "niqe.py").write_text((f / "niqe.py").read_text().split("  # From:")[0] + "\nclass X: pass\n"),
      "evaluate would read the install hints [('banana100', 'banana100')]"),
@@ -235,6 +240,13 @@ def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
+    # space/requirements.txt's line, pointed at the same wheel, resolves too (its extra's packages
+    # are this environment's business, hence --no-deps)
+    space_req = tmp_path / "space-requirements.txt"
+    space_req.write_text(space_requirements(built["wheel"].as_uri()))
+    dry = subprocess.run([str(py), "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "-r", str(space_req)],
+                         capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0 and "Would install banana100-" in dry.stdout, dry.stdout + dry.stderr
     stage = tmp_path / "stage"
     [(_, niqe_dir)] = stage_metric_folders(stage, ["niqe"], source=built["wheel"].as_uri(), metrics_dir=REPO / "metrics")
     pip = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-r",
@@ -261,7 +273,7 @@ def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
     version = run("--version")
     assert version.returncode == 0 and version.stdout.startswith(f"banana100 {__version__}")
 
-    demo = run("demo", "--out", str(tmp_path / "demo"), "--steps", "20", "--chains", "1")
+    demo = run("demo", "--out", str(tmp_path / "demo"), "--steps", "20", "--chains", "1", "--metrics", "piqe")
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "| piqe | lower better | 1 |" in (tmp_path / "demo" / "report" / "report.md").read_text()
 
