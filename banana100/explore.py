@@ -15,9 +15,19 @@ and, for a chain made live from one image (the Space's "Try it" tab):
 
     for step, rgb, meta in stream_chain(make_editor("simulated"), rgb, steps=20): ...
 
+The original release (`ORIGINAL_RELEASE`: the Hub dataset and the pattern its file paths follow,
+in one place) is listed up front and fetched one chain at a time; its scores are computed on
+demand and cached (`ChainScores`), unless the release publishes a scores file:
+
+    ex = open_release(ORIGINAL_RELEASE, cache_dir, metrics=["piqe", "niqe", "brisque"])
+    ex.score_chain(chain_id, progress=lambda fraction, text: ...)
+    view = ex.why(chain_id, step)        # crop, residual since step 1, MSCN map, GGD shapes
+
 Orientation and verdicts come from `banana100.protocol` (through `banana100.report.analyse`);
-nothing here re-implements them. `build_demo_set` makes a small offline set (sample images,
-simulated editor, fast metrics) with the same functions `banana100 demo` uses.
+nothing here re-implements them; chain files are grouped by `importer.plan_chains` and imported
+by `importer.import_chains`, scores come from `engine.MetricScorer`. `build_demo_set` makes a
+small offline set (generated paper-like sources, simulated editor, fast metrics) with the same
+functions `banana100 demo` uses.
 """
 
 from __future__ import annotations
