@@ -7,12 +7,25 @@ pyiqa opens a file with PIL and calls `.convert("RGB")`; we do the same, so scor
   clip every value above 255 to white, so we take the high byte there too (the one place we
   differ from a plain pyiqa call, which would score a saturated image);
 - arrays: HxW, HxWx1, HxWx3, HxWx4 of uint8 (as is), uint16 (high byte), or float in [0, 1].
+
+Every failure to read a file or bytes is an ImageReadError naming the input: missing, not an
+image, corrupt or truncated, any error of PIL's decoders, and images larger than the pixel
+limit. The limit guards against decompression bombs (a small file whose header claims, say,
+20000x20000 pixels: 1.2 GB decoded) and is checked from the header, before any decoding:
+`MAX_IMAGE_PIXELS` below, 89,478,485 pixels by default (PIL's own default, about 9459x9459; a
+4K image has 16.8 M), set by the environment variable BANANA100_MAX_IMAGE_PIXELS (read at
+import), by `set_max_image_pixels(n)`, or per call with `max_pixels=` (`load_rgb`,
+`image_size`, `MetricScorer(max_image_pixels=)`, `compute(max_image_pixels=)`). PIL's own
+process-wide limit (`PIL.Image.MAX_IMAGE_PIXELS`) is left as it is; while banana100 opens a file
+under a higher limit of its own, PIL's is raised to it for that call.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Union
@@ -23,6 +36,68 @@ from PIL import Image, UnidentifiedImageError
 from .errors import ImageReadError
 
 ImageLike = Union[str, os.PathLike, bytes, Image.Image, np.ndarray]
+
+DEFAULT_MAX_IMAGE_PIXELS = 89_478_485  # PIL's default: 1024 * 1024 * 1024 // 4 // 3
+MAX_IMAGE_PIXELS_ENV = "BANANA100_MAX_IMAGE_PIXELS"
+
+
+def _limit_from_env() -> int:
+    text = os.environ.get(MAX_IMAGE_PIXELS_ENV, "").strip().replace("_", "")
+    if not text:
+        return DEFAULT_MAX_IMAGE_PIXELS
+    try:
+        value = int(float(text))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ImageReadError(f"{MAX_IMAGE_PIXELS_ENV}={os.environ[MAX_IMAGE_PIXELS_ENV]!r}: expected a positive "
+                             "number of pixels, e.g. 200000000")
+    return value
+
+
+# Largest width x height read from a file or bytes; see the module docstring.
+MAX_IMAGE_PIXELS: int = _limit_from_env()
+
+
+def set_max_image_pixels(pixels: int) -> None:
+    """Set the library's pixel limit for image files (default 89,478,485; see the module docstring)."""
+    global MAX_IMAGE_PIXELS
+    MAX_IMAGE_PIXELS = _checked_limit(pixels)
+
+
+def _checked_limit(pixels) -> int:
+    if isinstance(pixels, bool) or not isinstance(pixels, (int, np.integer)) or pixels < 1:
+        raise ValueError(f"max_pixels must be a positive integer number of pixels, got {pixels!r}")
+    return int(pixels)
+
+
+_PIL_LIMIT_LOCK = threading.Lock()
+
+
+def _pil_open(fp, limit: int) -> Image.Image:
+    """Image.open, with PIL's own process-wide limit raised to ours for the call when ours is higher.
+
+    PIL refuses an image over twice its limit while opening it (DecompressionBombError), whatever
+    ours says; the lock keeps our threads from restoring each other's value. Header only: the
+    pixels are decoded later, outside the lock.
+    """
+    pil_limit = Image.MAX_IMAGE_PIXELS
+    if pil_limit is None or limit <= pil_limit:
+        return Image.open(fp)
+    with _PIL_LIMIT_LOCK:
+        saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, limit
+        try:
+            return Image.open(fp)
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+
+
+def _too_large(name: str, size: str, limit: int) -> ImageReadError:
+    return ImageReadError(
+        f"{name}: {size} exceeds the image size limit of {limit:,} pixels (a guard against "
+        f"decompression bombs); if the file is trusted, raise the limit with "
+        f"{MAX_IMAGE_PIXELS_ENV}=N, banana100.imageio.set_max_image_pixels(N) or max_image_pixels=N"
+    )
 
 
 def describe(source: ImageLike) -> str:
@@ -70,47 +145,73 @@ def _array_to_rgb(a: np.ndarray, name: str) -> np.ndarray:
 
 
 @contextmanager
-def _opened(source: str | os.PathLike | bytes, name: str):
-    """`source` opened as a lazy PIL image (header read, pixels not yet); errors name the input."""
+def _opened(source: str | os.PathLike | bytes, name: str, max_pixels: int | None = None):
+    """`source` opened as a lazy PIL image (header read, pixels not yet), its size checked
+    against the pixel limit; every failure inside the block is an ImageReadError naming the input."""
+    limit = _checked_limit(MAX_IMAGE_PIXELS if max_pixels is None else max_pixels)
     try:
         fp = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
     except FileNotFoundError:
         raise ImageReadError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise ImageReadError(f"{name}: is a folder, not an image file") from None
     except OSError as e:
-        raise ImageReadError(f"{name}: cannot open ({e.strerror})") from None
+        raise ImageReadError(f"{name}: cannot open ({e.strerror or e})") from None
     try:
-        with fp, Image.open(fp) as img:
+        # PIL warns (DecompressionBombWarning) only over its limit; whatever is over ours fails below
+        with fp, _pil_open(fp, limit) as img:
+            w, h = img.size
+            if w * h > limit:
+                raise _too_large(name, f"{w}x{h} pixels ({w * h:,})", limit)
             yield img
+    except ImageReadError:
+        raise
     except UnidentifiedImageError:
         raise ImageReadError(f"{name}: not an image file PIL can read") from None
-    except (OSError, SyntaxError, ValueError) as e:
+    except Image.DecompressionBombError as e:  # PIL refuses over twice its limit before we see the size
+        found = re.search(r"\((\d+) pixels\)", str(e))
+        raise _too_large(name, f"{int(found.group(1)):,} pixels" if found else f"the image ({e})", limit) from None
+    except MemoryError:
+        raise ImageReadError(f"{name}: not enough memory to decode the image") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise ImageReadError(f"{name}: corrupt or truncated image ({e})") from None
+    except Exception as e:  # noqa: BLE001 - PIL's decoders raise many types on bad data
+        raise ImageReadError(f"{name}: cannot decode the image ({type(e).__name__}: {e})") from None
 
 
-def load_rgb(source: ImageLike) -> np.ndarray:
-    """Return `source` as a contiguous HxWx3 uint8 array; ImageReadError names what failed."""
+def load_rgb(source: ImageLike, max_pixels: int | None = None) -> np.ndarray:
+    """Return `source` as a contiguous HxWx3 uint8 array; ImageReadError names what failed.
+
+    `max_pixels`: the pixel limit for a file or bytes (default `MAX_IMAGE_PIXELS`).
+    """
     name = describe(source)
     if isinstance(source, np.ndarray):
         return _array_to_rgb(source, name)
     if isinstance(source, Image.Image):
-        return _pil_to_rgb(source, name)
+        try:  # a lazily opened PIL image decodes here, and may be truncated
+            return _pil_to_rgb(source, name)
+        except ImageReadError:
+            raise
+        except Exception as e:  # noqa: BLE001 - PIL's decoders raise many types on bad data
+            raise ImageReadError(f"{name}: cannot decode the image ({type(e).__name__}: {e})") from None
     if isinstance(source, (str, os.PathLike, bytes)):
-        with _opened(source, name) as img:
+        with _opened(source, name, max_pixels) as img:
             img.load()
             return _pil_to_rgb(img, name)
     raise ImageReadError(f"{name}: expected a path, bytes, a PIL image or an array")
 
 
-def image_size(source: str | os.PathLike | bytes) -> tuple[int, int]:
+def image_size(source: str | os.PathLike | bytes, max_pixels: int | None = None) -> tuple[int, int]:
     """(height, width) of an image file or its bytes, from the header alone (no pixel decoding).
 
-    Missing, unreadable and non-image inputs raise ImageReadError here already; a file whose
-    pixel data is truncated only fails in `load_rgb`.
+    Missing, unreadable and non-image inputs, and images over the pixel limit (`max_pixels`,
+    default `MAX_IMAGE_PIXELS`), raise ImageReadError here already; a file whose pixel data is
+    truncated only fails in `load_rgb`.
     """
     name = describe(source)
     if not isinstance(source, (str, os.PathLike, bytes)):
         raise ImageReadError(f"{name}: expected a path or bytes")
-    with _opened(source, name) as img:
+    with _opened(source, name, max_pixels) as img:
         return img.size[1], img.size[0]
 
 
