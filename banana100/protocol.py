@@ -4,8 +4,12 @@ For each chain, orient the scores so that lower means worse (negate them when th
 lower-is-better). With d_k = oriented(step k) - oriented(reference step), a chain *passes*
 when every d_k over the check steps is < 0: the metric saw the image get worse at each of
 them. A tie is a failure (the metric did not see the damage). A chain lacking the reference
-step or a check step (or whose score there is NaN) is *incomplete*: neither passed nor failed,
-listed, and left out of the failure rate's denominator.
+step or a check step is *incomplete*: neither passed nor failed, listed, and left out of the
+failure rate's denominator. A NaN, infinite or None score is a *missing* score, never a number: the
+metric had no score for that image (unreadable, too small, a uniform image it cannot score;
+the `error` column of `banana100 score` says why). Each such (chain, step) is listed by name in
+`undefined_scores`, and per chain in `undefined_steps`; where it is a needed step, the chain is
+incomplete and its `incomplete_reason` says which steps are absent and which have no score.
 """
 
 from __future__ import annotations
@@ -34,10 +38,21 @@ def chain_verdict(
     reference_step: int = DEFAULT_REFERENCE_STEP,
     check_steps: Sequence[int] = DEFAULT_CHECK_STEPS,
 ) -> dict:
-    """Verdict for one chain from its oriented scores {step: score} (NaN scores count as missing)."""
-    present = {s: v for s, v in by_step.items() if not math.isnan(v)}
+    """Verdict for one chain from its oriented scores {step: score} (NaN / inf scores count as missing).
+
+    `missing_steps`: needed steps with no usable score: absent from the input, or present with a
+    NaN / infinite score. `undefined_steps`: every step (needed or not) whose score is NaN / inf.
+    """
+    present = {s: v for s, v in by_step.items() if math.isfinite(v)}
     needed = [reference_step, *check_steps]
     missing = [s for s in needed if s not in present]
+    undefined = [s for s in missing if s in by_step]
+    absent = [s for s in missing if s not in by_step]
+    reasons = []
+    if absent:
+        reasons.append(f"step{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))} absent")
+    if undefined:
+        reasons.append(f"no score at step{'s' if len(undefined) > 1 else ''} {', '.join(map(str, undefined))}")
     deltas = {
         f"d_{k}": (present[k] - present[reference_step]) if k in present and reference_step in present else None
         for k in check_steps
@@ -53,6 +68,8 @@ def chain_verdict(
         **deltas,
         "rho": _spearman(steps_sorted, [present[s] for s in steps_sorted]),
         "missing_steps": missing,
+        "undefined_steps": sorted(s for s, v in by_step.items() if not math.isfinite(v)),
+        "incomplete_reason": "; ".join(reasons) or None,
         "last_step": last_step,
         "last_worse": last_worse,
     }
@@ -71,8 +88,10 @@ def sensitivity(
     Returns `n_chains`, `n_passed`, `n_failed`, `n_incomplete`, `failure_rate`
     (n_failed / (n_chains - n_incomplete); None when no chain is complete), `mean_rho` (over
     chains where rho is defined), `share_last_worse` (share of chains whose last step scores
-    worse than the reference step), `incomplete_chains`, and `per_chain` (one dict per chain
-    with `chain_id`, `passed` (True/False/None), `d_<k>`, `rho`, `missing_steps`, ...).
+    worse than the reference step), `incomplete_chains`, `n_undefined_scores` and
+    `undefined_scores` (every input whose score is NaN or None, as {chain_id, step}, whether or
+    not its step is needed), and `per_chain` (one dict per chain with `chain_id`, `passed`
+    (True/False/None), `d_<k>`, `rho`, `missing_steps`, `undefined_steps`, `incomplete_reason`, ...).
     """
     if not (len(scores) == len(steps) == len(chain_ids)):
         raise ValueError(
@@ -100,6 +119,7 @@ def sensitivity(
     n_passed = sum(c["passed"] is True for c in per_chain)
     incomplete = [c["chain_id"] for c in per_chain if c["passed"] is None]
     n_complete = len(per_chain) - len(incomplete)
+    undefined_scores = [{"chain_id": c["chain_id"], "step": s} for c in per_chain for s in c["undefined_steps"]]
     rhos = [c["rho"] for c in per_chain if c["rho"] is not None]
     last = [c["last_worse"] for c in per_chain if c["last_worse"] is not None]
     return {
@@ -111,6 +131,8 @@ def sensitivity(
         "mean_rho": float(np.mean(rhos)) if rhos else None,
         "share_last_worse": (sum(last) / len(last)) if last else None,
         "incomplete_chains": incomplete,
+        "n_undefined_scores": len(undefined_scores),
+        "undefined_scores": undefined_scores,
         "reference_step": reference_step,
         "check_steps": list(check_steps),
         "lower_better": bool(lower_better),

@@ -69,6 +69,39 @@ def _reading(metric: str, r: dict) -> str:
             f"{_fmt(r['share_last_worse'], pct=True)} of chains.")
 
 
+MAX_LISTED = 50  # missing scores listed one by one per metric in report.md (all are in summary.json)
+
+
+def _missing_scores(df: pd.DataFrame, results: dict) -> list[str]:
+    """The report's section on scores that are missing (NaN), each named with its error text."""
+    total = sum(r["n_undefined_scores"] for r in results.values())
+    if not total:
+        return []
+    lines = ["", "## Missing scores", "",
+             f"{total} (image, metric) pairs have no score (NaN in the scores file). They are never used as "
+             "numbers: a chain missing its reference step or a check step is incomplete (neither passed nor "
+             "failed, left out of the failure rate); elsewhere the step is left out of rho. Each is listed with "
+             "the `error` text `banana100 score` wrote for it.", ""]
+    has_error = "error" in df
+    for metric, r in results.items():
+        if not r["n_undefined_scores"]:
+            continue
+        rows = df[(df["metric"] == metric) & ~np.isfinite(df["score"].astype(float))]
+        reasons = {(c, int(s)): e for c, s, e in zip(rows["chain_id"], rows["step"],
+                                                    rows["error"] if has_error else [None] * len(rows))}
+        incomplete = [c for c in r["per_chain"] if c["passed"] is None]
+        lines += [f"**{metric}**: {r['n_undefined_scores']} missing; incomplete chains: "
+                  + (", ".join(f"{c['chain_id']} ({c['incomplete_reason']})" for c in incomplete) or "none"), "",
+                  "| chain | step | why |", "| --- | ---: | --- |"]
+        for u in r["undefined_scores"][:MAX_LISTED]:
+            why = reasons.get((u["chain_id"], int(u["step"]))) or "NaN score, no error recorded"
+            lines.append(f"| {u['chain_id']} | {u['step']} | {str(why).replace('|', '/')} |")
+        if r["n_undefined_scores"] > MAX_LISTED:
+            lines.append(f"| ... | | {r['n_undefined_scores'] - MAX_LISTED} more in summary.json |")
+        lines.append("")
+    return lines
+
+
 def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REFERENCE_STEP) -> Path:
     import matplotlib
 
@@ -121,7 +154,6 @@ def write_report(scores: str | os.PathLike, out_dir: str | os.PathLike, montage:
     plot_path = plot(df, results, out_dir / "sensitivity.png")
     (out_dir / "summary.json").write_text(json.dumps(results, indent=1))
 
-    n_err = int(df["error"].notna().sum()) if "error" in df else 0
     editors = sorted(set(zip(df.get("editor", pd.Series(dtype=str)).fillna("?"), df.get("model", pd.Series(dtype=str)).fillna("?"))))
     lines = [
         "# Banana100 sensitivity report",
@@ -141,8 +173,8 @@ def write_report(scores: str | os.PathLike, out_dir: str | os.PathLike, montage:
     lines += [
         f"Protocol ({about.PAPER_ID}): orient scores so that lower = worse; a chain passes when the score at "
         f"every check step ({', '.join(map(str, DEFAULT_CHECK_STEPS))}) is strictly worse than at step "
-        f"{DEFAULT_REFERENCE_STEP}. A tie is a failure; chains missing a needed step are incomplete and left "
-        "out of the rate.",
+        f"{DEFAULT_REFERENCE_STEP}. A tie is a failure; chains missing a needed step, or with no score there (NaN: "
+        "see Missing scores), are incomplete and left out of the rate.",
         "",
         "| metric | direction | chains | passed | failed | incomplete | failure rate | mean rho | last step worse |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -155,9 +187,7 @@ def write_report(scores: str | os.PathLike, out_dir: str | os.PathLike, montage:
         )
     lines += ["", f"![oriented score vs step]({plot_path.name})", "", "## How each metric reacted", ""]
     lines += [f"- {_reading(m, r)}" for m, r in results.items()]
-    if n_err:
-        lines += ["", f"{n_err} (image, metric) pairs could not be scored (see the `error` column); their chains "
-                  "count as incomplete where a needed step is missing."]
+    lines += _missing_scores(df, results)
     lines += ["", "## Per chain", ""]
     for metric, r in results.items():
         dk = [f"d_{k}" for k in r["check_steps"]]
@@ -165,6 +195,8 @@ def write_report(scores: str | os.PathLike, out_dir: str | os.PathLike, montage:
                   "| --- | --- | " + " | ".join("---:" for _ in dk) + " | ---: |"]
         for c in r["per_chain"]:
             verdict = {True: "pass", False: "FAIL", None: "incomplete"}[c["passed"]]
+            if c["passed"] is None and c.get("incomplete_reason"):
+                verdict += f" ({c['incomplete_reason']})"
             lines.append(f"| {c['chain_id']} | {verdict} | " + " | ".join(_fmt(c[k]) for k in dk) + f" | {_fmt(c['rho'])} |")
         lines.append("")
     path = out_dir / "report.md"

@@ -117,3 +117,27 @@ def test_evaluate_module_matches_library():
     assert out == sensitivity(scores, steps, cids, lower_better=True)
     assert out["n_failed"] == 1 and out["failure_rate"] == 0.5
     assert not math.isnan(out["mean_rho"])
+
+
+def test_missing_scores_are_named_never_used_as_numbers():
+    """NaN, inf and None scores (a metric had no score for that image) are listed by name."""
+    rows = chain("nan_at_ref", [9.0, float("nan"), 7.0, 6.0, 5.0])
+    rows += chain("none_at_10", [9.0, 8.0, 7.0, None, 5.0])
+    rows += chain("inf_at_20", [9.0, 8.0, 7.0, 6.0, float("inf")])
+    rows += chain("nan_at_0_only", [float("nan"), 8.0, 7.0, 6.0, 5.0])  # not a needed step: complete
+    rows += chain("absent_and_nan", [9.0, 8.0, float("nan")], steps=[0, 1, 5])
+    out = run(rows)  # higher is better: a falling score saw the damage
+    by_id = {c["chain_id"]: c for c in out["per_chain"]}
+    assert out["n_undefined_scores"] == 5
+    assert out["undefined_scores"] == [{"chain_id": "absent_and_nan", "step": 5}, {"chain_id": "inf_at_20", "step": 20},
+                                       {"chain_id": "nan_at_0_only", "step": 0}, {"chain_id": "nan_at_ref", "step": 1},
+                                       {"chain_id": "none_at_10", "step": 10}]
+    assert sorted(out["incomplete_chains"]) == ["absent_and_nan", "inf_at_20", "nan_at_ref", "none_at_10"]
+    assert by_id["nan_at_ref"]["incomplete_reason"] == "no score at step 1"
+    assert by_id["none_at_10"]["undefined_steps"] == [10] and by_id["none_at_10"]["missing_steps"] == [10]
+    assert by_id["inf_at_20"]["passed"] is None and by_id["inf_at_20"]["d_20"] is None
+    assert by_id["absent_and_nan"]["incomplete_reason"] == "steps 10, 20 absent; no score at step 5"
+    c = by_id["nan_at_0_only"]  # complete: step 0 is not needed, it only drops out of rho
+    assert c["passed"] is True and c["undefined_steps"] == [0] and c["incomplete_reason"] is None
+    assert c["rho"] == pytest.approx(-1.0)
+    assert out["failure_rate"] == 0.0 and out["n_passed"] == 1

@@ -42,7 +42,7 @@ def test_report_table_plot_and_summary(scores_file, tmp_path):
     assert "| niqe | lower better | 2 | 1 | 1 | 0 | 50 % |" in text
     assert "| musiq | higher better | 2 | 1 | 0 | 1 | 0 % |" in text
     assert "simulated" in text and "BRISQUE" in text  # the simulated-editor caveat
-    assert "| b__replicate__r0 | incomplete |" in text
+    assert "| b__replicate__r0 | incomplete (steps 10, 20 absent) |" in text
     with Image.open(tmp_path / "report" / "sensitivity.png") as img:
         assert img.width > 400 and img.height > 200
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
@@ -57,3 +57,25 @@ def test_report_refuses_missing_or_bad_file(tmp_path):
     bad.write_text("not parquet")
     with pytest.raises(Banana100Error, match="bad.parquet: not a readable Parquet"):
         write_report(bad, tmp_path / "r")
+
+
+def test_missing_scores_are_listed_with_their_error(tmp_path):
+    rows = _rows("niqe", True, {"a__replicate__r0": [9.0 - s / 10 for s in range(21)],
+                                "b__replicate__r0": [9.0 - s / 10 for s in range(21)]})
+    for r in rows:
+        if r["chain_id"] == "b__replicate__r0" and r["step"] == 1:
+            r["score"], r["error"] = float("nan"), "runs/b/step_001.png: NIQE is undefined for a uniform image"
+        if r["chain_id"] == "a__replicate__r0" and r["step"] == 7:
+            r["score"], r["error"] = float("nan"), "runs/a/step_007.png: 400,000,000 pixels exceeds the image size limit"
+    path = tmp_path / "scores.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), path)
+    text = write_report(path, tmp_path / "report").read_text()
+    assert "## Missing scores" in text and "2 (image, metric) pairs have no score" in text
+    assert "incomplete chains: b__replicate__r0 (no score at step 1)" in text
+    assert "| b__replicate__r0 | 1 | runs/b/step_001.png: NIQE is undefined for a uniform image |" in text
+    assert "| a__replicate__r0 | 7 | runs/a/step_007.png: 400,000,000 pixels exceeds" in text
+    assert "| b__replicate__r0 | incomplete (no score at step 1) |" in text
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["niqe"]["undefined_scores"] == [{"chain_id": "a__replicate__r0", "step": 7},
+                                                   {"chain_id": "b__replicate__r0", "step": 1}]
+    assert summary["niqe"]["n_failed"] == 1 and summary["niqe"]["n_incomplete"] == 1  # a: NaN at 7 is not needed

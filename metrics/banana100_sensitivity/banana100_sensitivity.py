@@ -10,7 +10,8 @@ from banana100 import about, protocol  # From: "banana100 @ git+https://github.c
 
 _KWARGS_DESCRIPTION = """
 Args:
-    scores (list of float): one metric's score per image (NaN or None = not scored).
+    scores (list of float): one metric's score per image (NaN, inf or None = no score: a missing
+        score, listed by name in `undefined_scores`, never used as a number).
     steps (list of int): the chain step of each image (0 = source).
     chain_ids (list of str): the chain of each image.
     lower_better (bool): True when a lower score means better quality (NIQE, BRISQUE, ...).
@@ -18,7 +19,9 @@ Args:
     check_steps (tuple of int): steps that must all score worse (default (5, 10, 20)).
 Returns:
     n_chains, n_passed, n_failed, n_incomplete, failure_rate, mean_rho, share_last_worse,
-    incomplete_chains, per_chain (chain_id, passed, d_<k>, rho, missing_steps, last_step, last_worse).
+    incomplete_chains, n_undefined_scores, undefined_scores ({chain_id, step} of each missing
+    score), per_chain (chain_id, passed, d_<k>, rho, missing_steps, undefined_steps,
+    incomplete_reason, last_step, last_worse).
 Example:
     >>> p = evaluate.load("metrics/banana100_sensitivity")
     >>> p.compute(scores=[5.0, 4.0, 3.0, 2.0], steps=[1, 5, 10, 20], chain_ids=["a"] * 4)["failure_rate"]
