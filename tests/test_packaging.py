@@ -99,6 +99,7 @@ def test_versions_agree():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["version"] == __version__ == about.VERSION
     assert about.RELEASE_TAG == f"v{__version__}"
+    assert project["urls"]["Repository"] == about.CODE_REPOSITORY and project["urls"]["Paper"] == about.PAPER_URL
 
 
 # -- the metric folders as the Hub and evaluate expect them ----------------------------------
