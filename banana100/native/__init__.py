@@ -19,6 +19,9 @@ The contract every `banana100/native/<metric>.py` keeps:
 - `mode="pyiqa"` reproduces pyiqa 0.1.16's `create_metric(name)` scores (relative difference
   under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
   published values in `../shared/reference-images`, where pyiqa is off by up to 8 %.
+- After each forward, `module.last_flat_share` (B,) float64 holds each image's share of
+  full-scale windows that are flat or exact ramps (`nss.leftover_share`): the regime where a
+  score depends on rounding (FlatRegionWarning above FLAT_WARN_SHARE; the cards say how far).
 - Buffers (model parameters) are registered so that `.to(device)` moves them. The statistics
   and the final scores are float64 on CPU and GPU alike; mode "pyiqa" does in float32 the steps
   pyiqa does in float32 where their rounding shows in the score (BRISQUE's filtering, PIQE's local
@@ -35,6 +38,32 @@ import torch
 
 MODES = ("pyiqa", "official")
 NATIVE_METRICS = ("piqe", "niqe", "brisque", "ilniqe", "nrqm", "pi")
+
+
+class FlatRegionWarning(UserWarning):
+    """An image has many flat windows (or exact ramps): there its MSCN coefficients are rounding
+    leftovers, so its score depends on the arithmetic. mode "pyiqa" still reproduces pyiqa on
+    the same device, but pyiqa's own score there changes with its convolution backend; mode
+    "official" cannot reproduce the MATLAB releases' leftovers (see the metric card)."""
+
+
+# Leftover share (`last_flat_share`) above which a score gets a FlatRegionWarning: where, in
+# bench/flat_regime.py, the official scores' spread over possible leftover signs first exceeded
+# the 0.5 % the official mode aims at (results in bench/results_flat_regime.json).
+FLAT_WARN_SHARE = 0.05
+
+
+def warn_if_flat(metric: str, shares, names) -> None:
+    """Warn (FlatRegionWarning) for each image whose leftover share exceeds FLAT_WARN_SHARE."""
+    import warnings
+
+    flat = [(n, s) for n, s in zip(names, shares) if s is not None and s > FLAT_WARN_SHARE]
+    if flat:
+        listed = "; ".join(f"{n}: {s:.0%}" for n, s in flat[:5]) + (f"; and {len(flat) - 5} more" if len(flat) > 5 else "")
+        warnings.warn(
+            f"{metric}: {len(flat)} image(s) with over {FLAT_WARN_SHARE:.0%} flat windows (flat areas, clipped "
+            f"highlights or exact ramps) where the score depends on rounding, not on the image ({listed}); "
+            "see 'flat_share' and the metric card", FlatRegionWarning, stacklevel=3)
 
 
 def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.nn.Module:

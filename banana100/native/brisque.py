@@ -9,9 +9,11 @@ products, half-size resize, row sums of the moments: memory-bound passes, twice 
 float64); the totals of the row sums, the fits and the SVR in float64. The YIQ luminance is
 rounded exactly as pyiqa does it; the 7x7 Gaussian runs as two symmetric 1-D passes of shifted
 slices and the MATLAB bicubic half as 8 strided slices (a one-channel conv2d is several times
-slower on CPU). Where the local mean of a flat area rounds to the pixel value, pyiqa's window
-(summing to 1 + 1.1e-8) still leaves a residue whose neighbour products the AGGD fits count as
-positive: that residue is put back. pyiqa's float32 rounding (mostly in the SVR sum) moves its
+slower on CPU). Where a window is flat (or an exact ramp) the MSCN coefficient is a rounding
+leftover whose sign the AGGD fits count (a large flat area moves the score by up to 30 %):
+there, and only there, the coefficient is computed with pyiqa's own float32 conv2d arithmetic
+(`nss.repair_leftovers`; every grey level: tests/test_native_flat.py). On GPUs the whole
+filtering is pyiqa's 2-D conv2d, one image a call. pyiqa's float32 rounding (mostly in the SVR sum) moves its
 own score by a few 1e-3 absolute with the batch it sits in, so scores differ by ~1e-4 to 1e-3
 relative, and by up to ~1e-2 absolute near zero (I04.bmp: pyiqa -0.1152, here -0.1069, pyiqa
 run in float64 -0.1073).
@@ -73,6 +75,8 @@ class BRISQUE(torch.nn.Module):
     def __init__(self, model, ranges, mode: str):
         super().__init__()
         self.mode = mode
+        self._share: torch.Tensor | None = None
+        self.last_flat_share: torch.Tensor | None = None
         self.gamma = float(model.gamma)
         self.rho = float(model.rho)
         self.lower, self.upper = float(ranges.lower), float(ranges.upper)
@@ -104,6 +108,7 @@ class BRISQUE(torch.nn.Module):
             # -excess * v after the local mean is taken off, and the neighbour products there are
             # positive, not zero; the AGGD fits count them (a large flat area moves the score by ~50 %)
             self.window_excess = float(matlab.fspecial_gaussian(7, 7 / 6, float32=True).sum() - 1)
+            self.register_buffer("window_2d", matlab.fspecial_gaussian(7, 7 / 6, float32=True))
         else:
             # brisque_feature.m normalises fspecial's window again
             window = matlab.fspecial_gaussian(7, 7 / 6)
@@ -122,8 +127,10 @@ class BRISQUE(torch.nn.Module):
             raise ValueError(
                 f"BRISQUE needs at least {MIN_SIZE}x{MIN_SIZE} pixels, got {w}x{h} (width x height)"
             )
+        self._share = None
         if self.mode == "pyiqa":
             return self.features_float32(y.to(torch.float32))
+        self._share = nss.leftover_share(y, padding="zeros")
         per_scale = []
         for scale in (1, 2):
             filtering = "exact_uint8" if scale == 1 else "near_separable"
@@ -139,15 +146,38 @@ class BRISQUE(torch.nn.Module):
         for scale in (1, 2):
             if scale == 2:
                 y = matlab.imresize_half(y)
-            mu, mean_sq = matlab.imfilter_moments_separable(y, self.window, "zeros")
-            # pyiqa's safe_sqrt adds the float32 eps
-            sigma = mean_sq.addcmul_(mu, mu, value=-1).abs_().add_(FLOAT32_EPS).sqrt_().add_(1)
-            structdis = torch.sub(y, mu, out=mu).sub_(y, alpha=self.window_excess).div_(sigma)
+            structdis = self.mscn_float32(y)
             n = structdis.shape[-2] * structdis.shape[-1]
             alpha, mean_sq = nss.ggd_from_moments(nss.signed_moments_rows(structdis), n)
             pairs = nss.signed_moments_rows(nss.paired_products(structdis, nss.BRISQUE_SHIFTS))
             per_scale.append(aggd_features(alpha, mean_sq, *nss.aggd_from_moments(pairs, n)))
         return torch.cat(per_scale, dim=-1)
+
+    def mscn_float32(self, y: torch.Tensor) -> torch.Tensor:
+        """pyiqa's MSCN coefficients of BxHxW float32 luminance (its `normalize_img_with_gauss`).
+
+        Fast separable filtering, except where a coefficient is a rounding leftover (flat
+        windows, exact ramps): there pyiqa's own float32 convolution, so the signs agree.
+        """
+        if y.device.type != "cpu":
+            # pyiqa's own 2-D float32 convolution: on GPUs it is fast, and only it rounds
+            # (TF32 included, where enabled) as pyiqa's does on the same device; one image a
+            # call, as pyiqa scores them (the algorithm chosen can depend on the batch)
+            structdis = torch.cat([nss.mscn(one, self.window_2d, "zeros", sigma_eps=FLOAT32_EPS)
+                                   for one in y.split(1)])
+        else:
+            mu, mean_sq = matlab.imfilter_moments_separable(y, self.window, "zeros")
+            # pyiqa's safe_sqrt adds the float32 eps
+            sigma = mean_sq.addcmul_(mu, mu, value=-1).abs_().add_(FLOAT32_EPS).sqrt_().add_(1)
+            centred = torch.sub(y, mu, out=mu).sub_(y, alpha=self.window_excess)
+            structdis = torch.div(centred, sigma, out=sigma)
+            # flat windows and exact ramps: pyiqa's own leftovers (their signs are counted)
+            share = nss.repair_leftovers(structdis, y, centred, self.window_2d, "zeros")
+            if self._share is None:  # the full scale's
+                self._share = share
+        if self._share is None:
+            self._share = nss.leftover_share(y, padding="zeros")
+        return structdis
 
     def scale(self, feats: torch.Tensor) -> torch.Tensor:
         """svm-scale: [min, max] -> [lower, upper] per feature (features with min == max are dropped, i.e. 0)."""
@@ -164,9 +194,14 @@ class BRISQUE(torch.nn.Module):
         return torch.where(span == 0, torch.zeros_like(scaled), scaled)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat(
-            [self.score(part) for part in x.split(nss.images_per_chunk(x, self.chunk_pixels))]
-        )
+        """Scores (B,); `last_flat_share` (B,) then holds each image's share of full-scale
+        windows where the MSCN coefficient is a rounding leftover (`nss.leftover_share`)."""
+        scores, shares = [], []
+        for part in x.split(nss.images_per_chunk(x, self.chunk_pixels)):
+            scores.append(self.score(part))
+            shares.append(self._share.cpu())
+        self.last_flat_share = torch.cat(shares)
+        return torch.cat(scores)
 
     def score(self, x: torch.Tensor) -> torch.Tensor:
         """Scores of a batch, in one pass."""

@@ -29,7 +29,8 @@ import numpy as np
 import scipy.io
 import torch
 
-from . import matlab
+from . import matlab, nss
+from .matlab import pyiqa_imresize as _pyiqa_imresize
 
 PARAM_FILE = "ILNIQE_templateModel.mat"
 
@@ -118,6 +119,8 @@ class ILNIQE(torch.nn.Module):
         n = (NORMALIZED_WIDTH // BLOCK) * BLOCK
         img = img[..., :n, :n]
         opponent = torch.einsum("oc,bchw->bohw", self.opponent, img)
+        # the share of 5x5 MSCN windows of O3 (full scale) that are flat or exact ramps
+        self.last_flat_share = nss.leftover_share(opponent[:, 2], 5, 5 / 6, "replicate").cpu()
         features = []
         for scale in (1, 2):
             features.append(self._scale_features(opponent, img, scale))
@@ -157,6 +160,13 @@ class ILNIQE(torch.nn.Module):
         gx = torch.stack((grad[:, 0, 0].real, grad[:, 0, 0].imag, grad[:, 1, 0].real), dim=1)
         gy = torch.stack((grad[:, 0, 1].real, grad[:, 0, 1].imag, grad[:, 1, 1].real), dim=1)
         del grad
+        if self.pyiqa and opponent.device.type == "cpu":
+            # on flat windows a derivative is a rounding leftover whose sign the AGGD fits count:
+            # there, pyiqa's own float64 conv2d values (its 2-D kernels, its summation order)
+            maps = opponent.reshape(-1, *opponent.shape[-2:])
+            for g, kernel in zip((gx, gy), _pyiqa_derivative_kernels(sigma)):
+                bound = nss.leftover_bound(kernel, torch.float64, 2 * 255.0) * float(kernel.abs().sum())
+                nss.repair_filtered(g.view(-1, *g.shape[-2:]), maps, kernel, "zeros", bound)
         feats.append(self._weibull(_blocks(self._magnitude(gx, gy), bs)))
 
         log_rgb = torch.log(rgb + K_FOR_LOG)
@@ -289,65 +299,6 @@ class ILNIQE(torch.nn.Module):
 # ---------------------------------------------------------------------- helpers
 
 
-def _pyiqa_imresize(img: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """pyiqa.matlab_utils.imresize as pyiqa runs it: height then width, in float32, no rounding.
-
-    MATLAB's bicubic (antialiased when shrinking) with mirrored borders, like matlab.imresize, but
-    the float32 arithmetic matters for small images blown up to 524 px, so it is repeated here:
-    float32 weights and products laid out as pyiqa's (N, taps, H, W) so that torch sums the taps
-    in the same order. -> float64.
-    """
-    lead = img.shape[:-2]
-    x = img.to(torch.float32).reshape(-1, *img.shape[-2:])
-    n = x.shape[0]
-    for dim, out_len in ((1, size[0]), (2, size[1])):
-        in_len = x.shape[dim]
-        scale = out_len / in_len
-        if scale == 1:
-            continue
-        taps, weights, index = _pyiqa_resize_taps(in_len, out_len, scale, x.device)
-        sample = x.index_select(dim, index.flatten())
-        if dim == 1:
-            sample = sample.view(n, taps, out_len, x.shape[2])
-            weights = weights.view(1, taps, out_len, 1)
-        else:
-            sample = sample.view(n, x.shape[1], taps, out_len).transpose(1, 2).contiguous()
-            weights = weights.view(1, taps, 1, out_len)
-        x = (sample * weights).sum(dim=1)
-    return x.to(torch.float64).reshape(*lead, *x.shape[-2:])
-
-
-def _pyiqa_resize_taps(in_len: int, out_len: int, scale: float, device) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """(taps, float32 weights (taps, out_len), source indices (taps, out_len)) of pyiqa's resize_1d."""
-    taps, factor = 4, 1.0
-    if scale < 1:  # antialiasing: a kernel widened by 1/scale
-        factor = scale
-        taps = math.ceil(taps / factor)
-    taps += 2
-    pos = torch.linspace(0, out_len - 1, steps=out_len, dtype=torch.float32, device=device)
-    pos = (pos + 0.5) / scale - 0.5
-    base = pos.floor() - (taps // 2) + 1
-    dist = pos - base
-    offsets = (dist.unsqueeze(0) - torch.arange(taps, dtype=torch.float32, device=device).unsqueeze(1)) * factor
-    weights = _pyiqa_cubic(offsets)
-    weights = weights / weights.sum(dim=0, keepdim=True)
-    # input index of each tap, mirrored at the borders with the edge pixel repeated
-    src = base.long().unsqueeze(0) + torch.arange(taps, device=device).unsqueeze(1)
-    src = torch.where(src < 0, -src - 1, src)
-    src = torch.where(src >= in_len, 2 * in_len - 1 - src, src)
-    return taps, weights, src
-
-
-def _pyiqa_cubic(x: torch.Tensor, a: float = -0.5) -> torch.Tensor:
-    """pyiqa's cubic_contribution (Keys kernel), term for term."""
-    ax = x.abs()
-    ax2 = ax * ax
-    ax3 = ax * ax2
-    near = ((a + 2) * ax3 - (a + 3) * ax2 + 1) * ax.le(1).to(x.dtype)
-    far = ((a * ax3) - (5 * a * ax2) + (8 * a * ax) - (4 * a)) * torch.logical_and(ax.gt(1), ax.le(2)).to(x.dtype)
-    return near + far
-
-
 def _blocks(t: torch.Tensor, bs: int) -> torch.Tensor:
     """(B, C, H, W) -> (B, C, patches, bs*bs), non-overlapping bs x bs patches."""
     b, c, h, w = t.shape
@@ -408,6 +359,15 @@ def _gaussian_derivatives(sigma: float, device) -> tuple[torch.Tensor, torch.Ten
     t = torch.linspace(-half, half, 2 * half + 1, dtype=torch.float64, device=device)
     g = torch.exp(-(t**2) / 2 / sigma / sigma)
     return g, t * g
+
+
+def _pyiqa_derivative_kernels(sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """pyiqa's gauDerivative kernels (2-D, as it computes them: not the outer product of the 1-D
+    factors, which rounds differently), flipped for correlation as its conv2d does; float64, CPU."""
+    half = math.ceil(3 * sigma)
+    x, y = np.meshgrid(np.linspace(-half, half, 2 * half + 1), np.linspace(-half, half, 2 * half + 1))
+    gauss = np.exp(-(x**2 + y**2) / 2 / sigma / sigma)
+    return tuple(torch.from_numpy(np.ascontiguousarray((t * gauss)[::-1, ::-1])) for t in (x, y))
 
 
 def _derivative_spectrum(factors: tuple[torch.Tensor, torch.Tensor], h: int, w: int) -> torch.Tensor:

@@ -58,6 +58,29 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, groups: int = 1) -> torch.Tens
     return torch.cat(strips, dim=-2)
 
 
+def conv2d_rows(x: torch.Tensor, weight: torch.Tensor, need: torch.Tensor) -> torch.Tensor:
+    """`F.conv2d(x, weight)` of one (1, C, H, W) image, bit for bit, computed only in the row
+    strips of `conv2d` that hold an output row flagged in `need` (out_h,) bool; other rows are 0.
+
+    For repairing a few areas of an image with pyiqa's own arithmetic (`nss.repair_filtered`):
+    the strips are those `conv2d` uses (tests check them against the one call), so skipping the
+    strips nobody needs changes nothing in the others. Float32 kernels narrower than 5 and
+    non-CPU devices take the whole call.
+    """
+    kh, kw = weight.shape[-2:]
+    out_h = x.shape[-2] - kh + 1
+    rows = max(16, CONV_STRIP_BYTES // (x.shape[1] * x.shape[-1] * x.element_size()))
+    if x.device.type != "cpu" or out_h <= rows or (x.dtype != torch.float64 and min(kh, kw) < 5):
+        return F.conv2d(x, weight)
+    out = x.new_zeros(x.shape[0], weight.shape[0], out_h, x.shape[-1] - kw + 1)
+    wanted = need.reshape(-1).tolist()
+    for r in range(0, out_h, rows):
+        stop = min(r + rows, out_h)
+        if any(wanted[r:stop]):
+            out[..., r:stop, :] = F.conv2d(x[..., r : stop + kh - 1, :], weight)
+    return out
+
+
 # --------------------------------------------------------------------------- rounding
 
 
@@ -333,6 +356,68 @@ def imresize_half(x: torch.Tensor) -> torch.Tensor:
     Height first, as MATLAB and pyiqa.
     """
     return _half_axis(_half_axis(x, -2), -1)
+
+
+# --------------------------------------------------------------------------- pyiqa's float32 resize
+
+
+def pyiqa_imresize(img: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """pyiqa.matlab_utils.imresize as pyiqa runs it: height then width, in float32, no rounding.
+
+    MATLAB's bicubic (antialiased when shrinking) with mirrored borders, like matlab.imresize, but
+    the float32 arithmetic matters for small images blown up to 524 px, so it is repeated here:
+    float32 weights and products laid out as pyiqa's (N, taps, H, W) so that torch sums the taps
+    in the same order. -> float64.
+    """
+    lead = img.shape[:-2]
+    x = img.to(torch.float32).reshape(-1, *img.shape[-2:])
+    n = x.shape[0]
+    for dim, out_len in ((1, size[0]), (2, size[1])):
+        in_len = x.shape[dim]
+        scale = out_len / in_len
+        if scale == 1:
+            continue
+        taps, weights, index = pyiqa_resize_taps(in_len, out_len, scale, x.device)
+        sample = x.index_select(dim, index.flatten())
+        if dim == 1:
+            sample = sample.view(n, taps, out_len, x.shape[2])
+            weights = weights.view(1, taps, out_len, 1)
+        else:
+            sample = sample.view(n, x.shape[1], taps, out_len).transpose(1, 2).contiguous()
+            weights = weights.view(1, taps, 1, out_len)
+        x = (sample * weights).sum(dim=1)
+    return x.to(torch.float64).reshape(*lead, *x.shape[-2:])
+
+
+def pyiqa_resize_taps(in_len: int, out_len: int, scale: float, device) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """(taps, float32 weights (taps, out_len), source indices (taps, out_len)) of pyiqa's resize_1d."""
+    taps, factor = 4, 1.0
+    if scale < 1:  # antialiasing: a kernel widened by 1/scale
+        factor = scale
+        taps = math.ceil(taps / factor)
+    taps += 2
+    pos = torch.linspace(0, out_len - 1, steps=out_len, dtype=torch.float32, device=device)
+    pos = (pos + 0.5) / scale - 0.5
+    base = pos.floor() - (taps // 2) + 1
+    dist = pos - base
+    offsets = (dist.unsqueeze(0) - torch.arange(taps, dtype=torch.float32, device=device).unsqueeze(1)) * factor
+    weights = pyiqa_cubic(offsets)
+    weights = weights / weights.sum(dim=0, keepdim=True)
+    # input index of each tap, mirrored at the borders with the edge pixel repeated
+    src = base.long().unsqueeze(0) + torch.arange(taps, device=device).unsqueeze(1)
+    src = torch.where(src < 0, -src - 1, src)
+    src = torch.where(src >= in_len, 2 * in_len - 1 - src, src)
+    return taps, weights, src
+
+
+def pyiqa_cubic(x: torch.Tensor, a: float = -0.5) -> torch.Tensor:
+    """pyiqa's cubic_contribution (Keys kernel), term for term."""
+    ax = x.abs()
+    ax2 = ax * ax
+    ax3 = ax * ax2
+    near = ((a + 2) * ax3 - (a + 3) * ax2 + 1) * ax.le(1).to(x.dtype)
+    far = ((a * ax3) - (5 * a * ax2) + (8 * a * ax) - (4 * a)) * torch.logical_and(ax.gt(1), ax.le(2)).to(x.dtype)
+    return near + far
 
 
 # --------------------------------------------------------------------------- filtering
@@ -628,3 +713,41 @@ def conv2_same(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
     x4 = F.pad(x.reshape(-1, 1, *shape[-2:]), (left, kw - 1 - left, top, kh - 1 - top))
     out = conv2d(x4, flipped.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw))
     return out.reshape(shape)
+
+
+# --------------------------------------------------------------------------- exact outputs at chosen pixels
+
+# Windows per conv2d call of `conv2d_at`; every call has this one shape, so the backend picks one
+# algorithm for all of them (single windows or a few go through other CPU code paths that sum in
+# another order: measured in float64, tests/test_native_flat.py).
+AT_CHUNK = 1024
+
+
+def conv2d_at(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, square: bool = False) -> torch.Tensor:
+    """Outputs `F.conv2d(padded[n:n+1], weight)[0, 0, i, j]` for the rows (n, i, j) of `index` (K, 3)
+    (of `padded ** 2` with `square=True`).
+
+    `padded` is (N, 1, Hp, Wp), `weight` (1, 1, kh, kw). The K windows are laid side by side in
+    one kh-row image convolved with stride (1, kw), AT_CHUNK windows a call (the last call
+    padded with zero windows): on CPU each output then gets the same arithmetic, bit for bit,
+    as in the one-image call over the whole picture that pyiqa makes (measured for float32 and
+    float64, 5x5 and 7x7 windows, images from 16x16 to 2048x1536, one and two threads:
+    tests/test_native_flat.py). Costs K windows, not the whole image.
+    """
+    kh, kw = weight.shape[-2:]
+    n_idx, i_idx, j_idx = index.unbind(-1)
+    dy = torch.arange(kh, device=padded.device)
+    dx = torch.arange(kw, device=padded.device)
+    out = []
+    for s in range(0, index.shape[0], AT_CHUNK):
+        n, i, j = n_idx[s : s + AT_CHUNK], i_idx[s : s + AT_CHUNK], j_idx[s : s + AT_CHUNK]
+        k = n.numel()
+        win = padded.new_zeros(AT_CHUNK, kh, kw)
+        win[:k] = padded[n[:, None, None], 0, (i[:, None] + dy)[:, :, None], (j[:, None] + dx)[:, None, :]]
+        if square:
+            win.mul_(win)
+        row = win.permute(1, 0, 2).reshape(1, 1, kh, AT_CHUNK * kw)
+        out.append(F.conv2d(row, weight.to(padded.dtype), stride=(1, kw)).reshape(-1)[:k])
+    if not out:
+        return padded.new_zeros(0)
+    return torch.cat(out)

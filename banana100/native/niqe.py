@@ -10,8 +10,9 @@ window stored in float32; +eps in the local deviation). mode "official": LIVE's
 `computequality.m` on the uint8 image (MATLAB rgb2gray, rounded; float64 window). Both work in
 float64. The full-scale filtering is exact (bit-for-bit pyiqa's float64 conv2d), which matters:
 on flat areas and ramps the MSCN coefficients are rounding-sized and their signs are counted.
-pyiqa resizes in float32, so on images with long ramps its half scale differs slightly (1e-4 on
-a synthetic test image; ~1e-7 on photographs).
+In mode "pyiqa" the half scale is pyiqa's float32 resize (`matlab.pyiqa_imresize`, bit for bit)
+and its flat windows / exact ramps get pyiqa's own float64 conv2d leftovers
+(`nss.repair_leftovers`): checkerboards and clipped areas agree to ~1e-7.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class NIQE(torch.nn.Module):
             "window", matlab.fspecial_gaussian(7, 7 / 6, float32=mode == "pyiqa")
         )
         self.sigma_eps = torch.finfo(torch.float64).eps if mode == "pyiqa" else 0.0
+        self._share: torch.Tensor | None = None
+        self.last_flat_share: torch.Tensor | None = None
 
     def luminance(self, x: torch.Tensor) -> torch.Tensor:
         """Bx3xHxW [0, 1] -> Bx1xHxW float64 luminance on 0-255, rounded as the mode's original."""
@@ -79,6 +82,7 @@ class NIQE(torch.nn.Module):
                 f"NIQE needs at least {BLOCK}x{BLOCK} pixels, got {w}x{h} (width x height)"
             )
         img = y[..., : nh * BLOCK, : nw * BLOCK].squeeze(-3)
+        self._share = nss.leftover_share(img, padding="replicate")
         per_scale = []
         for scale in (1, 2):
             # scale 1 holds 0..255 integers: exact filtering; scale 2 is resampled
@@ -90,16 +94,30 @@ class NIQE(torch.nn.Module):
                 sigma_eps=self.sigma_eps,
                 filtering=filtering,
             )
+            if scale == 2 and self.mode == "pyiqa" and img.device.type == "cpu":
+                # flat windows and exact ramps of the resampled image: pyiqa's own leftovers
+                centred = img - matlab.imfilter_near_separable(img, self.window, "replicate")
+                nss.repair_leftovers(structdis, img, centred, self.window, "replicate")
             size = BLOCK // scale
             per_scale.append(block_features(nss.blocks(structdis, size, size)))
-            if scale == 1:
+            if scale == 1 and self.mode == "pyiqa":
+                # pyiqa resizes img / 255 in float32 (its imresize casts to float32 and back),
+                # summing the taps in its own order: flat areas keep its values to the last bit
+                half = (img.shape[-2] // 2, img.shape[-1] // 2)
+                img = matlab.pyiqa_imresize(img / 255.0, half) * 255.0
+            elif scale == 1:
                 img = matlab.imresize(img, scale=0.5)
         return torch.cat(per_scale, dim=-1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat(
-            [self.score(part) for part in x.split(nss.images_per_chunk(x))]
-        )
+        """Scores (B,); `last_flat_share` (B,) then holds each image's share of (cropped,
+        full-scale) windows where the MSCN coefficient is a rounding leftover."""
+        scores, shares = [], []
+        for part in x.split(nss.images_per_chunk(x)):
+            scores.append(self.score(part))
+            shares.append(self._share.cpu())
+        self.last_flat_share = torch.cat(shares)
+        return torch.cat(scores)
 
     def score(self, x: torch.Tensor) -> torch.Tensor:
         """Scores of a batch, in one pass."""

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from banana100.native import matlab
+from banana100.native import matlab, nss
 from banana100.native.params import ParameterFileError
 
 PARAM_FILE = "NRQM_model.mat"
@@ -461,7 +461,11 @@ class NRQM(torch.nn.Module):
         return design @ self.linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.score_luminance(self.luminance(x))
+        """Scores (B,); `last_flat_share` (B,): each image's share of flat (or exact-ramp) 7x7
+        luminance windows (`nss.leftover_share`)."""
+        y = self.luminance(x)
+        self.last_flat_share = nss.leftover_share(y[:, 0]).cpu()
+        return self.score_luminance(y)
 
 
 def build(files: Mapping[str, Path], mode: str = "pyiqa") -> NRQM:

@@ -9,6 +9,7 @@ patches of all images of a batch are fitted in one call.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from . import matlab
 
@@ -276,3 +277,95 @@ def nancov_rows(x: torch.Tensor) -> torch.Tensor:
     mean = xz.sum(dim=-2, keepdim=True) / n
     centred = torch.where(ok, x - mean, torch.zeros_like(x))
     return centred.transpose(-1, -2) @ centred / (n - 1).clamp(min=1)
+
+
+# --------------------------------------------------------------------------- rounding leftovers
+
+def leftover_bound(window: torch.Tensor, dtype: torch.dtype, peak: float = 255.0) -> float:
+    """A bound, with margin, on how far two summation orders of a `window`-filtered image of
+    values in [0, peak] can round apart: 4 * taps * eps * peak. Where |x - local mean| is below
+    it, the MSCN coefficient is a rounding leftover (flat windows, exact ramps) whose sign is
+    the arithmetic's, not the image's."""
+    return 4.0 * window.numel() * torch.finfo(dtype).eps * peak
+
+
+def pyiqa_mscn_at(
+    x: torch.Tensor, window: torch.Tensor, padding: str, index: torch.Tensor | None, rows: torch.Tensor | None = None
+) -> torch.Tensor:
+    """pyiqa's `normalize_img_with_gauss` of one image x (H, W) at the pixels (i, j) of `index`
+    (K, 2) -> (K,), or (index None) -> (H, W) in the row strips that hold a row flagged in `rows`
+    (H,) bool (`matlab.conv2d_rows`), in x's dtype, with the arithmetic of
+    pyiqa's whole-image `F.conv2d` calls: the same rounding leftovers in flat windows and on
+    exact ramps. With an index only those windows are convolved (`matlab.conv2d_at`)."""
+    kh, kw = window.shape[-2:]
+    padded = matlab.pad_same(x[None, None], kh, kw, padding)
+    weight = window.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
+    if index is None:
+        mu = matlab.conv2d_rows(padded, weight, rows)[0, 0]
+        mean_sq = matlab.conv2d_rows(padded * padded, weight, rows)[0, 0]
+        centre = x
+    else:
+        at = F.pad(index, (1, 0))  # image 0 of `padded`
+        mu = matlab.conv2d_at(padded, weight, at)
+        mean_sq = matlab.conv2d_at(padded, weight, at, square=True)
+        centre = x[index[:, 0], index[:, 1]]
+    sigma = torch.sqrt((mean_sq - mu**2).abs() + torch.finfo(x.dtype).eps)  # pyiqa's safe_sqrt
+    return (centre - mu) / (sigma + 1)
+
+
+def repair_leftovers(
+    structdis: torch.Tensor, x: torch.Tensor, centred: torch.Tensor, window: torch.Tensor, padding: str
+) -> torch.Tensor:
+    """Put pyiqa's own MSCN values (c = 1) into `structdis` (N, H, W) wherever `centred` (x minus
+    the fast local mean, N, H, W) is within `leftover_bound`: there the coefficient is a rounding
+    leftover and its sign, which the AGGD fits count, is decided by pyiqa's arithmetic. Up to
+    `matlab.AT_CHUNK` such pixels in an image: only their windows are convolved; more: the row
+    strips that hold them, as pyiqa computes them (a one-channel conv2d of a 512x512 image costs
+    about as much as gathering 1024 windows). In place; returns the share of coefficients repaired per image (N,) float64."""
+    mask = centred.abs() <= leftover_bound(window, x.dtype)
+    counts = mask.flatten(-2).sum(-1).tolist()
+    for n, count in enumerate(counts):
+        if count > matlab.AT_CHUNK:
+            exact = pyiqa_mscn_at(x[n], window, padding, None, mask[n].any(-1)).to(structdis.dtype)
+            torch.where(mask[n], exact, structdis[n], out=structdis[n])
+        elif count:
+            index = mask[n].nonzero()
+            structdis[n, index[:, 0], index[:, 1]] = pyiqa_mscn_at(x[n], window, padding, index).to(structdis.dtype)
+    return torch.tensor(counts, dtype=torch.float64) / (x.shape[-2] * x.shape[-1])
+
+
+def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, padding: str, bound: float) -> torch.Tensor:
+    """Put pyiqa's own `F.conv2d` outputs (correlation with `weight`, `padding`) of the maps x
+    (N, H, W) into `out` (N, H, W, the same filter computed another way) wherever |out| <= bound:
+    rounding leftovers of a kernel summing to zero (a derivative on a flat window), whose signs
+    the AGGD fits count. In place; returns the share of values repaired per map (N,) float64."""
+    kh, kw = weight.shape[-2:]
+    w4 = weight.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
+    mask = out.abs() <= bound
+    counts = mask.flatten(-2).sum(-1).tolist()
+    for n, count in enumerate(counts):
+        if not count:
+            continue
+        padded = matlab.pad_same(x[n][None, None], kh, kw, padding)
+        if count > matlab.AT_CHUNK:
+            exact = matlab.conv2d_rows(padded, w4, mask[n].any(-1))[0, 0]
+            torch.where(mask[n], exact.to(out.dtype), out[n], out=out[n])
+        else:
+            index = mask[n].nonzero()
+            out[n, index[:, 0], index[:, 1]] = matlab.conv2d_at(padded, w4, F.pad(index, (1, 0))).to(out.dtype)
+    return torch.tensor(counts, dtype=torch.float64) / (x.shape[-2] * x.shape[-1])
+
+
+def leftover_share(y: torch.Tensor, size: int = 7, sigma: float = 7 / 6, padding: str = "replicate") -> torch.Tensor:
+    """Share of the pixels of luminance maps y (B, H, W) (0-255 scale) whose size x size Gaussian
+    window has a local mean equal to the pixel within `leftover_bound`: flat windows and exact
+    ramps, where MSCN coefficients are rounding leftovers -> (B,) float64.
+
+    The regime in which a score depends on the arithmetic (pyiqa's own scores move with its
+    convolution backend there, the original MATLAB ones cannot be reproduced exactly; see the
+    metric cards). One float32 separable pass: cheap next to any of the metrics."""
+    window = matlab.fspecial_gaussian(size, sigma, float32=True)
+    y32 = y.to(torch.float32)
+    mu = matlab.imfilter_symmetric_separable(y32, matlab.gaussian_1d(size, sigma).to(y.device), padding)
+    flagged = (y32 - mu).abs() <= leftover_bound(window, torch.float32)
+    return flagged.flatten(-2).to(torch.float64).mean(-1)

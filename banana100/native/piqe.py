@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from banana100.native import matlab
+from banana100.native import matlab, nss
 
 BLOCK = 16
 ACTIVITY_THRESHOLD = 0.1
@@ -48,6 +48,9 @@ class PIQE(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gray = self._pyiqa_gray(x) if self.mode == "pyiqa" else self._matlab_gray(x)
+        # share of 7x7 windows that are flat or exact ramps (PIQE itself is insensitive there:
+        # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py)
+        self.last_flat_share = nss.leftover_share(gray[:, 0]).cpu()
         return piqe_score(gray, self.gauss, float32_normalization=self.mode == "pyiqa")
 
     def _pyiqa_gray(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,58 @@
+"""NRQM (and so PI) feature stage on flat and saturated images: native vs pyiqa (issue 12).
+
+    python bench/nrqm_flat_features.py
+
+NRQM's final score needs NRQM_model.mat, which this machine lacks; its three feature groups
+(block-DCT GGD fits, GSM features of a steerable pyramid, singular values of 5x5 patches) are
+what the native code computes before the forests, so they are compared with pyiqa's own
+(`tests/nativetools.pyiqa_nrqm_features`) on the flat-patch, synthetic and clipped images of
+tests/test_native_flat.py. Prints the largest relative difference per group and image and
+writes bench/results_nrqm_flat.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+
+def main() -> None:
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    from nativetools import pyiqa_nrqm_features
+    from test_native_flat import flat_images, synthetic_images
+
+    from banana100.engine import to_tensor
+    from banana100.native import nrqm
+
+    model = nrqm.NRQM(np.zeros(4), [], mode="pyiqa")
+    rows = []
+    for name, rgb in flat_images()[:2] + flat_images()[2:3] + synthetic_images():
+        x = to_tensor(rgb)[None]
+        ours = model.features(model.luminance(x))
+        theirs = pyiqa_nrqm_features(x)
+        diffs = []
+        for a, b in zip(ours, theirs):
+            a, b = a.double().reshape(-1), b.double().reshape(-1)
+            ok = torch.isfinite(a) & torch.isfinite(b)
+            same_nan = bool(torch.equal(torch.isnan(a), torch.isnan(b)))
+            d = ((a - b).abs() / b.abs().clamp(min=1e-12))[ok]
+            diffs.append({"max_rel": float(d.max()) if d.numel() else 0.0, "same_nan": same_nan,
+                          "worst_feature": int(d.argmax()) if d.numel() else -1})
+        rows.append({"image": name, "groups": diffs})
+        print(f"{name:34s} " + "  ".join(f"f{k + 1} {g['max_rel']:.1e}{'' if g['same_nan'] else ' NaN!'}"
+                                         for k, g in enumerate(diffs)), flush=True)
+    out = REPO / "bench" / "results_nrqm_flat.json"
+    out.write_text(json.dumps({"command": "python bench/nrqm_flat_features.py", "rows": rows}, indent=1) + "\n")
+    print(f"written {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
