@@ -57,6 +57,9 @@ def sample_sources(folder: Path, n: int) -> Path:
 # edges, and some areas of fine regular texture. Photographs (the skimage samples) carry
 # camera noise and texture everywhere, which hides exactly the effect the paper reports. These
 # drawings are made of those ingredients; they are not the paper's images and not AI output.
+# Their smooth areas are exact (flat or linear to the grey level): NIQE and BRISQUE warn that
+# 6-57 % of their windows are such, where their step-0 scores depend on rounding (from the first
+# simulated copy on, the grain leaves none); the protocol starts at step 1.
 
 def _smooth_noise(rng, h, w, scale, octaves=4):
     """Band-limited value noise (sum of upsampled random grids), in [-1, 1]-ish."""

@@ -54,8 +54,10 @@ numbers in `bench/results_simulated_facts.json`):
   structure, which PIQE in particular measures).
 
 Metric facts, same chains: "BRISQUE improved on a real chain (34.1 -> -9.8) while the noise grew":
-PARTLY REPRODUCED. The drawn sources score badly (BRISQUE 55-95 at step 0) and the first copy's
-grain makes them score much better (13.5-48 at step 1); from step 1 to step 5 BRISQUE improves again
+PARTLY REPRODUCED. The drawn sources score badly (BRISQUE 55-95 at step 0; these step-0 scores
+rest partly on exactly flat or linear windows, 6-57 % of them, where the score depends on rounding:
+the engine's FlatRegionWarning; from step 1 on there are none) and the first copy's grain makes
+them score much better (13.5-48 at step 1); from step 1 to step 5 BRISQUE improves again
 on 4 of 6 sources, so it fails the protocol there; but unlike the real chain it then turns worse
 (31-44 at step 20, 110-144 at step 100). "No pyiqa metric passes every chain": REPRODUCED on
 these 6 chains for PIQE (failed 5), NIQE (failed 5) and BRISQUE (failed 4). On photographs
