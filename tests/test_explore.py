@@ -132,6 +132,14 @@ def test_samples_by_name_only():
     assert "coffee" in ex.sample_names() and ex.sample_names()[0] == "dunes"
     assert ex.sample_image("coffee").shape == (400, 600, 3)
     assert ex.sample_image("dunes", side=128).shape == (96, 128, 3)
+    from banana100.demo import generated_source
+
+    assert np.array_equal(generated_source("moss", 128), generated_source("moss", 128))  # deterministic
+    assert not np.array_equal(generated_source("moss", 128), generated_source("moss", 128, seed=1))
+    with pytest.raises(ex.Banana100Error, match="unknown generated source 'nope'"):
+        generated_source("nope")
+    with pytest.raises(ValueError, match="side >= 32"):
+        generated_source("grid", 16)
     with pytest.raises(ex.UploadError, match="unknown sample"):
         ex.sample_image("../../etc/passwd")
     assert ex.shrink(np.zeros((400, 600, 3), np.uint8), 300).shape == (200, 300, 3)
