@@ -173,6 +173,9 @@ def _draw_grid(h, w, rng):
 
 
 
+#: Licence of the generated sources: they are drawn by this toolkit's own code.
+GENERATED_SOURCES_LICENCE = "Apache-2.0"
+
 #: name -> (what it stands for among the paper's sources, drawing function)
 GENERATED_SOURCES = {
     "dunes": ("dunes: a smooth sky gradient over sand with fine ripples", _draw_dunes),

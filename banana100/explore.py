@@ -816,7 +816,7 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
     finished set is reused as is.
     """
     from .dataset_script.build import build_dataset
-    from .demo import generated_sources, pick_metrics
+    from .demo import GENERATED_SOURCES_LICENCE, generated_sources, pick_metrics
     from .editors import make_editor
     from .runner import generate_chains
     from .scoring import score_to_parquet
@@ -833,8 +833,9 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
     run_dir = root / "run"
     generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
                     out_dir=run_dir, progress=progress)
-    if not dataset.is_dir():
-        build_dataset([run_dir], dataset)
+    if not dataset.is_dir():  # the card states the drawn sources' licence (the chains keep it)
+        build_dataset([run_dir], dataset,
+                      source_licences={p.stem: GENERATED_SOURCES_LICENCE for p in sources.glob("*.png")})
     score_to_parquet(dataset, chosen, scores, device="cpu", progress=progress)
     done.write_text("ok\n")
     return dataset, scores

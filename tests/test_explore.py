@@ -24,6 +24,9 @@ def demo_set(tmp_path_factory):
 
 def test_demo_set_is_reused(demo_set):
     cache, dataset, scores = demo_set
+    from huggingface_hub import DatasetCard
+
+    assert DatasetCard.load(dataset / "README.md").data.license == "apache-2.0"  # drawn by this code
     mtime = scores.stat().st_mtime_ns
     assert ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", side=128) == (dataset, scores)
     assert scores.stat().st_mtime_ns == mtime
