@@ -3,9 +3,9 @@
 - with no data configured (so it builds its tiny simulated demo set on first start), driven with
   `gradio_client` (every endpoint, real inputs, bad inputs) and with headless Chromium (first
   load, the slider, both tabs);
-- on a local stand-in of the original release laid out as its Hub repository
-  (`tests/releasetools.py`), as the Space runs on the Hub: chains fetched and scored on demand,
-  the "why it fails" view, and a screenshot of the Explore tab.
+- as on the Hub (SPACE_ID set), its Hub a local HTTP stand-in (`tests/hubstandin.py`) serving a
+  stand-in of the original release laid out as its repository (`tests/releasetools.py`): chains
+  fetched and scored on demand, the "why it fails" view, and a screenshot of the Explore tab.
 
 Screenshots are kept in $BANANA100_TEST_ARTEFACTS or the pytest tmp folder.
 """
@@ -236,20 +236,29 @@ def test_page_in_a_real_browser(space, artefacts):
 
 @pytest.fixture(scope="module")
 def release_space(tmp_path_factory):
+    """The Space as on the Hub (SPACE_ID set, nothing else configured), its Hub being a local
+    stand-in (`tests/hubstandin.py`) that serves `kenantang/Banana100` from a stand-in of the
+    release: the real `huggingface_hub` client path, offline."""
+    from hubstandin import serve_hub
     from releasetools import make_release_standin
 
     work = tmp_path_factory.mktemp("space-release")
     standin = make_release_standin(work / "kenantang-Banana100", sources=("dunes", "skyline"), repeats=2,
                                    steps=20, side=256)
-    env = {
-        "BANANA100_SPACE_CACHE": str(work / "cache"),
-        "BANANA100_SPACE_RELEASE": str(standin),
-        "BANANA100_SPACE_METRICS": "piqe",
-        "BANANA100_SPACE_DATASET": "",
-        "GRADIO_ANALYTICS_ENABLED": "False",
-    }
-    with launched_app(work, env) as (url, netlog, log):
-        yield {"url": url, "netlog": netlog, "log": log, "cache": work / "cache", "standin": standin}
+    with serve_hub({"kenantang/Banana100": standin}) as hub:
+        env = {
+            "SPACE_ID": "someone/banana100",  # what the Hub sets: show the original release
+            "HF_ENDPOINT": str(hub),
+            "HF_HUB_OFFLINE": "0",
+            "BANANA100_SPACE_CACHE": str(work / "cache"),
+            "BANANA100_SPACE_METRICS": "piqe",
+            "BANANA100_SPACE_DATASET": "",
+            "BANANA100_SPACE_RELEASE": "",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+        }
+        with launched_app(work, env) as (url, netlog, log):
+            yield {"url": url, "netlog": netlog, "log": log, "cache": work / "cache", "standin": standin,
+                   "hub": hub}
 
 
 def test_release_chain_is_fetched_and_scored_on_demand(release_space):
@@ -268,7 +277,11 @@ def test_release_chain_is_fetched_and_scored_on_demand(release_space):
     assert _rgb(crop).shape == (192, 192, 3)  # 1:1 crop of the 256x192 image
     assert _rgb(residual).std() > 3 and _rgb(mscn).std() > 3
     assert hist.get("type") == "matplotlib" and "step 10" in text and "step 0 (source)" in text
-    assert release_space["netlog"].read_text() == ""
+    assert release_space["netlog"].read_text() == ""  # only the local Hub stand-in was reached
+    fetched = {p for m, p in release_space["hub"].requests if "/resolve/" in p}
+    prefix = "/datasets/kenantang/Banana100/resolve/main/replicate/"
+    assert {p for p in fetched if "/skyline/rep1/" in p} == {f"{prefix}skyline/rep1/img_{k:03d}.png" for k in range(21)}
+    assert not [p for p in fetched if "/skyline/rep0/" in p]  # a chain nobody looked at is not downloaded
 
 
 def test_release_explore_tab_screenshot(release_space, artefacts):
@@ -277,7 +290,8 @@ def test_release_explore_tab_screenshot(release_space, artefacts):
     pytest.importorskip("playwright")
     with browser_page(1280, 1000) as page:
         wait_first_load(page, release_space["url"])
-        assert "original release" in page.locator("#data-line").inner_text()
+        data_line = page.locator("#data-line").inner_text()
+        assert "original release" in data_line and "hf://datasets/kenantang/Banana100" in data_line
         assert "PIQE" in page.locator("#verdicts").inner_text()  # the first chain was scored on load
         page.wait_for_selector("#why-mscn img", timeout=60_000)
         page.wait_for_selector("#why-hist img", timeout=60_000)
