@@ -46,6 +46,18 @@ def chain_images(n: int, size: int) -> list[np.ndarray]:
     return out
 
 
+def flat_chain_images(n: int, size: int) -> list[np.ndarray]:
+    """`chain_images` with flat areas (issue 12): the top 30 % clipped to one grey (a sky) and a
+    contrast stretch x1.5 that clips highlights and shadows: the regime where the native code
+    recomputes pyiqa's rounding leftovers."""
+    out = []
+    for k, img in enumerate(chain_images(n, size)):
+        img = np.clip((img.astype(np.float64) - 128) * 1.5 + 128, 0, 255).round().astype(np.uint8)
+        img[: int(0.3 * size)] = 60 + 40 * k % 190
+        out.append(img)
+    return out
+
+
 def best_time(fn, repeats: int) -> tuple[float, list[float]]:
     fn()  # warm-up (caches, allocator)
     best, scores = float("inf"), []
@@ -84,6 +96,9 @@ def main() -> None:
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--params", type=Path, default=SHARED / "iqa-params")
+    ap.add_argument("--flat", action="store_true",
+                    help="images with flat areas and clipping (flat_chain_images); results_native_<device>_flat.json")
+    ap.add_argument("--out", type=Path, default=None, help="the JSON file (default bench/results_native_<device>[_flat].json)")
     args = ap.parse_args()
     os.environ.setdefault("BANANA100_WEIGHTS", str(args.params))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -99,7 +114,8 @@ def main() -> None:
     results = {"command": "python bench/bench_native.py " + " ".join(sys.argv[1:]), "environment": env,
                "speedup": [], "sizes": [], "batches": []}
 
-    images = chain_images(args.n, args.size)
+    make_images = flat_chain_images if args.flat else chain_images
+    images = make_images(args.n, args.size)
     for m in metrics:
         # pyiqa itself scores one image a time on the CPU; on a GPU give it its own best batch too
         p, ps = per_image(m, "pyiqa", images, 1, args.device, args.repeats)
@@ -111,7 +127,7 @@ def main() -> None:
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     for size in map(int, args.sizes.split(",")):
-        imgs = chain_images(2, size)
+        imgs = make_images(2, size)
         for m in metrics:
             row = {"metric": m, "size": size, "native_s": per_image(m, "native", imgs, 1, args.device, args.repeats)[0]}
             if size <= args.pyiqa_max_size or m not in SLOW_IN_PYIQA:
@@ -120,14 +136,14 @@ def main() -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
 
     for b in map(int, args.batches.split(",")):
-        imgs = chain_images(max(b, 2), args.size)
+        imgs = make_images(max(b, 2), args.size)
         for m in metrics:
             row = {"metric": m, "size": args.size, "batch": b,
                    "native_s": per_image(m, "native", imgs, b, args.device, args.repeats)[0]}
             results["batches"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
 
-    out = REPO / "bench" / f"results_native_{args.device.split(':')[0]}.json"
+    out = args.out or REPO / "bench" / f"results_native_{args.device.split(':')[0]}{'_flat' if args.flat else ''}.json"
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(markdown(results, args.batch))
     print(f"\nwritten {out}", file=sys.stderr)

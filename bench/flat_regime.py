@@ -160,6 +160,11 @@ def main() -> None:
                   f"{rows[-1]['native_vs_pyiqa']:.1e}", flush=True)
         results["metrics"][metric] = {"rows": rows}
     results["seconds"] = round(time.time() - t0)
+    for m in results["metrics"].values():
+        m["command"], m["seconds"] = results["command"], results["seconds"]
+    # metrics not run this time keep their earlier results (the cards read one file)
+    earlier = json.loads(args.out.read_text()).get("metrics", {}) if args.out.is_file() else {}
+    results["metrics"] = {**earlier, **results["metrics"]}
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"written {args.out}", file=sys.stderr)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check of the scoring engine: images/s at 1K and 2K, peak memory, CPU-vs-GPU agreement,
-# projected time for 28,000 images x every metric. Also runs on CPU: bash bench/gpu_check.sh --device cpu
+# projected time for 28,000 images x every metric; flat-area agreement (bench/gpu_flat_check.py). Also runs on CPU: bash bench/gpu_check.sh --device cpu
 # Extra arguments go to bench/gpu_check.py (e.g. --metrics piqe,topiq_nr --n 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +12,6 @@ if [ "$device" = "cuda" ] && ! python -c "import torch, sys; sys.exit(0 if torch
 fi
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
 half=(); if [ "$device" = "cuda" ]; then half=(--half); fi  # float16 tolerance: GPU only
+# flat areas: native vs pyiqa on the same device, pyiqa's device vs CPU (issue 12)
+python bench/gpu_flat_check.py --device "$device" --out "${BENCH_FLAT_OUT:-bench/results_gpu_flat_check_$device.json}"
 exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

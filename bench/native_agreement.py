@@ -6,7 +6,8 @@ For every native metric whose parameter files are at hand:
 
 - mode "pyiqa": native score vs pyiqa 0.1.16's score (backend "pyiqa") on every image of
   `../shared/reference-images`, on images of a simulated-editor chain, on odd-size crops, on
-  grayscale images and on crops at the metric's minimum size;
+  grayscale images, on images with flat areas (tests/flatimages.py) and on crops at the
+  metric's minimum size;
 - mode "official": native score vs the published values of the original releases (the csv files
   beside the reference images), next to pyiqa's deviation from them.
 
@@ -77,6 +78,13 @@ def agreement_images(ref: Path, min_size: int) -> list[tuple[str, np.ndarray]]:
     images.append(("odd size 255x257 crop", coffee[10:267, 20:275]))
     gray = np.repeat(load_rgb(ref / "tid2013" / "I04.bmp").mean(axis=2, keepdims=True).round().astype(np.uint8), 3, 2)
     images.append(("grayscale I04 (3 equal channels)", gray))
+    # flat areas (issue 12): every grey level as flat patches, a binary shape, clipped photos
+    sys.path.insert(0, str(REPO / "tests"))
+    from flatimages import flat_patch_image, synthetic_images
+
+    images.append(("flat patches at every grey level (colour, 224x240)", flat_patch_image(224, 240, colour=True)))
+    images += [(f"{n} (skimage)", rgb) for n, rgb in synthetic_images()
+               if n in ("horse", "camera stretched x2, clipped", "camera, sky clipped at 200")]
     images.append((f"minimum size {min_size}x{min_size} crop", coffee[100:100 + min_size, 200:200 + min_size]))
     images.append((f"near minimum {min_size + 3}x{min_size + 1} crop", coffee[:min_size + 1, :min_size + 3]))
     return images

@@ -27,7 +27,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     from nativetools import pyiqa_nrqm_features
-    from test_native_flat import flat_images, synthetic_images
+    from flatimages import flat_images, synthetic_images
 
     from banana100.engine import to_tensor
     from banana100.native import nrqm
@@ -45,9 +45,11 @@ def main() -> None:
             same_nan = bool(torch.equal(torch.isnan(a), torch.isnan(b)))
             d = ((a - b).abs() / b.abs().clamp(min=1e-12))[ok]
             diffs.append({"max_rel": float(d.max()) if d.numel() else 0.0, "same_nan": same_nan,
+                          "max_abs": float((a - b)[ok].abs().max()) if ok.any() else 0.0,
                           "worst_feature": int(d.argmax()) if d.numel() else -1})
         rows.append({"image": name, "groups": diffs})
-        print(f"{name:34s} " + "  ".join(f"f{k + 1} {g['max_rel']:.1e}{'' if g['same_nan'] else ' NaN!'}"
+        print(f"{name:34s} " + "  ".join(f"f{k + 1} {g['max_rel']:.1e} (abs {g['max_abs']:.0e})"
+                                         f"{'' if g['same_nan'] else ' NaN!'}"
                                          for k, g in enumerate(diffs)), flush=True)
     out = REPO / "bench" / "results_nrqm_flat.json"
     out.write_text(json.dumps({"command": "python bench/nrqm_flat_features.py", "rows": rows}, indent=1) + "\n")

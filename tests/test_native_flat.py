@@ -15,65 +15,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from flatimages import flat_images, flat_patch_image, synthetic_images
 from nativetools import rel
 
 from banana100.engine import to_tensor
 from banana100.native import brisque, ilniqe, matlab, niqe, nss
 
-skimage_data = pytest.importorskip("skimage.data")
+pytest.importorskip("skimage.data")
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 # the card tolerances (README, metric cards): BRISQUE 1e-2 of max(|score|, 1), the others 1e-3
 BRISQUE_TOL = 1e-2
 TOL = 1e-3
-
-
-def _grey3(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a)
-    if a.dtype == bool:
-        a = a.astype(np.uint8) * 255
-    a = a.astype(np.uint8)
-    return np.repeat(a[..., None], 3, axis=2) if a.ndim == 2 else np.ascontiguousarray(a[..., :3])
-
-
-def flat_patch_image(h: int, w: int, colour: bool, patch: int = 11, seed: int = 0) -> np.ndarray:
-    """A photo (coffee, or camera in grey) cropped to h x w with 256 flat patches, one per
-    luminance level 0..255, on a 16 x 16 grid (each patch holds (patch - 6)^2 flat 7x7 windows).
-
-    Colour: each patch a colour of its own whose YIQ luminance rounds to the level; grey: the
-    level itself on a grey photo."""
-    rng = np.random.default_rng(seed)
-    base = _grey3(skimage_data.coffee() if colour else skimage_data.camera())[:h, :w].copy()
-    pitch = (min(h, w) - 2) // 16
-    assert pitch >= patch, "image too small for 256 patches"
-    for level in range(256):
-        top, left = 1 + (level // 16) * pitch, 1 + (level % 16) * pitch
-        if colour:
-            r, b = np.clip(level + rng.integers(-60, 61, size=2), 0, 255)
-            g = np.clip(round((level - 0.299 * r - 0.114 * b) / 0.587), 0, 255)
-            rgb = (r, g, b)
-        else:
-            rgb = (level, level, level)
-        base[top : top + patch, left : left + patch] = rgb
-    return base
-
-
-def flat_images() -> list[tuple[str, np.ndarray]]:
-    return [(f"{'colour' if c else 'grey'}-{h}x{w}", flat_patch_image(h, w, c))
-            for c in (True, False) for h, w in ((224, 240), (213, 331))]
-
-
-def synthetic_images() -> list[tuple[str, np.ndarray]]:
-    """skimage's synthetic images, clipped photos and a photo with a clipped sky."""
-    out = [(n, _grey3(getattr(skimage_data, n)())) for n in ("horse", "checkerboard")]
-    out.append(("binary_blobs", _grey3(skimage_data.binary_blobs(length=256, rng=1))))
-    for n in ("camera", "coffee"):
-        a = _grey3(getattr(skimage_data, n)()).astype(np.float64)
-        out.append((f"{n} stretched x2, clipped", np.clip((a - 80) * 2.0, 0, 255).round().astype(np.uint8)))
-    sky = _grey3(skimage_data.camera()).astype(np.float64)  # the sky is the top third
-    out.append(("camera, sky clipped at 200", np.clip(sky * 1.4, 0, 200).round().astype(np.uint8)))
-    return out
 
 
 def _x(rgb: np.ndarray) -> torch.Tensor:
@@ -238,3 +192,64 @@ def test_leftover_bound_separates_flat_from_structure():
     flat = (F.max_pool2d(padded, 7, 1) == -F.max_pool2d(-padded, 7, 1))[:, 0]
     assert torch.equal(flagged & flat, flat)  # every flat window is flagged
     assert int((flagged & ~flat).sum()) < 0.01 * flat.sum()  # and few others
+
+
+# ----------------------------------------------------------------------------- reporting the regime
+
+
+def test_flat_share_is_reported_and_warned(weights_from_shared):
+    """The engine keeps each image's flat share; above the metric's threshold it warns."""
+    import warnings
+
+    import skimage.data as sd
+
+    from banana100.engine import MetricScorer
+    from banana100.native import FLAT_WARN_SHARE, FlatRegionWarning
+
+    photo = np.ascontiguousarray(sd.coffee())
+    sky = photo.copy()
+    sky[:120] = 200  # a clipped sky: 30 % of the image
+    scorer = MetricScorer("brisque", device="cpu", backend="native")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FlatRegionWarning)
+        scorer.score_arrays([photo])  # no warning: 0.2 % flat windows
+    assert scorer.flat_shares[0] < FLAT_WARN_SHARE["brisque"]
+    with pytest.warns(FlatRegionWarning, match="brisque: 1 image"):
+        scorer.score_arrays([photo, sky])
+    assert scorer.flat_shares[1] > 0.25 and scorer.flat_shares[0] < 0.01
+    piqe = MetricScorer("piqe", device="cpu", backend="native")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FlatRegionWarning)
+        piqe.score_arrays([sky])  # PIQE is insensitive: share reported, no warning
+    assert piqe.flat_shares[0] > 0.25
+
+
+def test_module_returns_flat_share(weights_from_shared):
+    import evaluate
+    from conftest import REPO
+
+    module = evaluate.load(str(REPO / "metrics" / "niqe"))
+    rgb = flat_patch_image(224, 240, colour=False)
+    with pytest.warns(UserWarning):
+        out = module.compute(images=[rgb], device="cpu")
+    assert set(out) >= {"metric", "scores", "mean", "lower_better", "flat_share"}
+    assert len(out["flat_share"]) == 1 and 0.1 < out["flat_share"][0] < 0.9
+
+
+def test_warning_thresholds_are_the_measured_ones():
+    """FLAT_WARN_SHARE comes from bench/flat_regime.py: the largest flat share up to which the
+    official scores' spread over possible leftovers stayed within 0.5 % (rounded to 2 digits)."""
+    import json
+
+    from conftest import REPO
+
+    from banana100.native import FLAT_WARN_SHARE, safe_flat_share
+
+    path = REPO / "bench" / "results_flat_regime.json"
+    measured = json.loads(path.read_text())["metrics"]
+    for metric in ("brisque", "niqe", "ilniqe"):
+        if "rows" not in measured.get(metric, {}):
+            continue
+        safe = safe_flat_share(measured[metric]["rows"])
+        assert 0.5 * safe <= FLAT_WARN_SHARE[metric] <= 1.05 * safe, (metric, safe)
+    assert FLAT_WARN_SHARE["pi"] == FLAT_WARN_SHARE["niqe"]  # PI's rounding-sensitive half is NIQE

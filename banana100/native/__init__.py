@@ -47,21 +47,27 @@ class FlatRegionWarning(UserWarning):
     "official" cannot reproduce the MATLAB releases' leftovers (see the metric card)."""
 
 
-# Leftover share (`last_flat_share`) above which a score gets a FlatRegionWarning: where, in
-# bench/flat_regime.py, the official scores' spread over possible leftover signs first exceeded
-# the 0.5 % the official mode aims at (results in bench/results_flat_regime.json).
-FLAT_WARN_SHARE = 0.05
+# Leftover share (`last_flat_share`) above which a score gets a FlatRegionWarning, per metric:
+# where, in bench/flat_regime.py (bench/results_flat_regime.json), the official scores' spread
+# over the possible leftover signs passed the 0.5 % the official mode aims at. None: no warning
+# (PIQE: insensitive, its criteria are thresholds far above rounding; NRQM: not measured here).
+FLAT_WARN_SHARE: dict[str, float | None] = {
+    "brisque": 0.0025, "niqe": 0.015, "ilniqe": 0.005, "pi": 0.015, "piqe": None, "nrqm": None,
+}
 
 
 def warn_if_flat(metric: str, shares, names) -> None:
-    """Warn (FlatRegionWarning) for each image whose leftover share exceeds FLAT_WARN_SHARE."""
+    """Warn (FlatRegionWarning) for the images whose leftover share exceeds FLAT_WARN_SHARE[metric]."""
     import warnings
 
-    flat = [(n, s) for n, s in zip(names, shares) if s is not None and s > FLAT_WARN_SHARE]
+    threshold = FLAT_WARN_SHARE.get(metric)
+    if threshold is None:
+        return
+    flat = [(n, s) for n, s in zip(names, shares) if s is not None and s > threshold]
     if flat:
-        listed = "; ".join(f"{n}: {s:.0%}" for n, s in flat[:5]) + (f"; and {len(flat) - 5} more" if len(flat) > 5 else "")
+        listed = "; ".join(f"{n}: {s:.1%}" for n, s in flat[:5]) + (f"; and {len(flat) - 5} more" if len(flat) > 5 else "")
         warnings.warn(
-            f"{metric}: {len(flat)} image(s) with over {FLAT_WARN_SHARE:.0%} flat windows (flat areas, clipped "
+            f"{metric}: {len(flat)} image(s) with over {threshold:.1%} flat windows (flat areas, clipped "
             f"highlights or exact ramps) where the score depends on rounding, not on the image ({listed}); "
             "see 'flat_share' and the metric card", FlatRegionWarning, stacklevel=3)
 
@@ -73,3 +79,15 @@ def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.
     if mode not in MODES:
         raise ValueError(f"{metric}: mode must be one of {MODES}, got {mode!r}")
     return importlib.import_module(f"{__name__}.{metric}").build(files, mode=mode)
+
+
+def safe_flat_share(rows, target: float = 0.005) -> float:
+    """The largest leftover share up to which every measured official spread stayed within
+    `target` (rows of bench/results_flat_regime.json): how FLAT_WARN_SHARE was chosen."""
+    rows = sorted(rows, key=lambda r: r["leftover_share"])
+    safe = 0.0
+    for r in rows:
+        if r["official_spread"] > target:
+            break
+        safe = r["leftover_share"]
+    return safe
