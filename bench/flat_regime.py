@@ -60,7 +60,7 @@ def images(quick: bool) -> list[tuple[str, np.ndarray]]:
     for level in (48, 153, 255):
         for frac in fractions:
             img = coffee.copy()
-            h = int(round(coffee.shape[0] * frac))
+            h = round(coffee.shape[0] * frac)
             img[:h] = level  # a clipped "sky": the top rows
             out.append((f"coffee, top {frac:.0%} at {level}", img))
     for n in ("horse", "checkerboard"):

@@ -13,5 +13,5 @@ fi
 python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
 half=(); if [ "$device" = "cuda" ]; then half=(--half); fi  # float16 tolerance: GPU only
 # flat areas: native vs pyiqa on the same device, pyiqa's device vs CPU (issue 12)
-python bench/gpu_flat_check.py --device "$device" --out "${BENCH_FLAT_OUT:-bench/results_gpu_flat_check_$device.json}"
+python bench/gpu_flat_check.py --device "$device" --threads "$(nproc)" --out "${BENCH_FLAT_OUT:-bench/results_gpu_flat_check_$device.json}"
 exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

@@ -13,6 +13,8 @@ PIQE (and IL-NIQE with --ilniqe: slow in pyiqa) and each image, with the paramet
 - pyiqa on --device vs pyiqa on CPU: on flat windows pyiqa's leftovers depend on the
   convolution backend (oneDNN, cuDNN with or without TF32), so its score is only defined per
   device; the script measures by how much;
+- native vs pyiqa both on CPU with --threads threads (on another machine oneDNN picks other
+  kernels: the native repair must follow them);
 - the BRISQUE MSCN sign agreement of native and pyiqa on --device at full scale (the share of
   coefficients whose signs differ: 0 on CPU by construction).
 
@@ -51,15 +53,16 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--ilniqe", action="store_true", help="also IL-NIQE (pyiqa takes ~15 s an image on CPU)")
     ap.add_argument("--quick", action="store_true", help="the flat-patch images only")
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads (pyiqa on CPU and the native CPU check)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_gpu_flat_check.json")
     args = ap.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("no GPU visible: run with --device cpu")
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(max(1, min(args.threads, os.cpu_count() or 1)))
     import pyiqa
+    from flatimages import flat_images, synthetic_images
     from pyiqa.archs.func_util import normalize_img_with_gauss
     from pyiqa.utils.color_util import to_y_channel
-    from flatimages import flat_images, synthetic_images
 
     from banana100 import native
     from banana100.engine import to_tensor
@@ -80,6 +83,8 @@ def main() -> None:
             continue
         kw = {"pretrained_model_path": str(args.params / PYIQA_FILE[metric])} if metric in PYIQA_FILE else {}
         ours = native.build(metric, files, "pyiqa").to(device)
+        # native on CPU too: on another machine oneDNN picks other kernels; the repair must follow
+        ours_cpu = ours if device.type == "cpu" else native.build(metric, files, "pyiqa")
         theirs = pyiqa.create_metric(metric, device=device, **kw)
         theirs_cpu = theirs if device.type == "cpu" else pyiqa.create_metric(metric, device="cpu", **kw)
         rows = []
@@ -89,7 +94,9 @@ def main() -> None:
                 a = float(ours(x.to(device))[0])
                 b = float(theirs(x.to(device)).reshape(-1)[0])
                 c = float(theirs_cpu(x).reshape(-1)[0])
+                d = a if device.type == "cpu" else float(ours_cpu(x)[0])
             row = {"image": name, "native": a, "pyiqa": b, "pyiqa_cpu": c, "native_vs_pyiqa": rel(a, b),
+                   "native_cpu": d, "native_vs_pyiqa_on_cpu": rel(d, c),
                    "pyiqa_device_vs_cpu": rel(b, c), "flat_share": float(ours.last_flat_share[0]),
                    "within_card": rel(a, b) < TOLERANCE[metric]}
             if metric == "brisque":
@@ -107,6 +114,7 @@ def main() -> None:
         results["metrics"][metric] = {
             "rows": rows, "max_native_vs_pyiqa": max(r["native_vs_pyiqa"] for r in rows),
             "max_pyiqa_device_vs_cpu": max(r["pyiqa_device_vs_cpu"] for r in rows),
+            "max_native_vs_pyiqa_on_cpu": max(r["native_vs_pyiqa_on_cpu"] for r in rows),
             "all_within_card": all(r["within_card"] for r in rows)}
     results["seconds"] = round(time.time() - t0)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
