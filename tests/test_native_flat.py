@@ -106,7 +106,7 @@ def test_flat_window_leftover_depends_on_the_grey_level_only():
     weight = matlab.fspecial_gaussian(7, 7 / 6, float32=True).float().reshape(1, 1, 7, 7)
     levels = torch.arange(256, dtype=torch.float32)
     per_size = []
-    for h, w in ((20, 20), (300, 700)):
+    for h, w in ((20, 20), (64, 200)):
         x = levels.view(256, 1, 1, 1).expand(256, 1, h, w).contiguous()
         out = torch.cat([F.conv2d(x[i : i + 1], weight) for i in range(256)]) - levels.view(256, 1, 1, 1)
         assert (out == out[..., :1, :1]).all()
