@@ -435,6 +435,8 @@ out = {n}.compute(images=["a.png", "b.jpg"])  # paths, PIL images or HxWx3 uint8
 - **images** (`list`): file paths, PIL images, or HxWx3 `uint8` arrays.
 - **device** (`str`, optional): `"cpu"`, `"cuda"`, `"cuda:1"`, ...; default `cuda` when available.
 - **batch_size** (`int`, optional, default 8): the most same-size images per forward pass.
+- **max_image_pixels** (`int`, optional): the largest width x height read from a file (default
+  89,478,485, or `$BANANA100_MAX_IMAGE_PIXELS`).
 {_backend_inputs(spec)}
 Every image becomes RGB exactly as pyiqa reads a file (PIL `.convert("RGB")`): grayscale is
 replicated to three channels, an alpha channel is dropped (not composited), 16-bit images keep
@@ -449,7 +451,17 @@ batched together{"" if spec.batchable or spec.native else " only when the metric
 **Precision:** {_precision(spec)}
 
 **Minimum size:** {spec.min_size}x{spec.min_size} pixels. A smaller image raises
-`ImageTooSmallError` naming the image and this minimum.
+`ImageTooSmallError` naming the image and this minimum. {_min_size_note(spec)}
+
+**Uniform images** (every pixel the same colour): {_uniform_note(spec)}
+
+**No NaN scores:** a NaN or infinite result for one image (or a linear-algebra failure of the
+metric on it) raises `ScoreUndefinedError` naming the image, after the other images are scored
+(`error.scores`: None for that image; `error.errors`: each image's error); `banana100 score`
+writes such an image as a row with a NaN score and the error text, and the protocol counts it as
+a missing score, by name. A file that cannot be read (missing, corrupt, or over the pixel limit
+of 89,478,485 pixels that guards against decompression bombs: raise it with
+`max_image_pixels=` or `BANANA100_MAX_IMAGE_PIXELS`) raises `ImageReadError` naming the file.
 
 ### Output Values
 
@@ -493,6 +505,25 @@ up when an image editor copies an image again and again.
 {("- Original code: " + spec.original_code) if spec.original_code else ""}
 - Banana100: https://arxiv.org/abs/2604.03400
 """
+
+
+def _min_size_note(spec) -> str:
+    """How the minimum was found: measured for the hand-crafted metrics, pyiqa's limit for the deep ones."""
+    if spec.min_size_note:
+        return spec.min_size_note
+    return (f"This is the smallest side pyiqa 0.1.16's arch scores without error (measured on the arch "
+            "built with random weights). Whether smaller images still get meaningful scores depends on the "
+            "trained weights, which were not at hand: `bench/bench_min_size.py` measures it where they are.")
+
+
+def _uniform_note(spec) -> str:
+    if spec.uniform_note:
+        return spec.uniform_note
+    if spec.uniform == "scored":
+        return ("scored like any other image: the network returns a number (finite for the archs checked "
+                "with random weights, `tests/test_degenerate_inputs.py`); whether it means anything for a blank "
+                "image depends on the trained weights.")
+    return f"{spec.uniform}."
 
 
 def card_metrics(metrics_dir: str | Path) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import warnings
 from collections import defaultdict
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from . import weights
-from .errors import ImageReadError, ImageTooSmallError, UsageError
+from .errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
 from .imageio import ImageLike, describe, image_size, load_rgb
 from .native import MODES
 from .registry import MetricSpec, WeightFile, get_metric
@@ -76,13 +77,46 @@ def to_tensor(rgb: np.ndarray) -> torch.Tensor:
 
 
 def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str) -> None:
-    """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum."""
+    """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum.
+
+    The minimum is the metric's smallest meaningful size (the metric table's `min_size`: for the
+    hand-crafted metrics measured by bench/bench_min_size.py), not just what pyiqa accepts.
+    """
     h, w = image.shape[:2] if isinstance(image, np.ndarray) else image
     m = spec.min_size
     if h < m or w < m:
         raise ImageTooSmallError(
             f"{spec.display_name} needs at least {m}x{m} pixels; {name} is {w}x{h} (width x height)"
         )
+
+
+def uniform_colour(rgb: np.ndarray) -> tuple[int, int, int] | None:
+    """The colour of an image whose every pixel is the same, else None (a cheap look first)."""
+    flat = rgb.reshape(-1, rgb.shape[-1])
+    first = flat[0]
+    if not (flat[:4096] == first).all():  # almost every real image differs within its first rows
+        return None
+    if not (flat == first).all():
+        return None
+    return tuple(int(v) for v in first)
+
+
+def image_failures(images: int, failed: dict[int, Banana100Error], scores: list, what: str = "") -> Banana100Error:
+    """One error for the images of a call that could not be scored, after the others were.
+
+    ImageReadError when any file could not be read, else ScoreUndefinedError; it carries
+    `scores` (None for each failed image) and `errors` ({index: that image's error}).
+    """
+    names = "; ".join(str(failed[i]) for i in sorted(failed))
+    unread = any(isinstance(e, ImageReadError) for e in failed.values())
+    undefined = any(not isinstance(e, ImageReadError) for e in failed.values())
+    verb = ("could not be decoded or scored" if unread and undefined else
+            "could not be decoded" if unread else f"have no {what} score".replace("  ", " "))
+    cls = ImageReadError if unread else ScoreUndefinedError
+    error = cls(f"{len(failed)} of {images} images {verb} ({names}); the others were scored: see this error's `scores`")
+    error.scores = scores
+    error.errors = dict(sorted(failed.items()))
+    return error
 
 
 def _link_into(folder: Path, paths: Sequence[Path]) -> None:
@@ -187,14 +221,19 @@ class MetricScorer:
             scores; native backend only).
         half: run the forward pass under float16 autocast. Only for metrics whose table entry
             has a measured `half_tolerance` (bench/gpu_check.py --half); refused otherwise.
+        max_image_pixels: the largest width x height read from a file (a guard against
+            decompression bombs); None: `banana100.imageio.MAX_IMAGE_PIXELS` (89,478,485 unless
+            BANANA100_MAX_IMAGE_PIXELS says otherwise).
 
     Raises WeightsNotFoundError (naming the file and where to put it) when the metric's
     parameter files are missing, UnknownMetricError for a name not in the table.
     """
 
     def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8,
-                 backend: str | None = None, mode: str = "pyiqa", half: bool = False):
+                 backend: str | None = None, mode: str = "pyiqa", half: bool = False,
+                 max_image_pixels: int | None = None):
         self._setup(metric, device, batch_size)
+        self.max_image_pixels = max_image_pixels
         if half:
             self.allow_half()
         self.backend = self.spec.check_backend(backend)
@@ -232,6 +271,7 @@ class MetricScorer:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.decode_workers = min(4, os.cpu_count() or 1)  # threads decoding images in score()
+        self.max_image_pixels: int | None = None  # None: banana100.imageio.MAX_IMAGE_PIXELS
         keep_freed_memory()
 
     def allow_half(self, measured: bool = True) -> None:
@@ -274,35 +314,77 @@ class MetricScorer:
         Every image's size is checked before any scoring starts (files by their header: a
         missing, unreadable or too small file fails at once). Files are then decoded in
         `decode_workers` threads a few batches ahead of the model, so decoding overlaps scoring
-        and only those batches are held in memory. A file whose pixel data turns out corrupt
-        does not stop the others: they are scored, then an ImageReadError names every such file
-        and carries all the scores in `error.scores` (None for the failed files).
+        and only those batches are held in memory. A file whose pixel data turns out corrupt,
+        or an image the metric has no score for (a uniform image for a metric whose table entry
+        says `uniform="undefined"`, a NaN result), does not stop the others: they are scored,
+        then an ImageReadError (any unreadable file) or a ScoreUndefinedError names every such
+        image and carries all the scores in `error.scores` (None for the failed images) and
+        each image's error in `error.errors`. A NaN never comes back as a score.
         """
         images = list(images)
         sizes: list[tuple[int, int]] = []
+        names: list[str] = []
         for i, img in enumerate(images):
+            names.append(describe(img) if isinstance(img, (str, os.PathLike)) else f"image {i} {describe(img)}")
             if isinstance(img, (str, os.PathLike, bytes)):
-                sizes.append(image_size(img))
+                sizes.append(image_size(img, self.max_image_pixels))
             else:  # arrays and PIL images are in memory already: convert them now
                 images[i] = load_rgb(img)
                 sizes.append(images[i].shape[:2])
-            check_size(self.spec, sizes[-1], describe(img))
-        return self._score(images, sizes)
+            check_size(self.spec, sizes[-1], names[-1])
+        return self._score(images, sizes, names)
 
-    def _score(self, images: list, sizes: list[tuple[int, int]]) -> list[float]:
-        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures."""
+    def _score(self, images: list, sizes: list[tuple[int, int]], names: list[str] | None = None) -> list[float]:
+        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures.
+
+        A uniform image gets the metric's documented value, or ScoreUndefinedError, without
+        running the model (the table's `uniform`); a NaN or infinite score, or a linear-algebra
+        failure of one image (pyiqa's NIQE / IL-NIQE on degenerate images), is ScoreUndefinedError.
+        """
+        names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
         scores: list[float | None] = [None] * len(images)
-        failed: dict[int, ImageReadError] = {}
+        failed: dict[int, Banana100Error] = {}
+        label = self.spec.display_name
         for idx, rgbs in self._decoded_chunks(images, sizes, failed):
-            for i, s in zip(idx, self._forward_backing_off(rgbs, list(range(len(idx))))):
-                scores[i] = s
+            run = []
+            for j, i in enumerate(idx):
+                colour = uniform_colour(rgbs[j]) if self.spec.uniform != "scored" else None
+                if colour is None:
+                    run.append(j)
+                elif self.spec.uniform == "undefined":
+                    failed[i] = ScoreUndefinedError(
+                        f"{names[i]}: {label} is undefined for a uniform image (every pixel is RGB {colour}): "
+                        "its statistics need some variation in the image")
+                else:
+                    scores[i] = float(self.spec.uniform)
+            run_scores = self._forward_isolating(rgbs, run, [names[idx[j]] for j in run], failed, idx)
+            for j, s in zip(run, run_scores):
+                if s is None:
+                    continue
+                if math.isfinite(s):
+                    scores[idx[j]] = s
+                else:
+                    failed[idx[j]] = ScoreUndefinedError(
+                        f"{names[idx[j]]}: {label} gave {s} for this image (no defined score; a nearly "
+                        "uniform image, or too little variation for the metric's statistics)")
         if failed:
-            names = "; ".join(str(e) for e in failed.values())
-            error = ImageReadError(f"{len(failed)} of {len(images)} images could not be decoded ({names}); "
-                                   "the others were scored: see this error's `scores`")
-            error.scores = scores
-            raise error
+            raise image_failures(len(images), failed, scores, label)
         return scores  # type: ignore[return-value]
+
+    def _forward_isolating(self, rgbs, run: list[int], names: list[str], failed: dict, idx: list[int]) -> list:
+        """Scores of rgbs[run]; a linear-algebra failure is retried image by image, and an image
+        that fails alone is recorded in `failed` (score None); any other error propagates."""
+        if not run:
+            return []
+        try:
+            return self._forward_backing_off(rgbs, run)
+        except torch.linalg.LinAlgError as e:
+            if len(run) == 1:
+                failed[idx[run[0]]] = ScoreUndefinedError(
+                    f"{names[0]}: {self.spec.display_name} failed on this image ({type(e).__name__.lstrip('_')}: "
+                    f"{str(e).splitlines()[0]}); a nearly uniform image has no defined score")
+                return [None]
+        return [s for j, name in zip(run, names) for s in self._forward_isolating(rgbs, [j], [name], failed, idx)]
 
     def _decoded_chunks(self, images: list, sizes: list[tuple[int, int]], failed: dict):
         """Yield (indices, RGB arrays) per same-size batch, decoding files ahead in a thread pool.
@@ -313,7 +395,7 @@ class MetricScorer:
         from concurrent.futures import ThreadPoolExecutor
 
         def decode(i: int) -> np.ndarray:
-            return images[i] if isinstance(images[i], np.ndarray) else load_rgb(images[i])
+            return images[i] if isinstance(images[i], np.ndarray) else load_rgb(images[i], self.max_image_pixels)
 
         chunks = self._chunks(sizes)
         order = [i for idx in chunks for i in idx]
@@ -345,7 +427,7 @@ class MetricScorer:
                 raise ImageReadError(f"array {i}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
             check_size(self.spec, a, f"array {i} {describe(a)}")
         arrays = [np.ascontiguousarray(a) for a in arrays]
-        return self._score(arrays, [a.shape[:2] for a in arrays])
+        return self._score(arrays, [a.shape[:2] for a in arrays], [f"array {i} {describe(a)}" for i, a in enumerate(arrays)])
 
     def _chunks(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Index lists to score together: same-size groups cut to batch_size, or singles."""

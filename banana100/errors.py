@@ -6,7 +6,12 @@ class Banana100Error(Exception):
 
 
 class ImageReadError(Banana100Error):
-    """An image file or object could not be read as an image."""
+    """An image file or object could not be read as an image (missing, unreadable, corrupt, or
+    larger than the pixel limit of `banana100.imageio`).
+
+    Raised by a scorer after the other images were scored, it carries `scores` (one per input,
+    None for each image that failed) and `errors` ({input index: the error for that image}).
+    """
 
 
 class ManifestError(Banana100Error):
@@ -22,7 +27,18 @@ class WeightsNotFoundError(Banana100Error):
 
 
 class ImageTooSmallError(Banana100Error):
-    """An image is smaller than a metric's minimum input size."""
+    """An image is smaller than a metric's minimum input size (its smallest meaningful size)."""
+
+
+class ScoreUndefinedError(Banana100Error):
+    """A metric has no score for this image: a uniform image (every pixel the same colour) for a
+    metric whose statistics need some variation, or a NaN / infinite result.
+
+    Raised by a scorer after the other images were scored, with `scores` (None for each image
+    whose score is undefined) and `errors` ({input index: the error for that image}), like
+    ImageReadError. When both kinds occur in one call, ImageReadError is raised and `errors`
+    holds both.
+    """
 
 
 class DatasetError(Banana100Error):

@@ -43,11 +43,20 @@ Args:
         hand-crafted metrics with the native backend only).
     half: float16 autocast, only for metrics whose card states a measured half-precision
         tolerance (refused otherwise).
+    max_image_pixels: the largest width x height read from a file (default 89,478,485, or
+        $BANANA100_MAX_IMAGE_PIXELS): a guard against decompression bombs.
 Returns:
     metric: the pyiqa id of the metric.
-    scores: one float per image, in input order.
+    scores: one float per image, in input order (never NaN).
     mean: the mean of the scores.
     lower_better: True when a lower score means better quality.
+Raises:
+    ImageTooSmallError: an image below the metric's smallest meaningful size (before scoring).
+    ImageReadError: a file that cannot be read (missing, corrupt, over the pixel limit); when
+        found while decoding, after the others were scored: `error.scores`, `error.errors`.
+    ScoreUndefinedError: images with no defined score (a uniform image for a metric whose card
+        says so, a NaN result), after the others were scored: `error.scores` (None for
+        those), `error.errors` ({index: error}).
 """
 
 
@@ -101,7 +110,8 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
                                       half=key[4])
         return cache[key]
 
-    def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False, **kwargs):
+    def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
+                max_image_pixels=None, **kwargs):
         """Score images with this metric.
 
         With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
@@ -109,8 +119,9 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         """
         if kwargs:
             raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; "
-                            "compute takes images, device, batch_size, backend, mode, half")
-        options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half)
+                            "compute takes images, device, batch_size, backend, mode, half, max_image_pixels")
+        options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half,
+                       max_image_pixels=max_image_pixels)
         if images is not None and self.writer is None and self.num_process == 1:
             return self._compute(images=_as_list(images), **options)
         if images is not None:
@@ -118,11 +129,14 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         # images added before (add/add_batch), or a distributed run: evaluate's own path
         return super().compute(images=images, **options)
 
-    def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", half=False):
+    def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
+                 max_image_pixels=None):
         images = [_from_arrow(x) for x in images]
         if not images:
             raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
-        scores = self._scorer(device, batch_size, backend, mode, half).score(images)
+        scorer = self._scorer(device, batch_size, backend, mode, half)
+        scorer.max_image_pixels = max_image_pixels
+        scores = scorer.score(images)
         return {
             "metric": self.METRIC_NAME,
             "scores": scores,

@@ -87,7 +87,23 @@ class MetricSpec:
     native_agreement: str = ""
     # min_size of the deep metrics: the smallest square side pyiqa 0.1.16's arch scores without
     # error, measured on the archs built with random weights (tests/untrained.py); size
-    # handling does not depend on the weights.
+    # handling does not depend on the weights. Of the hand-crafted metrics: the smallest
+    # meaningful side, measured by bench/bench_min_size.py (PIQE, NIQE, BRISQUE, IL-NIQE) or
+    # from the feature stage (NRQM, PI); `min_size_note` says how, for the card.
+    min_size_note: str = ""
+    # Smallest side pyiqa 0.1.16 accepts without raising, when below min_size (tests check it).
+    pyiqa_min_size: int | None = None
+    # A uniform image (every pixel the same colour): "scored" (the model's output, like any other
+    # image), "undefined" (ScoreUndefinedError for that image, the others kept: the metric's
+    # statistics divide by the image's zero variance), or a number (that documented value,
+    # returned without running the model). `uniform_note` says what pyiqa gives, for the card.
+    uniform: str | float = "scored"
+    uniform_note: str = ""
+
+    @property
+    def accepted_min_size(self) -> int:
+        """The smallest side pyiqa 0.1.16 scores without raising (min_size unless stated)."""
+        return self.pyiqa_min_size if self.pyiqa_min_size is not None else self.min_size
 
     @property
     def direction(self) -> str:
@@ -137,6 +153,14 @@ _NIQE_SHA = "fa2aa4d12dd9595c3fb6bf8b4e1a15c79d5d1469238d0901c88dead195be578d"
 # model file. PI adds NIQE's 96 px plus its 8-px shave.
 _NRQM_MIN = 84
 _PI_MIN = 104
+# Smallest meaningful side of PIQE, NIQE, BRISQUE and IL-NIQE, measured by bench/bench_min_size.py
+# (bench/results_min_size.json, BENCHMARKS.md) on crops of five natural images.
+_CRITERION = ("the criterion of bench/bench_min_size.py: crops of natural images keep their ranking when "
+              "moved by 2 px (Spearman rho >= 0.8 between the two scores) and no crop scores NaN, at that "
+              "side and every larger one measured")
+_MEASURED = ("{side} px, measured by " + _CRITERION + "; at {below} px it fails. pyiqa 0.1.16 accepts images "
+             "down to {pyiqa} px, where the score depends on where the crop falls more than on what it shows.")
+_ILNIQE_MIN, _ILNIQE_BELOW = 64, 48  # IL-NIQE: 15 crops a side (about 10 s an image on the loaded build machine)
 # OpenAI CLIP: pyiqa's clip.load downloads from openaipublic into $TORCH_HOME/hub/clip and
 # checks the sha256 that the URL itself carries.
 _CLIP = {
@@ -173,9 +197,15 @@ def _live_brisque(name: str, sha256: str, size: int) -> WeightFile:
 
 _SPECS = [
     MetricSpec(
-        # min_size: the smallest side pyiqa 0.1.16 scores without raising (measured on crops
-        # of natural images): PIQE 8 (16-px blocks after its symmetric padding).
-        "piqe", "PIQE", "hand-crafted", True, (0, 100), native=True, min_size=8,
+        # pyiqa 0.1.16 scores from 8 px (16-px blocks after its symmetric padding), but its
+        # block grid makes small crops rank differently when moved by 2 px (bench_min_size).
+        "piqe", "PIQE", "hand-crafted", True, (0, 100), native=True, min_size=96, pyiqa_min_size=8,
+        min_size_note=_MEASURED.format(side=96, below=80, pyiqa=8),
+        uniform=100.0,
+        uniform_note="100, the worst score, for every uniform image: no 16x16 block has any activity, so "
+                     "PIQE's formula gives (0 + C) / (C + 0) x 100. MATLAB's piqe (mode \"official\") gives 100; "
+                     "pyiqa 0.1.16 gives 100 too, except NaN for an all-black image (it divides the image by "
+                     "its maximum, 0), which banana100 scores 100 like the others, with either backend.",
         paper="Venkatanath N. et al., Blind image quality evaluation using perception based features, NCC 2015.",
         citation="@inproceedings{venkatanath2015piqe, title={Blind image quality evaluation using perception based features}, author={Venkatanath, N and Praneeth, D and Bh, Maruthi Chandrasekhar and Channappayya, Sumohana S and Medasani, Swarup S}, booktitle={NCC}, year={2015}}",
     ),
@@ -183,6 +213,12 @@ _SPECS = [
         "niqe", "NIQE", "hand-crafted", True, (0, None), native=True,
         files=(WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, size=8_347, licence=LIVE),),
         min_size=96, path_kwarg="pretrained_model_path",
+        min_size_note="96 px is NIQE's patch size (pyiqa raises below it); from 96 px up the score passes "
+                      + _CRITERION + " (rho 0.99 at 96 px; bench/bench_min_size.py, BENCHMARKS.md).",
+        uniform="undefined",
+        uniform_note="undefined (ScoreUndefinedError for that image): every patch of a uniform image has zero "
+                     "variance, so the fitted Gaussian model is degenerate. pyiqa 0.1.16 raises torch's "
+                     "LinAlgError (SVD did not converge) and fails the whole call; the native code gives NaN (bench/probe_uniform.py).",
         paper="Mittal A., Soundararajan R., Bovik A. C., Making a 'completely blind' image quality analyzer, IEEE SPL 2013.",
         citation="@article{mittal2013niqe, title={Making a ``completely blind'' image quality analyzer}, author={Mittal, Anish and Soundararajan, Rajiv and Bovik, Alan C}, journal={IEEE Signal Processing Letters}, volume={20}, number={3}, pages={209--212}, year={2013}}",
     ),
@@ -192,26 +228,48 @@ _SPECS = [
         files=(_live_brisque("allmodel", "8b04d6045f1b27261610c8ab1730fdcc14ec80bfab0f1ab5f703bbc2927314de", 353_497),
                _live_brisque("allrange", "e47d753d96b631e1aa2dbac8c4e51ade767f2def8ce678c7130b6b3f90ee915f", 741)),
         pyiqa_files=(WeightFile("brisque_svm_weights.pth", sha256="53997f776d076c49746ee6d50f3f8ffe1c436824312256211b957a7e139a338b", size=231_069, licence=LIVE),),
-        # 7: below it pyiqa raises; under ~17 px a side the AGGD fits often give NaN.
+        # pyiqa raises below 7 px; up to 28 px some crops' AGGD fits give NaN (bench_min_size).
         # Not batchable: its float32 SVR sum changes by up to ~0.01 with the batch size.
-        min_size=7, path_kwarg="pretrained_model_path", batchable=False,
+        min_size=32, pyiqa_min_size=7, path_kwarg="pretrained_model_path", batchable=False,
+        min_size_note=_MEASURED.format(side=32, below=28, pyiqa=7)
+                      + " Below 24 px many crops give NaN (the AGGD fits on too few coefficients).",
+        uniform="undefined",
+        uniform_note="undefined (ScoreUndefinedError for that image): the MSCN coefficients of a uniform image "
+                     "are all zero, and the AGGD fits divide 0 by 0. pyiqa 0.1.16 raises an AssertionError "
+                     "for an all-black image, returns NaN for most grey levels and a rounding artefact "
+                     "(108.3 for grey 254) for others; the native code, following pyiqa, does the same (bench/probe_uniform.py).",
         paper="Mittal A., Moorthy A. K., Bovik A. C., No-reference image quality assessment in the spatial domain, IEEE TIP 2012.",
         citation="@article{mittal2012brisque, title={No-reference image quality assessment in the spatial domain}, author={Mittal, Anish and Moorthy, Anush Krishna and Bovik, Alan Conrad}, journal={IEEE Transactions on Image Processing}, volume={21}, number={12}, pages={4695--4708}, year={2012}}",
     ),
     MetricSpec(
         "ilniqe", "IL-NIQE", "hand-crafted", True, (0, None), native=True,
         files=(WeightFile("ILNIQE_templateModel.mat", sha256="14f4919a630498d732bbf11837d894d45a57f89c9ed84bea98851147290ce93c", size=2_764_281, licence="Apache-2.0 (IceClear/IL-NIQE)"),),
-        # IL-NIQE resizes every input to 524x524 first: 1-2 px raise IndexError, 3-4 px
-        # fail in the SVD (linalg error), 5 px and up score. Not batchable: batched scores
+        # IL-NIQE resizes every input to 524x524 first: in pyiqa 1-2 px raise IndexError, 3-4 px
+        # fail in the SVD (linalg error), 5 px and up score, but a tiny image blown up to 524 px
+        # scores nonsense (3149 for a 5x5 crop). Not batchable: batched scores
         # differ in the 7th digit and a batch of two 512x384 images takes ~4.7 GB.
-        min_size=5, path_kwarg="pretrained_model_path", batchable=False,
+        min_size=_ILNIQE_MIN, pyiqa_min_size=5, path_kwarg="pretrained_model_path", batchable=False,
+        min_size_note=_MEASURED.format(side=_ILNIQE_MIN, below=_ILNIQE_BELOW, pyiqa=5),
+        uniform="undefined",
+        uniform_note="undefined (ScoreUndefinedError for that image): a uniform image has no structure for "
+                     "IL-NIQE's gradient, log-Gabor and colour statistics. pyiqa 0.1.16 raises torch's "
+                     "LinAlgError (SVD did not converge) and fails the whole call; the native code gives NaN "
+                     "(mode \"pyiqa\") or the same 63.2 for every grey level (mode \"official\").",
         paper="Zhang L., Zhang L., Bovik A. C., A feature-enriched completely blind image quality evaluator, IEEE TIP 2015.",
         citation="@article{zhang2015ilniqe, title={A feature-enriched completely blind image quality evaluator}, author={Zhang, Lin and Zhang, Lei and Bovik, Alan C}, journal={IEEE Transactions on Image Processing}, volume={24}, number={8}, pages={2579--2591}, year={2015}}",
     ),
     MetricSpec(
         "nrqm", "NRQM (Ma)", "hand-crafted", False, (0, 10), native=True,
         files=(WeightFile("NRQM_model.mat", licence=_NOT_STATED, role="parameters"),),
-        path_kwarg="pretrained_model_path", batchable=False, min_size=_NRQM_MIN,
+        path_kwarg="pretrained_model_path", batchable=False, min_size=_NRQM_MIN, pyiqa_min_size=45,
+        min_size_note="84 px: below it the smallest level of NRQM's pyramid has too few 5x5 blocks for the "
+                      "forests' 75 features (pyiqa raises under 45 px); measured on the feature stage, which "
+                      "needs no model file. bench/bench_min_size.py measures it by the criterion of the other "
+                      "hand-crafted metrics where NRQM_model.mat is at hand (it was not on the build machine).",
+        uniform="undefined",
+        uniform_note="undefined (ScoreUndefinedError for that image): the divisive normalisation of NRQM's "
+                     "wavelet features inverts a covariance that is zero for a uniform image; pyiqa 0.1.16's "
+                     "feature stage raises torch's LinAlgError (singular matrix) there, and so did the native one.",
         original_code="https://github.com/chaoma99/sr-metric",
         paper="Ma C., Yang C.-Y., Yang X., Yang M.-H., Learning a no-reference quality measure for single-image super-resolution, CVIU 2017.",
         citation="@article{ma2017nrqm, title={Learning a no-reference quality metric for single-image super-resolution}, author={Ma, Chao and Yang, Chih-Yuan and Yang, Xiaokang and Yang, Ming-Hsuan}, journal={Computer Vision and Image Understanding}, volume={158}, pages={1--16}, year={2017}}",
@@ -221,6 +279,11 @@ _SPECS = [
         files=(WeightFile("NRQM_model.mat", licence=_NOT_STATED, role="parameters"),
                WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, size=8_347, licence=LIVE, role="parameters")),
         batchable=False, min_size=_PI_MIN,
+        min_size_note="104 px: NIQE's 96 px plus the 8 px PI shaves off (4 a side) before scoring; NRQM's "
+                      "84 px is below that.",
+        uniform="undefined",
+        uniform_note="undefined (ScoreUndefinedError for that image): both of its parts, NIQE and NRQM, are "
+                     "undefined for a uniform image (pyiqa 0.1.16 raises torch's LinAlgError).",
         resize="none; PI = ((10 - NRQM) + NIQE) / 2 on the image at its own size",
         original_code="https://github.com/roimehrez/PIRM2018",
         paper="Blau Y., Mechrez R., Timofte R., Michaeli T., Zelnik-Manor L., The 2018 PIRM challenge on perceptual image super-resolution, ECCV Workshops 2018.",

@@ -4,7 +4,9 @@ Rows are written as they are computed, in small part files beside the output
 (`<out>.parts/`), each renamed into place only when complete; the final file merges them.
 Rerunning the same command skips every (chain, step, metric) already scored, so an
 interrupted run loses at most one chunk. One image that cannot be scored (too small for a
-metric, undecodable) gets a row with a NaN score and an `error` message; the others go on.
+metric, undecodable, over the pixel limit, or with no defined score: a uniform image for a
+metric whose statistics need variation, a NaN result) gets a row with a NaN score and an
+`error` message saying why; the others go on.
 """
 
 from __future__ import annotations
@@ -177,10 +179,12 @@ class _DecodedImages(torch.utils.data.IterableDataset):
             needed = [m for m in self.metrics if (item.record["chain_id"], item.record["step"], m) not in self.done]
             d = Decoded(item.record, item.name, needed)
             if needed:
+                data = b""
                 try:
-                    d.rgb = load_rgb(item.read())
-                except (Banana100Error, OSError) as e:
-                    d.error = f"{item.name}: {e}"
+                    data = item.read()
+                    d.rgb = load_rgb(data)
+                except (Banana100Error, OSError) as e:  # named by the file, not as "<N bytes>"
+                    d.error = f"{item.name}: {str(e).removeprefix(f'<{len(data)} bytes>: ')}"
             yield d
 
 
@@ -221,13 +225,22 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
         scores: dict[int, float] = {}
         try:
             scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok])))
-        except Exception:  # noqa: BLE001 - isolate the image that failed; the others go on
-            for i in ok:
-                try:
-                    scores[i] = scorer.score_arrays([arrays[i]])[0]
-                except Exception as e:  # noqa: BLE001 - reported in the `error` column
-                    why = str(e) if isinstance(e, Banana100Error) else f"{type(e).__name__}: {e}"
-                    errors[i] = f"{chunk[i].name}: {why}"
+        except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
+            if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
+                # some images have no score (uniform, NaN): the engine scored the others and named each
+                for k, i in enumerate(ok):
+                    if k in e.errors:
+                        why = str(e.errors[k]).split(": ", 1)[-1]  # drop the engine's "array k <...>" name
+                        errors[i] = f"{chunk[i].name}: {why}"
+                    else:
+                        scores[i] = e.scores[k]
+            else:
+                for i in ok:
+                    try:
+                        scores[i] = scorer.score_arrays([arrays[i]])[0]
+                    except Exception as e1:  # noqa: BLE001 - reported in the `error` column
+                        why = str(e1) if isinstance(e1, Banana100Error) else f"{type(e1).__name__}: {e1}"
+                        errors[i] = f"{chunk[i].name}: {why}"
         for i in todo:
             record = chunk[i].record
             rows.append({

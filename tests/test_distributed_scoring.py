@@ -32,7 +32,7 @@ LAUNCHERS = {
 def test_two_processes_split_and_merge(tmp_path, launcher):
     if not Path(LAUNCHERS[launcher][0]).exists():
         pytest.skip(f"no {launcher} beside {sys.executable}")
-    make_run_folder(tmp_path / "run", steps=9, size=(40, 40))  # 20 images
+    make_run_folder(tmp_path / "run", steps=9, size=(96, 96))  # 20 images, at PIQE's minimum size
     out = tmp_path / "scores.parquet"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     cmd = LAUNCHERS[launcher] + ["-m", "banana100", "score", str(tmp_path / "run"), "--metrics", "piqe",

@@ -185,11 +185,13 @@ def test_too_small_is_checked_before_any_scoring(monkeypatch):
 
 @pytest.mark.parametrize("name", FAST)
 def test_minimum_is_pyiqas_real_minimum(name):
-    """pyiqa scores an image of exactly min_size and fails one pixel below it."""
+    """pyiqa scores an image of exactly its accepted minimum and fails one pixel below it; the
+    engine's minimum (the smallest meaningful size, bench/bench_min_size.py) is not below that."""
     import pyiqa
 
     spec = get_metric(name)
-    m = spec.min_size
+    m = spec.accepted_min_size
+    assert spec.min_size >= m
     kwargs = {spec.path_kwarg: str(PARAMS / spec.backend_files("pyiqa")[0].filename)} if spec.all_files else {}
     raw = pyiqa.create_metric(name, device="cpu", **kwargs)
     for h, w in ((m, m), (m, 300), (300, m)):
@@ -197,14 +199,15 @@ def test_minimum_is_pyiqas_real_minimum(name):
     for h, w in ((m - 1, m - 1), (m - 1, 300), (300, m - 1)):
         with pytest.raises((RuntimeError, IndexError)):  # unfold / interpolate / indexing errors
             raw(torch.stack([to_tensor(crop(h, w))]))
-    assert math.isfinite(scorer(name).score([crop(max(m, 17), max(m, 17))])[0])
+    assert math.isfinite(scorer(name).score([crop(spec.min_size, spec.min_size)])[0])
 
 
 def test_ilniqe_minimum_check_is_cheap():
     spec = get_metric("ilniqe")
-    check_size(spec, crop(5, 5), "x")
-    with pytest.raises(ImageTooSmallError, match="IL-NIQE needs at least 5x5 pixels"):
-        check_size(spec, crop(4, 300), "x")
+    m = spec.min_size
+    check_size(spec, crop(m, m), "x")
+    with pytest.raises(ImageTooSmallError, match=f"IL-NIQE needs at least {m}x{m} pixels"):
+        check_size(spec, crop(m - 1, 300), "x")
 
 
 @pytest.mark.slow
@@ -382,7 +385,7 @@ class _OOMAbove(torch.nn.Module):
 def test_out_of_memory_halves_the_batch_and_keeps_the_order():
     imgs = [np.full((8, 8, 3), v, np.uint8) for v in range(10)]
     model = _OOMAbove(limit=2)
-    s = MetricScorer.from_model("piqe", model, device="cpu", batch_size=8)
+    s = MetricScorer.from_model("cnniqa", model, device="cpu", batch_size=8)
     with pytest.warns(RuntimeWarning, match="batch_size lowered"):
         scores = s.score_arrays(imgs)
     np.testing.assert_allclose(scores, [v / 255 for v in range(10)], rtol=1e-6)
@@ -393,7 +396,7 @@ def test_out_of_memory_halves_the_batch_and_keeps_the_order():
 
 
 def test_out_of_memory_on_one_image_is_raised():
-    s = MetricScorer.from_model("piqe", _OOMAbove(limit=0), device="cpu", batch_size=4)
+    s = MetricScorer.from_model("cnniqa", _OOMAbove(limit=0), device="cpu", batch_size=4)
     with pytest.raises(torch.cuda.OutOfMemoryError), pytest.warns(RuntimeWarning, match="batch_size lowered"):
         s.score_arrays([np.zeros((8, 8, 3), np.uint8)] * 3)
 
@@ -406,7 +409,7 @@ def test_other_errors_are_not_retried():
             Broken.calls += 1
             raise ValueError("bad input")
 
-    s = MetricScorer.from_model("piqe", Broken(), device="cpu", batch_size=4)
+    s = MetricScorer.from_model("cnniqa", Broken(), device="cpu", batch_size=4)
     with pytest.raises(ValueError):
         s.score_arrays([np.zeros((8, 8, 3), np.uint8)] * 4)
     assert Broken.calls == 1

@@ -64,12 +64,12 @@ def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_fr
 def test_too_small_image_is_isolated_and_named(tmp_path, weights_from_shared):
     make_run_folder(tmp_path / "run", steps=2, size=(64, 80))
     with pytest.warns(UserWarning, match="could not be scored"):
-        out = scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe"], tmp_path / "s.parquet", progress=False)
+        out = scoring.score_to_parquet(tmp_path / "run", ["brisque", "niqe"], tmp_path / "s.parquet", progress=False)
     rows = pq.read_table(out).to_pylist()
     niqe = [r for r in rows if r["metric"] == "niqe"]
     assert all(r["score"] != r["score"] for r in niqe)  # NaN
     assert "NIQE needs at least 96x96 pixels" in niqe[0]["error"] and "step_000.png is 80x64" in niqe[0]["error"]
-    assert all(r["error"] is None for r in rows if r["metric"] == "piqe")
+    assert all(r["error"] is None for r in rows if r["metric"] == "brisque")  # BRISQUE's minimum is 32
 
 
 def test_missing_image_and_missing_manifest_are_named(tmp_path, weights_from_shared):
