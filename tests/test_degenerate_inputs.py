@@ -279,7 +279,8 @@ def test_a_bomb_is_an_image_read_error_naming_the_file_and_the_limit(bomb, tmp_p
     # between PIL's limit and twice it PIL only warns; the library refuses from the header
     mid = tmp_path / "mid.png"
     mid.write_bytes(png_header(10000, 10000))
-    with pytest.raises(ImageReadError, match=r"mid\.png: 10000x10000 pixels \(100,000,000\) exceeds"):
+    with pytest.warns(Image.DecompressionBombWarning), \
+            pytest.raises(ImageReadError, match=r"mid\.png: 10000x10000 pixels \(100,000,000\) exceeds"):
         image_size(mid)
 
 
