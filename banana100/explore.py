@@ -503,10 +503,14 @@ class ChainScores:
                 progress(i / max(1, len(todo)), f"{spec.display_name}: scoring {info.chain_id}, "
                                                 f"{i} of {len(todo)} images")
             part = todo[i:i + chunk]
-            for step, score in zip(part, scorer.score([images[s] for s in part])):
+            scores, errors = _score_part(scorer, [images[s] for s in part])
+            for j, (step, score) in enumerate(zip(part, scores)):
+                # an image with no score (uniform, unreadable, too small) is a row with its error,
+                # as in `banana100 score`: the protocol then names that step as missing
                 rows.append({"chain_id": info.chain_id, "source_id": info.source_id, "setting": info.setting,
-                             "repeat": info.repeat, "step": step, "metric": metric, "score": float(score),
-                             "lower_better": spec.lower_better, "error": None, "backend": scorer.backend,
+                             "repeat": info.repeat, "step": step, "metric": metric,
+                             "score": float("nan") if score is None else float(score),
+                             "lower_better": spec.lower_better, "error": errors.get(j), "backend": scorer.backend,
                              "mode": scorer.mode})
         table = pd.DataFrame(rows)
         if before is not None:
@@ -520,6 +524,37 @@ class ChainScores:
             tmp.replace(path)
         return table
 
+
+
+def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
+    """Scores of `images` (None where an image has none) and {index: error text}.
+
+    The engine scores the others and raises one ImageReadError / ScoreUndefinedError carrying
+    `scores` and `errors`; an image below the metric's minimum size fails the whole call, so the
+    images are then scored one by one.
+    """
+    from .errors import ImageTooSmallError, ScoreUndefinedError
+
+    try:
+        return list(scorer.score(images)), {}
+    except (ImageReadError, ScoreUndefinedError) as e:
+        scores = getattr(e, "scores", None)
+        if scores is None:
+            raise
+        return list(scores), {int(k): str(v) for k, v in (getattr(e, "errors", None) or {}).items()}
+    except ImageTooSmallError:
+        if len(images) == 1:
+            raise
+    scores, errors = [], {}
+    for j, image in enumerate(images):
+        try:
+            one, one_errors = _score_part(scorer, [image])
+        except Banana100Error as e:
+            one, one_errors = [None], {0: str(e)}
+        scores.append(one[0])
+        if 0 in one_errors:
+            errors[j] = one_errors[0]
+    return scores, errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1010,8 +1045,12 @@ def open_release(spec: ReleaseSpec, cache_dir: str | os.PathLike, metrics, devic
 
 
 def check_upload(path: str | os.PathLike, max_bytes: int = 10 * 1024**2, max_pixels: int = 16_000_000,
-                 formats=("PNG", "JPEG", "WEBP", "BMP")) -> np.ndarray:
-    """Read an uploaded image file safely; UploadError with a plain message when refused."""
+                 formats=("PNG", "JPEG", "WEBP", "BMP"), min_side: int = 32) -> np.ndarray:
+    """Read an uploaded image file safely; UploadError with a plain message when refused.
+
+    `min_side`: the smallest side accepted; the Space passes the largest minimum size of the
+    metrics it scores live, so that no curve is missing for a small upload.
+    """
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -1032,8 +1071,8 @@ def check_upload(path: str | os.PathLike, max_bytes: int = 10 * 1024**2, max_pix
         raise UploadError(f"{fmt} images are not accepted; upload a {', '.join(formats)} image")
     if w * h > max_pixels:
         raise UploadError(f"the image is {w}x{h} = {w * h / 1e6:.1f} megapixels; the limit is {max_pixels / 1e6:.0f} megapixels")
-    if min(w, h) < 32:
-        raise UploadError(f"the image is {w}x{h}; it needs at least 32 pixels a side")
+    if min(w, h) < min_side:
+        raise UploadError(f"the image is {w}x{h}; it needs at least {min_side} pixels a side")
     try:
         return load_rgb(path)
     except Exception as e:  # noqa: BLE001 - truncated or corrupt files

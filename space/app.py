@@ -51,6 +51,7 @@ from banana100 import about
 from banana100 import explore as ex
 from banana100.editors import EDITORS, make_editor
 from banana100.errors import Banana100Error
+from banana100.registry import METRICS
 
 MAX_UPLOAD_MB = 10
 MAX_PIXELS = 16_000_000
@@ -278,7 +279,8 @@ def run_live(upload, sample, steps, editor_name, api_key):
         raise gr.Error(f"steps must be between 1 and {cap} with the {editor_name} editor")
     try:
         if upload:
-            rgb = ex.check_upload(upload, max_bytes=MAX_UPLOAD_MB * 1024**2, max_pixels=MAX_PIXELS)
+            rgb = ex.check_upload(upload, max_bytes=MAX_UPLOAD_MB * 1024**2, max_pixels=MAX_PIXELS,
+                                   min_side=max(METRICS[m].min_size for m in LIVE_METRICS))
             origin = "your image"
         elif sample:
             rgb = ex.sample_image(str(sample))

@@ -371,3 +371,28 @@ def test_demo_note_says_what_failed(demo_set):
     r = e.results["piqe"]
     assert f"PIQE missed the damage in {r['n_failed']} of 2 chains" in note
     assert "34.1 -> -9.8" in note and "no pyiqa metric passed every chain" in note
+
+
+def test_on_demand_keeps_scoring_past_images_without_a_score(tmp_path, weights_from_shared):
+    # a uniform step (NIQE has no score for it) and a step too small for NIQE become rows with
+    # their error; the other steps are scored, and the protocol sees those steps as missing
+    from banana100.registry import get_metric
+
+    rng = np.random.default_rng(0)
+    smooth = (128 + 40 * np.sin(np.linspace(0, 6, 128))[None, :, None] + rng.normal(0, 3, (128, 128, 3)))
+    images = {0: smooth.clip(0, 255).astype(np.uint8), 1: np.full((128, 128, 3), 77, np.uint8),
+              2: smooth[:40, :40].clip(0, 255).astype(np.uint8), 5: smooth[::-1].clip(0, 255).astype(np.uint8)}
+    info = ex.ChainInfo("c__replicate__r0", "c", "replicate", 0, (0, 1, 2, 5))
+    table = ex.ChainScores(tmp_path, steps=(0, 1, 2, 5)).compute(info, "niqe", images)
+    by_step = table.set_index("step")
+    assert np.isfinite(by_step.loc[[0, 5], "score"]).all() and by_step.loc[[0, 5], "error"].isna().all()
+    assert np.isnan(by_step.loc[1, "score"]) and "uniform" in by_step.loc[1, "error"].lower()
+    assert np.isnan(by_step.loc[2, "score"]) and f"{get_metric('niqe').min_size}" in by_step.loc[2, "error"]
+
+
+def test_check_upload_minimum_side(tmp_path):
+    small = tmp_path / "small.png"
+    Image.new("RGB", (90, 200), "red").save(small)
+    assert ex.check_upload(small).shape == (200, 90, 3)
+    with pytest.raises(ex.UploadError, match="at least 96 pixels"):
+        ex.check_upload(small, min_side=96)
