@@ -4,8 +4,9 @@ Exit status:
   0    success
   1    data problem: a file, folder, image, manifest, dataset or parameter file is missing or
        wrong (also `verify` and `weights check` finding problems)
-  2    usage: a bad option or argument, an unknown metric, setting or editor, or a feature
-       whose optional extra is not installed (the message names the extra)
+  2    usage: a bad option or argument, an unknown metric, setting or editor, a rerun into a
+       run folder with another editor, model, setting or seed, or a feature whose optional
+       extra is not installed (the message names the extra)
   3    budget: `generate --max-cost` reached; rerun with a higher cap to go on
   130  interrupted (Ctrl-C); rerun the same command to resume
 

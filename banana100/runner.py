@@ -40,7 +40,7 @@ from tqdm import tqdm
 from . import __version__
 from .budget import CALLS_FILE, CallMeter
 from .editors.base import ChainStopped, Editor, EditRequest, EditResult, RunStopped
-from .errors import Banana100Error, ImageReadError, ManifestError
+from .errors import Banana100Error, ImageReadError, ManifestError, UsageError
 from .imageio import IMAGE_SUFFIXES, encode_png, list_images, load_rgb
 from .manifest import (
     MANIFEST_NAME,
@@ -86,8 +86,9 @@ _FIELD_TYPES = {"string": (str,), "int32": (int,), "int64": (int,), "float64": (
 _FIELD_DTYPE = {f.name: f.dtype for f in RECORD_FIELDS}
 
 
-class RunMismatchError(Banana100Error):
-    """A rerun into a run folder made with a different editor, model, setting or seed."""
+class RunMismatchError(UsageError):
+    """A rerun into a run folder made with a different editor, model, setting or seed: the
+    options conflict with the folder (the CLI's usage status, 2), the folder itself is fine."""
 
 
 class ChainsFailedError(Banana100Error):
