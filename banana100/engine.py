@@ -266,6 +266,8 @@ class MetricScorer:
     def _setup(self, metric: str, device, batch_size: int) -> None:
         self.spec = get_metric(metric)
         self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
+        self._share_log: list = []
+        self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
         self.device = torch.device(device if device is not None else default_device())
         if int(batch_size) < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
@@ -343,6 +345,7 @@ class MetricScorer:
         """
         names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
         scores: list[float | None] = [None] * len(images)
+        shares: list[float | None] = [None] * len(images)
         failed: dict[int, Banana100Error] = {}
         label = self.spec.display_name
         for idx, rgbs in self._decoded_chunks(images, sizes, failed):
@@ -357,7 +360,11 @@ class MetricScorer:
                         "its statistics need some variation in the image")
                 else:
                     scores[i] = float(self.spec.uniform)
+            self._share_log = []
             run_scores = self._forward_isolating(rgbs, run, [names[idx[j]] for j in run], failed, idx)
+            if len(self._share_log) == len(run):  # one forward per image or batch, in order
+                for j, share in zip(run, self._share_log):
+                    shares[idx[j]] = share
             for j, s in zip(run, run_scores):
                 if s is None:
                     continue
@@ -367,6 +374,12 @@ class MetricScorer:
                     failed[idx[j]] = ScoreUndefinedError(
                         f"{names[idx[j]]}: {label} gave {s} for this image (no defined score; a nearly "
                         "uniform image, or too little variation for the metric's statistics)")
+        # the native hand-crafted metrics' share of flat windows per image (None elsewhere)
+        self.flat_shares = shares
+        if self.backend == "native" or any(s is not None for s in shares):
+            from .native import warn_if_flat
+
+            warn_if_flat(self.spec.name, shares, names)
         if failed:
             raise image_failures(len(images), failed, scores, label)
         return scores  # type: ignore[return-value]
@@ -449,6 +462,9 @@ class MetricScorer:
         out = out.detach().reshape(-1)
         if out.numel() != x.shape[0]:
             raise RuntimeError(f"{self.spec.name}: expected {x.shape[0]} scores, got shape {tuple(out.shape)}")
+        share = getattr(self.model, "last_flat_share", None)  # native modules: flat-window share
+        self._share_log.extend(share.tolist() if share is not None and share.numel() == x.shape[0]
+                               else [None] * x.shape[0])
         return [float(v) for v in out.cpu().tolist()]
 
     def _forward_backing_off(self, rgbs: Sequence[np.ndarray], idx: list[int]) -> list[float]:

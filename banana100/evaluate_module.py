@@ -50,6 +50,9 @@ Returns:
     scores: one float per image, in input order (never NaN).
     mean: the mean of the scores.
     lower_better: True when a lower score means better quality.
+    flat_share: (hand-crafted metrics, native backend) per image, the share of windows that are
+        flat or exact ramps, where the score depends on rounding; above the threshold its card states, a
+        `banana100.native.FlatRegionWarning` is raised (the card says how far to trust the score).
 Raises:
     ImageTooSmallError: an image below the metric's smallest meaningful size (before scoring).
     ImageReadError: a file that cannot be read (missing, corrupt, over the pixel limit); when
@@ -137,9 +140,12 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         scorer = self._scorer(device, batch_size, backend, mode, half)
         scorer.max_image_pixels = max_image_pixels
         scores = scorer.score(images)
-        return {
+        out = {
             "metric": self.METRIC_NAME,
             "scores": scores,
             "mean": float(np.mean(scores)),
             "lower_better": get_metric(self.METRIC_NAME).lower_better,
         }
+        if any(s is not None for s in scorer.flat_shares):  # native hand-crafted metrics
+            out["flat_share"] = scorer.flat_shares
+        return out

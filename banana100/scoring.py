@@ -41,6 +41,9 @@ SCORES_SCHEMA = pa.schema(
         ("metric", pa.string()), ("score", pa.float64()), ("lower_better", pa.bool_()), ("error", pa.string()),
         # how the score was computed: backend "native" | "pyiqa", mode "pyiqa" | "official"
         ("backend", pa.string()), ("mode", pa.string()),
+        # hand-crafted metrics (native backend): share of flat windows, where the score depends on
+        # rounding (banana100.native.FlatRegionWarning; the metric cards say how far)
+        ("flat_share", pa.float64()),
     ]
 )
 
@@ -107,6 +110,8 @@ def _conform(table: pa.Table) -> pa.Table:
     for name in ("backend", "mode"):
         if name not in table.column_names:
             table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
+    if "flat_share" not in table.column_names:  # files from before the column: not measured
+        table = table.append_column("flat_share", pa.nulls(len(table), pa.float64()))
     return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
 
 
@@ -223,8 +228,10 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
             else:
                 ok.append(i)
         scores: dict[int, float] = {}
+        shares: dict[int, float | None] = {}
         try:
             scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok])))
+            shares.update(zip(ok, scorer.flat_shares))
         except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
             if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
                 # some images have no score (uniform, NaN): the engine scored the others and named each
@@ -251,6 +258,7 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                 "error": errors.get(i),
                 "backend": scorer.backend,
                 "mode": scorer.mode,
+                "flat_share": shares.get(i),
             })
     return rows
 

@@ -115,7 +115,7 @@ def main() -> None:
     ap.add_argument("--metrics", default="brisque,niqe,ilniqe")
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--quick", action="store_true", help="fewer patch sizes (IL-NIQE is slow in pyiqa)")
-    ap.add_argument("--only", default="", help="comma-separated image names to keep (IL-NIQE: pyiqa is slow)")
+    ap.add_argument("--only", default="", help="image names to keep, separated by | (IL-NIQE: pyiqa is slow)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_flat_regime.json")
     args = ap.parse_args()
     torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -138,7 +138,7 @@ def main() -> None:
         rows = []
         subset = images(args.quick or metric == "ilniqe")
         if args.only:
-            subset = [(n, rgb) for n, rgb in subset if n in args.only.split(",")]
+            subset = [(n, rgb) for n, rgb in subset if n in args.only.split("|")]
         for name, rgb in subset:
             x = to_tensor(rgb)[None]
             with torch.no_grad():

@@ -26,8 +26,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    from nativetools import pyiqa_nrqm_features
     from flatimages import flat_images, synthetic_images
+    from nativetools import pyiqa_nrqm_features
 
     from banana100.engine import to_tensor
     from banana100.native import nrqm
