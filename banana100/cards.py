@@ -347,7 +347,8 @@ _MATLAB_FLAT = {
              "versions (150 elements for doubles in its `getSeparableFilterThreshold` of 2014; the 7x7 window "
              "has 49), so the release's own leftovers depend on the MATLAB version it runs on."),
     "ilniqe": ("the release filters with `imfilter` (5x5 MSCN window, 2-D on doubles) and `conv2` (the "
-               "Gaussian derivatives): their leftovers on flat windows are MATLAB's own summation order."),
+               "Gaussian derivatives): their leftovers on flat windows are MATLAB's own summation order. "
+               "The spreads below perturb the MSCN leftovers only, not the derivatives': a lower bound."),
     "pi": "PI's NIQE half has NIQE's behaviour (see the NIQE card); its NRQM half has no MSCN step.",
 }
 

@@ -52,7 +52,7 @@ class FlatRegionWarning(UserWarning):
 # over the possible leftover signs passed the 0.5 % the official mode aims at. None: no warning
 # (PIQE: insensitive, its criteria are thresholds far above rounding; NRQM: not measured here).
 FLAT_WARN_SHARE: dict[str, float | None] = {
-    "brisque": 0.0025, "niqe": 0.015, "ilniqe": 0.005, "pi": 0.015, "piqe": None, "nrqm": None,
+    "brisque": 0.0025, "niqe": 0.015, "ilniqe": 0.05, "pi": 0.015, "piqe": None, "nrqm": None,
 }
 
 
