@@ -191,6 +191,18 @@ def test_leftover_bound_separates_flat_from_structure():
     padded = F.pad(y[:, None], (3, 3, 3, 3), value=-1.0)
     flat = (F.max_pool2d(padded, 7, 1) == -F.max_pool2d(-padded, 7, 1))[:, 0]
     assert torch.equal(flagged & flat, flat)  # every flat window is flagged
+    # the exact integer test the repair uses agrees with min == max (borders: zero padding)
+    padded0 = F.pad(y[:, None], (3, 3, 3, 3))
+    flat0 = (F.max_pool2d(padded0, 7, 1) == -F.max_pool2d(-padded0, 7, 1))[:, 0]
+    assert torch.equal(nss.flat_integer_windows(y, 7), flat0)
+    # and its per-level values are pyiqa's own on a flat image of each level
+    from pyiqa.archs.func_util import normalize_img_with_gauss
+
+    levels = nss.pyiqa_mscn_levels(window, torch.float32, "cpu")
+    img = torch.arange(256, dtype=torch.float32).view(256, 1, 1, 1).expand(256, 1, 15, 15).contiguous()
+    theirs = torch.stack([normalize_img_with_gauss(img[i : i + 1], 7, 7 / 6, padding="same")[0, 0, 7, 7]
+                          for i in range(256)])
+    assert torch.equal(levels, theirs)
     assert int((flagged & ~flat).sum()) < 0.01 * flat.sum()  # and few others
 
 

@@ -172,7 +172,8 @@ class BRISQUE(torch.nn.Module):
             centred = torch.sub(y, mu, out=mu).sub_(y, alpha=self.window_excess)
             structdis = torch.div(centred, sigma, out=sigma)
             # flat windows and exact ramps: pyiqa's own leftovers (their signs are counted)
-            share = nss.repair_leftovers(structdis, y, centred, self.window_2d, "zeros")
+            # the full scale holds integers: its flat windows take pyiqa's value per grey level
+            share = nss.repair_leftovers(structdis, y, centred, self.window_2d, "zeros", integers=self._share is None)
             if self._share is None:  # the full scale's
                 self._share = share
         if self._share is None:

@@ -313,25 +313,81 @@ def pyiqa_mscn_at(
     return (centre - mu) / (sigma + 1)
 
 
+_LEVEL_TABLES: dict = {}
+# Up to this many leftovers in an image are recomputed from their windows (`matlab.conv2d_at`,
+# about 0.7 ms per 1024 on two cores); more, from the row strips that hold them (a one-channel
+# conv2d of a 512x512 image: about 3 ms).
+AT_WINDOWS_MAX = 4 * matlab.AT_CHUNK
+
+
+def pyiqa_mscn_levels(window: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
+    """pyiqa's MSCN coefficient of a flat window at each grey level 0..255 (256,), with its
+    whole-image conv2d arithmetic (`matlab.conv2d_at` on constant windows: the leftover of a flat
+    window depends on its value only). Cached."""
+    key = (window.shape, float(window.sum()), dtype, str(device))
+    if key not in _LEVEL_TABLES:
+        kh, kw = window.shape[-2:]
+        levels = torch.arange(256, dtype=dtype, device=device)
+        # 256 constant windows side by side: (1, 1, kh, 256 * kw), centres at (kh // 2, kw // 2 + k kw)
+        row = levels.repeat_interleave(kw).view(1, 1, 1, -1).expand(1, 1, kh, -1).contiguous()
+        index = torch.stack([torch.zeros(256, dtype=torch.long), torch.zeros(256, dtype=torch.long),
+                             torch.arange(256) * kw], dim=-1).to(device)
+        weight = window.to(device=device, dtype=dtype).reshape(1, 1, kh, kw)
+        mu = matlab.conv2d_at(row, weight, index)
+        mean_sq = matlab.conv2d_at(row, weight, index, square=True)
+        sigma = torch.sqrt((mean_sq - mu**2).abs() + torch.finfo(dtype).eps)
+        _LEVEL_TABLES[key] = (levels - mu) / (sigma + 1)
+    return _LEVEL_TABLES[key]
+
+
+def flat_integer_windows(x: torch.Tensor, size: int) -> torch.Tensor:
+    """(N, H, W) bool: the size x size window (zero padding) of x (N, H, W), integers in [0, 255],
+    is constant. Exact: box sums of integers and their squares are exact in float32 here, and
+    size^2 * sum(x^2) == sum(x)^2 holds only for a constant window."""
+    r = size // 2
+    h, w = x.shape[-2:]
+    x32 = x.to(torch.float32).unsqueeze(-3)
+    both = F.pad(torch.cat([x32, x32 * x32], dim=-3), (r, r, r, r))
+    # box sums as shifted slices (a conv2d with a 1-wide kernel is slow on CPU)
+    rows = both[..., :, 0:w].clone()
+    for d in range(1, size):
+        rows += both[..., :, d : d + w]
+    sums = rows[..., 0:h, :].clone()
+    for d in range(1, size):
+        sums += rows[..., d : d + h, :]
+    s1, s2 = sums.to(torch.float64).unbind(-3)
+    return size * size * s2 == s1 * s1
+
+
 def repair_leftovers(
-    structdis: torch.Tensor, x: torch.Tensor, centred: torch.Tensor, window: torch.Tensor, padding: str
+    structdis: torch.Tensor, x: torch.Tensor, centred: torch.Tensor, window: torch.Tensor, padding: str,
+    integers: bool = False,
 ) -> torch.Tensor:
     """Put pyiqa's own MSCN values (c = 1) into `structdis` (N, H, W) wherever `centred` (x minus
     the fast local mean, N, H, W) is within `leftover_bound`: there the coefficient is a rounding
-    leftover and its sign, which the AGGD fits count, is decided by pyiqa's arithmetic. Up to
-    `matlab.AT_CHUNK` such pixels in an image: only their windows are convolved; more: the row
-    strips that hold them, as pyiqa computes them (a one-channel conv2d of a 512x512 image costs
-    about as much as gathering 1024 windows). In place; returns the share of coefficients repaired per image (N,) float64."""
+    leftover and its sign, which the AGGD fits count, is decided by pyiqa's arithmetic. With
+    `integers` (x holds 0..255 integers, zero padding), exactly flat windows take pyiqa's value
+    for their grey level (`pyiqa_mscn_levels`); the others are recomputed from their windows (up to
+    AT_WINDOWS_MAX) or from the row strips that hold them. In place; returns the share of
+    coefficients flagged per image (N,) float64."""
     mask = centred.abs() <= leftover_bound(window, x.dtype)
     counts = mask.flatten(-2).sum(-1).tolist()
+    share = torch.tensor(counts, dtype=torch.float64) / (x.shape[-2] * x.shape[-1])
+    if integers and padding == "zeros" and x.device.type == "cpu" and max(counts) > matlab.AT_CHUNK:
+        # flat windows of an integer image (most of a large flat area): pyiqa's value per level
+        flat = mask & flat_integer_windows(x, window.shape[-1])
+        levels = pyiqa_mscn_levels(window, x.dtype, x.device)
+        structdis[flat] = levels[x[flat].long()].to(structdis.dtype)
+        mask &= ~flat
+        counts = mask.flatten(-2).sum(-1).tolist()
     for n, count in enumerate(counts):
-        if count > matlab.AT_CHUNK:
+        if count > AT_WINDOWS_MAX:
             exact = pyiqa_mscn_at(x[n], window, padding, None, mask[n].any(-1)).to(structdis.dtype)
             torch.where(mask[n], exact, structdis[n], out=structdis[n])
         elif count:
             index = mask[n].nonzero()
             structdis[n, index[:, 0], index[:, 1]] = pyiqa_mscn_at(x[n], window, padding, index).to(structdis.dtype)
-    return torch.tensor(counts, dtype=torch.float64) / (x.shape[-2] * x.shape[-1])
+    return share
 
 
 def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, padding: str, bound: float) -> torch.Tensor:
