@@ -3,10 +3,12 @@
 Exit status:
   0    success
   1    data problem: a file, folder, image, manifest, dataset or parameter file is missing or
-       wrong (also `verify` and `weights check` finding problems)
+       wrong (also `verify` and `weights check` finding problems), or some chains of
+       `generate` failed (the others ran; rerun to retry them)
   2    usage: a bad option or argument, an unknown metric, setting or editor, a rerun into a
-       run folder with another editor, model, setting or seed, or a feature whose optional
-       extra is not installed (the message names the extra)
+       run folder with another editor, model, setting or seed, an API key, access or model
+       the editor's service refuses, or a feature whose optional extra is not installed (the
+       message names the extra)
   3    budget: `generate --max-cost` reached; rerun with a higher cap to go on
   130  interrupted (Ctrl-C); rerun the same command to resume
 
@@ -331,12 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _exit_status(e: Banana100Error) -> int:
     from .editors import UnknownEditorError
-    from .editors.base import BudgetExceeded
+    from .editors.base import BudgetExceeded, RunStopped
     from .errors import SettingError, UnknownMetricError
 
     if isinstance(e, BudgetExceeded):
         return EXIT_BUDGET
-    if isinstance(e, (UsageError, MissingExtraError, UnknownMetricError, UnknownEditorError, SettingError)):
+    # RunStopped: the service refused the key, the access or the model for every chain
+    if isinstance(e, (UsageError, MissingExtraError, UnknownMetricError, UnknownEditorError, SettingError,
+                      RunStopped)):
         return EXIT_USAGE
     return EXIT_DATA
 
