@@ -133,10 +133,10 @@ def test_run_live_streams_every_step_from_a_sample(client):
 def test_run_live_from_an_upload(client, tmp_path):
     rng = np.random.default_rng(0)
     path = tmp_path / "mine.png"
-    Image.fromarray(rng.integers(0, 255, (80, 120, 3), dtype=np.uint8)).save(path)
+    Image.fromarray(rng.integers(0, 255, (100, 120, 3), dtype=np.uint8)).save(path)  # over PIQE's 96 px
     outputs = _live(client, gradio_client.handle_file(str(path)), None, 2)
     first = _rgb(outputs[0][0])
-    assert first.shape[:2] == (80, 120)
+    assert first.shape[:2] == (100, 120)
     assert len(outputs[-1][1]) == 3
 
 
@@ -145,7 +145,7 @@ def test_run_live_from_an_upload(client, tmp_path):
     [
         (lambda p: p.write_text("not an image at all"), "image"),
         (lambda p: Image.new("RGB", (5000, 4000), "white").save(p, format="PNG"), "megapixels"),
-        (lambda p: Image.new("RGB", (10, 10), "white").save(p, format="PNG"), "at least 32"),
+        (lambda p: Image.new("RGB", (90, 200), "white").save(p, format="PNG"), "at least 96 pixels"),
     ],
     ids=["not-an-image", "too-many-pixels", "too-small"],
 )
