@@ -86,10 +86,6 @@ def _cmd_generate(args) -> None:
             "max_attempts": args.max_attempts,
             "safety_retries": args.safety_retries,
         }
-        if not args.dry_run:
-            from .about import require_extra
-
-            require_extra("gemini", "the gemini editor")
     elif args.model or args.base_url:
         raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
     editor = make_editor(args.editor, **options)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from PIL import Image
 
 from conftest import IQA_PARAMS, REPO
 
@@ -142,9 +143,15 @@ def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
         MetricScorer("topiq_nr", device="cpu")
     assert about.requirement(("deep",)) in str(e.value) and isinstance(e.value, ImportError)
     (tmp_path / "src").mkdir()
+    Image.new("RGB", (64, 64), "red").save(tmp_path / "src" / "a.png")
     assert main(["generate", "--editor", "gemini", "--sources", str(tmp_path / "src"), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "the gemini editor needs the 'gemini' extra" in err and "banana100[gemini] @ git+" in err
+    # from Python too, before any key or network is looked at
+    from banana100.editors import make_editor
+
+    with pytest.raises(MissingExtraError, match="the gemini editor needs the 'gemini' extra"):
+        make_editor("gemini").connect()
 
 
 def test_module_not_found_deeper_down_is_mapped_to_its_extra(monkeypatch, capsys):

@@ -163,6 +163,9 @@ class GeminiEditor(Editor):
 
     def connect(self):
         """Build the SDK client now (a missing key fails here, before any work)."""
+        from ..about import require_extra
+
+        require_extra("gemini", "the gemini editor")
         with self._client_lock:
             if self._client is None:
                 if not (self._api_key or any(os.environ.get(k) for k in KEY_ENV)):
