@@ -347,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # argparse itself exits with status 2 on a bad command line
     name = " ".join(["banana100", args.command] + ([args.weights_command] if args.command == "weights" else []))
     debug = os.environ.get("BANANA100_DEBUG", "") not in ("", "0")
+    if not debug:  # a warning is one line too, like an error (no source line of ours under it)
+        import warnings
+
+        warnings.formatwarning = lambda message, category, *_, **__: f"{name}: warning: {message}\n"
     try:
         status = args.func(args)
     except KeyboardInterrupt:

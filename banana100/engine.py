@@ -433,14 +433,20 @@ class MetricScorer:
                 for group in by_shape.values():
                     yield group, [done[i] for i in group]
 
-    def score_arrays(self, arrays: Sequence[np.ndarray]) -> list[float]:
-        """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order."""
-        for i, a in enumerate(arrays):
+    def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
+        """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order.
+
+        `names` (the files they came from, say) label them in errors and warnings."""
+        if names is None:
+            names = [f"array {i} {describe(a)}" for i, a in enumerate(arrays)]
+        elif len(names) != len(arrays):
+            raise UsageError(f"score_arrays: {len(names)} names for {len(arrays)} arrays")
+        for a, name in zip(arrays, names):
             if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
-                raise ImageReadError(f"array {i}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
-            check_size(self.spec, a, f"array {i} {describe(a)}")
+                raise ImageReadError(f"{name}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
+            check_size(self.spec, a, name)
         arrays = [np.ascontiguousarray(a) for a in arrays]
-        return self._score(arrays, [a.shape[:2] for a in arrays], [f"array {i} {describe(a)}" for i, a in enumerate(arrays)])
+        return self._score(arrays, [a.shape[:2] for a in arrays], list(names))
 
     def _chunks(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Index lists to score together: same-size groups cut to batch_size, or singles."""

@@ -230,24 +230,24 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
         scores: dict[int, float] = {}
         shares: dict[int, float | None] = {}
         try:
-            scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok])))
+            scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok], [chunk[i].name for i in ok])))
             shares.update(zip(ok, scorer.flat_shares))
         except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
             if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
                 # some images have no score (uniform, NaN): the engine scored the others and named each
                 for k, i in enumerate(ok):
                     if k in e.errors:
-                        why = str(e.errors[k]).split(": ", 1)[-1]  # drop the engine's "array k <...>" name
-                        errors[i] = f"{chunk[i].name}: {why}"
+                        errors[i] = str(e.errors[k])  # named by chunk[i].name already
                     else:
                         scores[i] = e.scores[k]
             else:
                 for i in ok:
                     try:
-                        scores[i] = scorer.score_arrays([arrays[i]])[0]
+                        scores[i] = scorer.score_arrays([arrays[i]], [chunk[i].name])[0]
+                    except Banana100Error as e1:  # reported in the `error` column, named already
+                        errors[i] = str(e1)
                     except Exception as e1:  # noqa: BLE001 - reported in the `error` column
-                        why = str(e1) if isinstance(e1, Banana100Error) else f"{type(e1).__name__}: {e1}"
-                        errors[i] = f"{chunk[i].name}: {why}"
+                        errors[i] = f"{chunk[i].name}: {type(e1).__name__}: {e1}"
         for i in todo:
             record = chunk[i].record
             rows.append({

@@ -67,7 +67,7 @@ def warn_if_flat(metric: str, shares, names) -> None:
     if flat:
         listed = "; ".join(f"{n}: {s:.1%}" for n, s in flat[:5]) + (f"; and {len(flat) - 5} more" if len(flat) > 5 else "")
         warnings.warn(
-            f"{metric}: {len(flat)} image(s) with over {threshold:.1%} flat windows (flat areas, clipped "
+            f"{metric}: {len(flat)} image(s) with over {threshold * 100:g} % flat windows (flat areas, clipped "
             f"highlights or exact ramps) where the score depends on rounding, not on the image ({listed}); "
             "see 'flat_share' and the metric card", FlatRegionWarning, stacklevel=3)
 
