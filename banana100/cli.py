@@ -347,10 +347,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # argparse itself exits with status 2 on a bad command line
     name = " ".join(["banana100", args.command] + ([args.weights_command] if args.command == "weights" else []))
     debug = os.environ.get("BANANA100_DEBUG", "") not in ("", "0")
-    if not debug:  # a warning is one line too, like an error (no source line of ours under it)
-        import warnings
+    import warnings
 
+    plain_format = warnings.formatwarning
+    if not debug:  # a warning is one line too, like an error (no source line of ours under it)
         warnings.formatwarning = lambda message, category, *_, **__: f"{name}: warning: {message}\n"
+    try:
+        status = _run(args, name, debug)
+    finally:  # main() may be called in-process (tests, notebooks): leave warnings as they were
+        warnings.formatwarning = plain_format
+    return status
+
+
+def _run(args, name: str, debug: bool) -> int:
+    """args.func(args), with every user error turned into one line and an exit status."""
     try:
         status = args.func(args)
     except KeyboardInterrupt:

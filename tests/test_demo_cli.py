@@ -165,3 +165,25 @@ def test_module_not_found_deeper_down_is_mapped_to_its_extra(monkeypatch, capsys
     parser._subparsers._group_actions[0].choices["report"].set_defaults(func=boom)
     assert cli.main(["report", "x.parquet", "--out", "r"]) == 2
     assert "google is not installed: pip install 'banana100[gemini] @ git+" in capsys.readouterr().err
+
+
+def test_cli_warnings_are_one_line_and_left_as_they_were(tmp_path, monkeypatch):
+    """A warning during a command prints as one line; main() leaves the warnings module as it was."""
+    import warnings
+
+    import banana100.cli as cli
+
+    before = warnings.formatwarning
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.jsonl").write_text("")
+    seen = []
+    real = cli._run
+
+    def format_then_run(args, name, debug):
+        seen.append(warnings.formatwarning("something to say", UserWarning, "x.py", 1))
+        return real(args, name, debug)
+
+    monkeypatch.setattr(cli, "_run", format_then_run)
+    cli.main(["verify", str(tmp_path / "run")])
+    assert seen == ["banana100 verify: warning: something to say\n"]
+    assert warnings.formatwarning is before
