@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 import torch.utils.data
 from tqdm.auto import tqdm
 
-from .errors import Banana100Error, DatasetError, ManifestError
+from .engine import check_size
+from .errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
 from .imageio import load_rgb
 from .manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
 from .registry import get_metric
@@ -222,11 +223,12 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
         for i in todo:
             if arrays[i] is None:
                 errors[i] = decode_errors[i]
-            elif min(arrays[i].shape[:2]) < spec.min_size:
-                h, w = arrays[i].shape[:2]
-                errors[i] = f"{spec.display_name} needs at least {spec.min_size}x{spec.min_size} pixels; {chunk[i].name} is {w}x{h}"
             else:
-                ok.append(i)
+                try:  # the engine's own check, so one too-small image does not fail the chunk
+                    check_size(spec, arrays[i], chunk[i].name)
+                    ok.append(i)
+                except ImageTooSmallError as e:
+                    errors[i] = str(e)
         scores: dict[int, float] = {}
         shares: dict[int, float | None] = {}
         try:
@@ -239,11 +241,12 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                     if k in e.errors:
                         errors[i] = str(e.errors[k])  # named by chunk[i].name already
                     else:
-                        scores[i] = e.scores[k]
+                        scores[i], shares[i] = e.scores[k], scorer.flat_shares[k]
             else:
                 for i in ok:
                     try:
                         scores[i] = scorer.score_arrays([arrays[i]], [chunk[i].name])[0]
+                        shares[i] = scorer.flat_shares[0]
                     except Banana100Error as e1:  # reported in the `error` column, named already
                         errors[i] = str(e1)
                     except Exception as e1:  # noqa: BLE001 - reported in the `error` column

@@ -394,6 +394,8 @@ def test_score_rows_carry_the_error_text_and_the_report_names_the_missing_scores
     assert len(rows) == 2 * len(images)
     for key, r in rows.items():  # a row has a finite score or an error, never a bare NaN
         assert (r["error"] is None) == math.isfinite(r["score"]), (key, r)
+        # the native metrics' flat share is kept for every scored image, beside failed ones too
+        assert (r["flat_share"] is not None) == (r["error"] is None and r["score"] != 100.0), (key, r)
     assert rows["piqe", "flat", 1]["score"] == 100.0 and rows["piqe", "black", 10]["score"] == 100.0
     assert "NIQE is undefined for a uniform image (every pixel is RGB (128, 128, 128))" in rows["niqe", "flat", 1]["error"]
     assert "flat/step_001.png" in rows["niqe", "flat", 1]["error"]
