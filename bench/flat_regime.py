@@ -33,6 +33,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # flatimages: the same flat images as the tests
 PARAMS = REPO.parent / "shared" / "iqa-params"
 FILES = {
     "brisque": ("brisque_live_allmodel", "brisque_live_allrange"),
@@ -43,18 +44,11 @@ PYIQA_FILE = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameter
               "ilniqe": "ILNIQE_templateModel.mat"}
 
 
-def _grey3(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a)
-    if a.dtype == bool:
-        a = a.astype(np.uint8) * 255
-    a = a.astype(np.uint8)
-    return np.repeat(a[..., None], 3, axis=2) if a.ndim == 2 else np.ascontiguousarray(a[..., :3])
-
-
 def images(quick: bool) -> list[tuple[str, np.ndarray]]:
     import skimage.data as sd
+    from flatimages import grey3, stretched_clipped
 
-    coffee = _grey3(sd.coffee())
+    coffee = grey3(sd.coffee())
     out = [("coffee", coffee)]
     fractions = (0.05, 0.2, 0.5) if quick else (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7)
     for level in (48, 153, 255):
@@ -64,11 +58,9 @@ def images(quick: bool) -> list[tuple[str, np.ndarray]]:
             img[:h] = level  # a clipped "sky": the top rows
             out.append((f"coffee, top {frac:.0%} at {level}", img))
     for n in ("horse", "checkerboard"):
-        out.append((n, _grey3(getattr(sd, n)())))
-    out.append(("binary_blobs", _grey3(sd.binary_blobs(length=256, rng=1))))
-    for n in ("camera", "coffee", "rocket"):
-        a = _grey3(getattr(sd, n)()).astype(np.float64)
-        out.append((f"{n} stretched x2, clipped", np.clip((a - 80) * 2.0, 0, 255).round().astype(np.uint8)))
+        out.append((n, grey3(getattr(sd, n)())))
+    out.append(("binary_blobs", grey3(sd.binary_blobs(length=256, rng=1))))
+    out += [(f"{n} stretched x2, clipped", stretched_clipped(n)) for n in ("camera", "coffee", "rocket")]
     return out
 
 

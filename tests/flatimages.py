@@ -8,7 +8,8 @@ import numpy as np
 import skimage.data as skimage_data
 
 
-def _grey3(a: np.ndarray) -> np.ndarray:
+def grey3(a: np.ndarray) -> np.ndarray:
+    """An skimage sample as HxWx3 uint8 (bool -> 0/255, grey replicated, alpha dropped)."""
     a = np.asarray(a)
     if a.dtype == bool:
         a = a.astype(np.uint8) * 255
@@ -23,7 +24,7 @@ def flat_patch_image(h: int, w: int, colour: bool, patch: int = 11, seed: int = 
     Colour: each patch a colour of its own whose YIQ luminance rounds to the level; grey: the
     level itself on a grey photo."""
     rng = np.random.default_rng(seed)
-    base = _grey3(skimage_data.coffee() if colour else skimage_data.camera())[:h, :w].copy()
+    base = grey3(skimage_data.coffee() if colour else skimage_data.camera())[:h, :w].copy()
     pitch = (min(h, w) - 2) // 16
     assert pitch >= patch, "image too small for 256 patches"
     for level in range(256):
@@ -45,11 +46,15 @@ def flat_images() -> list[tuple[str, np.ndarray]]:
 
 def synthetic_images() -> list[tuple[str, np.ndarray]]:
     """skimage's synthetic images, clipped photos and a photo with a clipped sky."""
-    out = [(n, _grey3(getattr(skimage_data, n)())) for n in ("horse", "checkerboard")]
-    out.append(("binary_blobs", _grey3(skimage_data.binary_blobs(length=256, rng=1))))
-    for n in ("camera", "coffee"):
-        a = _grey3(getattr(skimage_data, n)()).astype(np.float64)
-        out.append((f"{n} stretched x2, clipped", np.clip((a - 80) * 2.0, 0, 255).round().astype(np.uint8)))
-    sky = _grey3(skimage_data.camera()).astype(np.float64)  # the sky is the top third
+    out = [(n, grey3(getattr(skimage_data, n)())) for n in ("horse", "checkerboard")]
+    out.append(("binary_blobs", grey3(skimage_data.binary_blobs(length=256, rng=1))))
+    out += [(f"{n} stretched x2, clipped", stretched_clipped(n)) for n in ("camera", "coffee")]
+    sky = grey3(skimage_data.camera()).astype(np.float64)  # the sky is the top third
     out.append(("camera, sky clipped at 200", np.clip(sky * 1.4, 0, 200).round().astype(np.uint8)))
     return out
+
+
+def stretched_clipped(name: str) -> np.ndarray:
+    """skimage sample `name` with its contrast stretched x2 about 80 and clipped to 0..255."""
+    a = grey3(getattr(skimage_data, name)()).astype(np.float64)
+    return np.clip((a - 80) * 2.0, 0, 255).round().astype(np.uint8)
