@@ -8,6 +8,7 @@ Also a script, to take the README's screenshot of a running Space:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -98,6 +99,12 @@ def launched_app(workdir: Path, env: dict, timeout: float = 240):
 
 @contextlib.contextmanager
 def browser_page(width: int = 1280, height: int = 900):
+    """A page of headless Debian chromium through Playwright; in a test, a skip naming what is missing."""
+    if chromium_path() is None or importlib.util.find_spec("playwright") is None:
+        import pytest
+
+        pytest.skip("Chromium or playwright not installed (apt-get install chromium; pip install playwright; "
+                    ".ci/run does both)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

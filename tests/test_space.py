@@ -22,7 +22,7 @@ from PIL import Image
 gradio_client = pytest.importorskip("gradio_client", reason="the Space tests need `pip install -e .[dev]`")
 pytest.importorskip("gradio", reason="the Space tests need `pip install -e .[dev]`")
 
-from spacetools import browser_page, chromium_path, launched_app, wait_first_load  # noqa: E402
+from spacetools import browser_page, launched_app, wait_first_load  # noqa: E402
 
 DEMO = "2x20x128"  # 2 chains x 20 steps, generated sources 128 px wide: the demo set builds in seconds
 
@@ -187,9 +187,6 @@ def test_gemini_needs_the_users_own_key(client):
 
 
 def test_page_in_a_real_browser(space, artefacts):
-    if chromium_path() is None:
-        pytest.skip("Chromium not installed (apt-get install chromium; .ci/run does it)")
-    pytest.importorskip("playwright")
     with browser_page(1280, 1000) as page:
         wait_first_load(page, space["url"])
         note = page.locator("#demo-note").inner_text()
@@ -285,9 +282,6 @@ def test_release_chain_is_fetched_and_scored_on_demand(release_space):
 
 
 def test_release_explore_tab_screenshot(release_space, artefacts):
-    if chromium_path() is None:
-        pytest.skip("Chromium not installed (apt-get install chromium; .ci/run does it)")
-    pytest.importorskip("playwright")
     with browser_page(1280, 1000) as page:
         wait_first_load(page, release_space["url"])
         data_line = page.locator("#data-line").inner_text()
