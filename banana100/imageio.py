@@ -78,14 +78,15 @@ def _pil_open(fp, limit: int) -> Image.Image:
     """Image.open, with PIL's own process-wide limit raised to ours for the call when ours is higher.
 
     PIL refuses an image over twice its limit while opening it (DecompressionBombError), whatever
-    ours says; the lock keeps our threads from restoring each other's value. Header only: the
-    pixels are decoded later, outside the lock.
+    ours says. Every open takes the lock, and PIL's value is read inside it: read outside, a
+    thread could see another thread's temporary value and open after it was restored. Header
+    only: the pixels are decoded later, outside the lock.
     """
-    pil_limit = Image.MAX_IMAGE_PIXELS
-    if pil_limit is None or limit <= pil_limit:
-        return Image.open(fp)
     with _PIL_LIMIT_LOCK:
-        saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, limit
+        saved = Image.MAX_IMAGE_PIXELS
+        if saved is None or limit <= saved:
+            return Image.open(fp)
+        Image.MAX_IMAGE_PIXELS = limit
         try:
             return Image.open(fp)
         finally:

@@ -284,6 +284,36 @@ def test_a_bomb_is_an_image_read_error_naming_the_file_and_the_limit(bomb, tmp_p
         image_size(mid)
 
 
+def test_a_raised_limit_holds_while_other_threads_open_files():
+    """Decode-ahead threads open files at once; one thread restoring PIL's limit must not make
+    another thread's open (with the same raised limit) fail as a bomb (seen in CI, 2026-12-03)."""
+    import sys
+    import threading
+
+    big = png_header(20000, 20000)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so that the interleaving happens
+    failures: list[str] = []
+
+    def open_many():
+        for _ in range(400):
+            try:
+                image_size(big, max_pixels=400_000_000)
+            except ImageReadError as e:
+                failures.append(str(e))
+
+    try:
+        threads = [threading.Thread(target=open_many) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not failures, f"{len(failures)} opens failed, e.g. {failures[0]}"
+    assert Image.MAX_IMAGE_PIXELS == imageio.DEFAULT_MAX_IMAGE_PIXELS  # PIL's own value is back
+
+
 def test_the_limit_can_be_raised_per_call_globally_and_by_environment(bomb, tmp_path, monkeypatch):
     good = tmp_path / "good.png"
     Image.fromarray(natural()).save(good)
