@@ -1,3 +1,3 @@
-from .cli import main
+from banana100.cli import main
 
 raise SystemExit(main())

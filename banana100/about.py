@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from . import __version__
+from banana100 import __version__
 
 PAPER_ID = "arXiv:2604.03400"
 PAPER_URL = "https://arxiv.org/abs/2604.03400"
@@ -86,7 +86,7 @@ def extra_installed(extra: str) -> bool:
 def require_extra(extra: str, what: str) -> None:
     """Raise MissingExtraError naming the extra to install unless `extra` is installed."""
     if not extra_installed(extra):
-        from .errors import MissingExtraError
+        from banana100.errors import MissingExtraError
 
         raise MissingExtraError(f"{what} needs the '{extra}' extra of banana100 ({EXTRAS[extra][1]}), "
                                 f"which is not installed: {install_hint(extra)}")

@@ -24,8 +24,8 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__, about
-from .errors import Banana100Error, MissingExtraError, UsageError
+from banana100 import __version__, about
+from banana100.errors import Banana100Error, MissingExtraError, UsageError
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -74,8 +74,8 @@ POSITIVE_INT, COUNT, POSITIVE, NON_NEGATIVE = _number(int, 1), _number(int, 0), 
 
 
 def _cmd_generate(args) -> None:
-    from .editors import make_editor
-    from .runner import generate_chains
+    from banana100.chains.editors import make_editor
+    from banana100.chains.runner import generate_chains
 
     options = {}
     if args.editor.strip().lower() == "gemini":
@@ -107,7 +107,7 @@ def _cmd_generate(args) -> None:
 
 
 def _cmd_build_dataset(args) -> None:
-    from .dataset_script.build import build_dataset
+    from banana100.dataset.build import build_dataset
 
     out = build_dataset(args.run_dirs, args.out, num_proc=args.num_proc, licence=args.licence,
                         source_licences=args.source_licences, source_datasets=args.source_dataset,
@@ -116,8 +116,8 @@ def _cmd_build_dataset(args) -> None:
 
 
 def _cmd_verify(args) -> None:
-    from .errors import DatasetError
-    from .verify import verify_dataset
+    from banana100.errors import DatasetError
+    from banana100.dataset.verify import verify_dataset
 
     report = verify_dataset(args.dataset_dir, decode=args.decode)
     for problem in report.problems[: args.max_problems]:
@@ -130,7 +130,7 @@ def _cmd_verify(args) -> None:
 
 
 def _cmd_import_chains(args) -> None:
-    from .importer import import_chains
+    from banana100.chains.importer import import_chains
 
     summary = import_chains(args.folder, args.pattern, args.out, setting=args.setting, repeat=args.repeat,
                             model=args.model, prompt=args.prompt, link=args.link)
@@ -138,7 +138,7 @@ def _cmd_import_chains(args) -> None:
 
 
 def _cmd_push(args) -> None:
-    from .publish import push_dataset
+    from banana100.dataset.publish import push_dataset
 
     plan = push_dataset(args.dataset_dir, args.repo_id, dry_run=args.dry_run, private=args.private,
                         verify=not args.no_verify)
@@ -147,7 +147,7 @@ def _cmd_push(args) -> None:
 
 
 def _cmd_publish_metrics(args) -> None:
-    from .publish import push_metrics
+    from banana100.metrics.publish import push_metrics
 
     names = [n.strip() for n in args.metrics.split(",") if n.strip()]
     plan = push_metrics(args.org, names, dry_run=args.dry_run, source=args.source, private=args.private,
@@ -158,8 +158,8 @@ def _cmd_publish_metrics(args) -> None:
 
 
 def _cmd_score(args) -> None:
-    from .registry import get_metric, parse_metric_list
-    from .scoring import score_to_parquet
+    from banana100.metrics.table import get_metric, parse_metric_list
+    from banana100.scoring import score_to_parquet
 
     metrics = parse_metric_list(args.metrics)
     if args.backend == "native":  # checked here, before any image is read
@@ -176,14 +176,14 @@ def _cmd_score(args) -> None:
 
 
 def _cmd_report(args) -> None:
-    from .report import write_report
+    from banana100.report import write_report
 
     path = write_report(args.scores, args.out)
     print(f"report written to {path}")
 
 
 def _cmd_demo(args) -> None:
-    from .demo import run_demo
+    from banana100.demo import run_demo
 
     run_demo(out=args.out, steps=args.steps, chains=args.chains, metrics=args.metrics)
 
@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = command("demo", "generate, build, score and report on bundled sample images, offline")
     d.add_argument("--out", type=Path, default=Path("demo_output"), help="folder for everything the demo writes")
     d.add_argument("--steps", type=POSITIVE_INT, default=20, help="edit steps per chain")
-    from .demo import SAMPLE_IMAGES
+    from banana100.demo import SAMPLE_IMAGES
 
     d.add_argument("--chains", type=_number(int, 1, high=len(SAMPLE_IMAGES)), default=4,
                    help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
@@ -321,16 +321,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "whose files are at hand")
     d.set_defaults(func=_cmd_demo)
 
-    from .weights_cli import add_parser as _add_weights_parser  # list | download | check
+    from banana100.weights_cli import add_parser as _add_weights_parser  # list | download | check
 
     _add_weights_parser(sub)
     return p
 
 
 def _exit_status(e: Banana100Error) -> int:
-    from .editors import UnknownEditorError
-    from .editors.base import BudgetExceeded, RunStopped
-    from .errors import SettingError, UnknownMetricError
+    from banana100.chains.editors import UnknownEditorError
+    from banana100.chains.editors.base import BudgetExceeded, RunStopped
+    from banana100.errors import SettingError, UnknownMetricError
 
     if isinstance(e, BudgetExceeded):
         return EXIT_BUDGET
@@ -369,7 +369,7 @@ def _run(args, name: str, debug: bool) -> int:
     except Banana100Error as e:
         if debug:
             raise
-        from .editors.base import BudgetExceeded
+        from banana100.chains.editors.base import BudgetExceeded
 
         code = _exit_status(e)
         print(f"{name}: {'stopped' if isinstance(e, BudgetExceeded) else 'error'}: {e}", file=sys.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from . import about
+from banana100 import about
 
 # (file in skimage's bundled data folder, licence). No human faces, as in Banana100's sources.
 SAMPLE_IMAGES = (
@@ -36,7 +36,7 @@ def sample_sources(folder: Path, n: int) -> Path:
     import skimage.data
 
     if not 1 <= n <= len(SAMPLE_IMAGES):
-        from .errors import Banana100Error
+        from banana100.errors import Banana100Error
 
         raise Banana100Error(f"--chains must be between 1 and {len(SAMPLE_IMAGES)} (one chain per sample image)")
     folder.mkdir(parents=True, exist_ok=True)
@@ -194,7 +194,7 @@ def generated_source(name: str, side: int = 2048, seed: int = 0) -> np.ndarray:
     carry no noise at all: the look of generated images. Deterministic for a (name, side, seed).
     """
     if name not in GENERATED_SOURCES:
-        from .errors import Banana100Error
+        from banana100.errors import Banana100Error
 
         raise Banana100Error(f"unknown generated source {name!r}; choose one of {', '.join(GENERATED_SOURCES)}")
     if side < 32:
@@ -212,7 +212,7 @@ def generated_sources(folder: Path, n: int, side: int = 2048) -> Path:
     from PIL import Image
 
     if not 1 <= n <= len(GENERATED_SOURCES):
-        from .errors import Banana100Error
+        from banana100.errors import Banana100Error
 
         raise Banana100Error(f"chains must be between 1 and {len(GENERATED_SOURCES)} (one chain per generated source)")
     folder.mkdir(parents=True, exist_ok=True)
@@ -227,8 +227,8 @@ def generated_sources(folder: Path, n: int, side: int = 2048) -> Path:
 
 def pick_metrics(requested: str) -> list[str]:
     """'auto' -> the fast classical metrics whose files are at hand (no download); else the list."""
-    from .registry import parse_metric_list
-    from .weights import missing
+    from banana100.metrics.table import parse_metric_list
+    from banana100.metrics.weights import missing
 
     if requested != "auto":
         return parse_metric_list(requested)
@@ -247,7 +247,7 @@ def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 
     """Save the chain's images at `steps` side by side, labelled; None when the chain is missing."""
     from PIL import Image, ImageDraw
 
-    from .manifest import image_path, read_manifest
+    from banana100.chains.manifest import image_path, read_manifest
 
     records = {r["step"]: r for r in read_manifest(run_dir) if r["chain_id"] == chain_id}
     shown = [s for s in steps if s in records]
@@ -270,18 +270,18 @@ def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 
 
 
 def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, metrics: str = "auto") -> Path:
-    from .dataset_script.build import build_dataset
-    from .editors import make_editor
-    from .report import write_report
-    from .runner import generate_chains
-    from .schema import chain_id
-    from .scoring import score_to_parquet
+    from banana100.dataset.build import build_dataset
+    from banana100.chains.editors import make_editor
+    from banana100.report import write_report
+    from banana100.chains.runner import generate_chains
+    from banana100.schema import chain_id
+    from banana100.scoring import score_to_parquet
 
     t0 = time.perf_counter()
     out = Path(out)
     chosen = pick_metrics(metrics)
     if not chosen:
-        from .errors import Banana100Error
+        from banana100.errors import Banana100Error
 
         raise Banana100Error("no metric to run: give --metrics, or make parameter files available")
     print(f"demo: {chains} chains x {steps} steps with the simulated editor; metrics: {', '.join(chosen)}")

@@ -23,7 +23,7 @@ demand and cached (`ChainScores`), unless the release publishes a scores file:
     ex.score_chain(chain_id, progress=lambda fraction, text: ...)
     view = ex.why(chain_id, step)        # crop, residual since step 1, MSCN map, GGD shapes
 
-Orientation and verdicts come from `banana100.protocol` (through `banana100.report.analyse`);
+Orientation and verdicts come from `banana100.metrics.protocol` (through `banana100.report.analyse`);
 nothing here re-implements them; chain files are grouped by `importer.plan_chains` and imported
 by `importer.import_chains`, scores come from `engine.MetricScorer`. `build_demo_set` makes a
 small offline set (generated paper-like sources, simulated editor, fast metrics) with the same
@@ -45,10 +45,10 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from . import about
-from .errors import Banana100Error, DatasetError, ImageReadError
-from .protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
-from .registry import METRICS
+from banana100 import about
+from banana100.errors import Banana100Error, DatasetError, ImageReadError
+from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
+from banana100.metrics.table import METRICS
 
 #: Environment variables the Space reads (see `SpaceConfig.from_env`).
 DATASET_ENV = "BANANA100_SPACE_DATASET"  # a dataset folder, a run folder, or a Hub dataset id
@@ -128,8 +128,8 @@ class ChainImages:
     @classmethod
     def open(cls, location: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> ChainImages:
         """A local run folder (manifest.jsonl), a local dataset folder, or a Hub dataset id."""
-        from .dataset_io import is_dataset_dir
-        from .manifest import MANIFEST_NAME
+        from banana100.dataset.reader import is_dataset_dir
+        from banana100.chains.manifest import MANIFEST_NAME
 
         path = Path(location)
         if (path / MANIFEST_NAME).is_file():
@@ -137,7 +137,7 @@ class ChainImages:
         if is_dataset_dir(path):
             from fsspec.implementations.local import LocalFileSystem
 
-            from .dataset_io import dataset_files
+            from banana100.dataset.reader import dataset_files
 
             return _dataset(str(path), "dataset folder", LocalFileSystem(), [str(f) for f in dataset_files(path)])
         if path.exists():
@@ -199,7 +199,7 @@ def _infos(records: list[dict]) -> dict[str, ChainInfo]:
 
 
 def _run_folder(run_dir: Path) -> ChainImages:
-    from .manifest import image_path, read_manifest
+    from banana100.chains.manifest import image_path, read_manifest
 
     records = read_manifest(run_dir)
     paths = {(r["chain_id"], int(r["step"])): image_path(run_dir, r) for r in records}
@@ -257,7 +257,7 @@ def _hub_dataset(repo_id: str, cache_dir) -> ChainImages:
     """A Hub dataset in the layout `dataset_script/` writes: its card's `default` config, read remotely."""
     from huggingface_hub import HfFileSystem, hf_hub_download
 
-    from .dataset_io import _card_configs, _patterns
+    from banana100.dataset.reader import _card_configs, _patterns
 
     try:
         card = hf_hub_download(repo_id, "README.md", repo_type="dataset",
@@ -291,7 +291,7 @@ class ReleaseSpec:
 
     `location`: a Hub dataset id (`owner/name`), an `hf://datasets/owner/name` URL, or a local
     folder laid out like the Hub repository (a stand-in for tests, or a downloaded copy).
-    `pattern`: a `banana100 import-chains` pattern (`banana100.importer`), relative to the
+    `pattern`: a `banana100 import-chains` pattern (`banana100.chains.importer`), relative to the
     repository root. `scores`: paths in the repository of a published scores table in the
     `banana100 score` format (first one found is used; none: scores are computed on demand).
     """
@@ -343,7 +343,7 @@ class ReleaseChains(ChainImages):
     def __init__(self, spec: ReleaseSpec, cache_dir: str | os.PathLike, keep: int = 4, max_side: int = DISPLAY_SIDE):
         import fsspec
 
-        from .importer import ImportChainsError, plan_chains
+        from banana100.chains.importer import ImportChainsError, plan_chains
 
         self.spec = spec
         url = spec.url
@@ -399,8 +399,8 @@ class ReleaseChains(ChainImages):
 
     def fetch(self, chain_id: str, progress=None) -> dict[int, Path]:
         """Download and import one chain (once); {step: image file in the run folder}."""
-        from .importer import import_chains
-        from .manifest import MANIFEST_NAME, image_path, read_manifest
+        from banana100.chains.importer import import_chains
+        from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
 
         if chain_id not in self.plan.chains:
             raise Banana100Error(f"unknown chain {chain_id!r}")
@@ -442,7 +442,7 @@ _SCORERS_LOCK = threading.Lock()
 
 
 def _scorer(metric: str, device: str, backend: str):
-    from .engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
 
     key = (metric, device, backend)
     with _SCORERS_LOCK:
@@ -491,7 +491,7 @@ class ChainScores:
     def compute(self, info: ChainInfo, metric: str, images: dict, progress=None, device: str | None = None,
                 chunk: int = 4) -> pd.DataFrame:
         """Score the chain's missing steps (`images`: {step: path or bytes}); the whole cached table."""
-        from .registry import get_metric
+        from banana100.metrics.table import get_metric
 
         spec = get_metric(metric)
         before = self.cached(info.chain_id, metric)
@@ -533,7 +533,7 @@ def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
     `scores` and `errors`; an image below the metric's minimum size fails the whole call, so the
     images are then scored one by one.
     """
-    from .errors import ImageTooSmallError, ScoreUndefinedError
+    from banana100.errors import ImageTooSmallError, ScoreUndefinedError
 
     try:
         return list(scorer.score(images)), {}
@@ -563,7 +563,7 @@ def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
 
 def load_scores_any(location: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """A scores table (`banana100 score`) from a local path or `hf://datasets/<owner>/<name>/<file>`."""
-    from .report import load_scores
+    from banana100.report import load_scores
 
     text = str(location)
     if text.startswith("hf://datasets/"):
@@ -722,7 +722,7 @@ class Explorer:
 
     def add_scores(self, table: pd.DataFrame) -> None:
         """Merge more scores (a later row for the same chain, step and metric wins) and re-judge."""
-        from .report import analyse
+        from banana100.report import analyse
 
         with self._lock:
             merged = table if self.scores is None else pd.concat([self.scores, table], ignore_index=True)
@@ -787,7 +787,7 @@ class Explorer:
 
     def full_image(self, chain_id: str, step: int) -> np.ndarray:
         """One step at full size (HxWx3 uint8); the last chain's files (or bytes) are kept."""
-        from .imageio import load_rgb
+        from banana100.imageio import load_rgb
 
         with self._lock:
             originals = self._originals.get(chain_id)
@@ -850,11 +850,11 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
     which is why the set is not made smaller than the effect needs. Each stage resumes; a
     finished set is reused as is.
     """
-    from .dataset_script.build import build_dataset
-    from .demo import GENERATED_SOURCES_LICENCE, generated_sources, pick_metrics
-    from .editors import make_editor
-    from .runner import generate_chains
-    from .scoring import score_to_parquet
+    from banana100.dataset.build import build_dataset
+    from banana100.demo import GENERATED_SOURCES_LICENCE, generated_sources, pick_metrics
+    from banana100.chains.editors import make_editor
+    from banana100.chains.runner import generate_chains
+    from banana100.scoring import score_to_parquet
 
     root = Path(cache_dir) / f"demo-generated-{chains}x{steps}-{side}"
     dataset, scores = root / "dataset", root / "scores.parquet"
@@ -907,7 +907,7 @@ def _luma(rgb: np.ndarray):
     """HxWx3 uint8 -> 1x1xHxW float64 luminance, MATLAB rgb2gray (what the originals compute on)."""
     import torch
 
-    from .native import matlab
+    from banana100.metrics.native import matlab
 
     x = torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).unsqueeze(0)  # a copy: torch wants writable
     return matlab.rgb2gray(x, uint8=True)
@@ -935,14 +935,14 @@ def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP, sou
     `crop` (the step), `residual` (its high-frequency part minus step 1's: luminance minus its
     7x7 Gaussian local mean, x4 around mid-grey; what changed since step 1) and `mscn` (the
     step's mean-subtracted contrast-normalised coefficients, the map NIQE and BRISQUE compute
-    all their features from, `banana100.native.nss.mscn`), plus `alpha` (shape of the
+    all their features from, `banana100.metrics.native.nss.mscn`), plus `alpha` (shape of the
     generalised Gaussian fitted to the whole image's MSCN coefficients at step 1 and at this
     step, as those metrics fit it: 2 is Gaussian noise, small values a peaky, smooth image),
     `mscn_values` (a sample of both, for the histogram) and `box` (top, left, size) of the crop.
     With `source` (step 0) its shape and sample come too (`source_alpha`, `source_values`).
     A reference of another size (real copies are often cropped) is resized to the step's size first.
     """
-    from .native import matlab, nss
+    from banana100.metrics.native import matlab, nss
 
     if reference.shape != image.shape:
         reference = np.asarray(Image.fromarray(reference).resize(image.shape[1::-1], Image.LANCZOS))
@@ -1030,7 +1030,7 @@ def open_release(spec: ReleaseSpec, cache_dir: str | os.PathLike, metrics, devic
     images = ReleaseChains(spec, cache_dir)
     published = images.published_scores()
     if published is not None:
-        from .report import load_scores
+        from banana100.report import load_scores
 
         return Explorer(images, load_scores(published),
                         note=f"Scores: the release's own scores file `{published.name}`.")
@@ -1060,7 +1060,7 @@ def check_upload(path: str | os.PathLike, max_bytes: int = 10 * 1024**2, max_pix
         raise UploadError(f"the file is {size / 1024**2:.1f} MB; the limit is {max_bytes / 1024**2:.0f} MB")
     if size == 0:
         raise UploadError("the file is empty")
-    from .imageio import load_rgb
+    from banana100.imageio import load_rgb
 
     try:
         with Image.open(path) as img:
@@ -1090,13 +1090,13 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
                  chain_id: str = "live__replicate__r0") -> Iterator[tuple[int, np.ndarray, dict]]:
     """Yield (step, rgb, metadata) for step 0 (the image) and each of `steps` edits, in memory.
 
-    Each step is made exactly as `banana100.runner` makes it (the setting's prompt for that
+    Each step is made exactly as `banana100.chains.runner` makes it (the setting's prompt for that
     step, the seed `runner.step_seed(seed, chain_id, step)`, the stored-image round trip), but
     nothing is written to disk.
     """
-    from .editors.base import EditRequest
-    from .runner import _result_image, step_seed
-    from .settings import get_setting
+    from banana100.chains.editors.base import EditRequest
+    from banana100.chains.runner import _result_image, step_seed
+    from banana100.chains.settings import get_setting
 
     s = get_setting(setting)
     current = np.ascontiguousarray(image)
@@ -1122,7 +1122,7 @@ SIMULATED_NOTE = about.SIMULATED_EDITOR_NOTE
 
 def sample_names() -> list[str]:
     """Names of the "Try it" samples: the generated sources, then the bundled photographs."""
-    from .demo import GENERATED_SOURCES, SAMPLE_IMAGES
+    from banana100.demo import GENERATED_SOURCES, SAMPLE_IMAGES
 
     return [*GENERATED_SOURCES, *(Path(name).stem for name, _ in SAMPLE_IMAGES)]
 
@@ -1131,8 +1131,8 @@ def sample_image(name: str, side: int = 1024) -> np.ndarray:
     """A sample by name (one of `sample_names()`); never a path from the caller."""
     import skimage.data
 
-    from .demo import GENERATED_SOURCES, SAMPLE_IMAGES, generated_source
-    from .imageio import load_rgb
+    from banana100.demo import GENERATED_SOURCES, SAMPLE_IMAGES, generated_source
+    from banana100.imageio import load_rgb
 
     if name in GENERATED_SOURCES:
         return generated_source(name, side)

@@ -33,7 +33,7 @@ from typing import Union
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .errors import ImageReadError
+from banana100.errors import ImageReadError
 
 ImageLike = Union[str, os.PathLike, bytes, Image.Image, np.ndarray]
 

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from . import about
-from .errors import Banana100Error
-from .protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, sensitivity
-from .registry import METRICS
+from banana100 import about
+from banana100.errors import Banana100Error
+from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, sensitivity
+from banana100.metrics.table import METRICS
 
 
 def load_scores(path: str | os.PathLike) -> pd.DataFrame:

@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 import torch.utils.data
 from tqdm.auto import tqdm
 
-from .engine import check_size
-from .errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
-from .imageio import load_rgb
-from .manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
-from .registry import get_metric
+from banana100.metrics.engine import check_size
+from banana100.errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
+from banana100.imageio import load_rgb
+from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
+from banana100.metrics.table import get_metric
 
 # Identity and context of each scored image, copied from its manifest record.
 RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "step", "editor", "model", "sha256", "image",
@@ -43,7 +43,7 @@ SCORES_SCHEMA = pa.schema(
         # how the score was computed: backend "native" | "pyiqa", mode "pyiqa" | "official"
         ("backend", pa.string()), ("mode", pa.string()),
         # hand-crafted metrics (native backend): share of flat windows, where the score depends on
-        # rounding (banana100.native.FlatRegionWarning; the metric cards say how far)
+        # rounding (banana100.metrics.native.FlatRegionWarning; the metric cards say how far)
         ("flat_share", pa.float64()),
     ]
 )
@@ -75,7 +75,7 @@ def iter_items(source: Path) -> tuple[int, Iterator[ImageItem]]:
 
         return len(records), run_items()
 
-    from .dataset_io import count_dataset_rows, is_dataset_dir, iter_dataset_records
+    from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
 
     if is_dataset_dir(source):
         def dataset_items():
@@ -273,7 +273,7 @@ def build_scorers(metrics: list[str], device: str | None = None, batch_size: int
     `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa for all.
     `mode="official"` applies to the metrics that have it (native backend) and is refused otherwise.
     """
-    from .engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
 
     specs = [get_metric(m) for m in metrics]
     plain = [s.name for s in specs if "native" not in s.backends]

@@ -16,9 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import weights
-from .errors import UsageError, WeightsNotFoundError
-from .registry import METRICS, ROSTER, WeightFile, get_metric
+from banana100.metrics import weights
+from banana100.errors import UsageError, WeightsNotFoundError
+from banana100.metrics.table import METRICS, ROSTER, WeightFile, get_metric
 
 
 def _metrics(names: list[str]) -> list[str]:
@@ -148,13 +148,13 @@ def add_parser(sub) -> None:
 
 
 def _formatter():
-    from .cli import HelpFormatter
+    from banana100.cli import HelpFormatter
 
     return HelpFormatter
 
 
 def main(argv: list[str] | None = None) -> int:
     """`banana100 weights ...` (argv starts with "weights"): the same as `banana100.cli.main`."""
-    from .cli import main as cli_main
+    from banana100.cli import main as cli_main
 
     return cli_main(argv)

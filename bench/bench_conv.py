@@ -41,10 +41,10 @@ def main() -> None:
 
     from bench_native import chain_images
 
-    from banana100 import native
-    from banana100.engine import keep_freed_memory, to_tensor
-    from banana100.native import matlab
-    from banana100.registry import get_metric
+    from banana100.metrics import native
+    from banana100.metrics.engine import keep_freed_memory, to_tensor
+    from banana100.metrics.native import matlab
+    from banana100.metrics.table import get_metric
 
     keep_freed_memory()  # as the engine runs
     rows = []

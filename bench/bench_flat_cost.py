@@ -31,8 +31,12 @@ sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
 torch.set_num_threads(2)
 from pathlib import Path
 from bench_native import chain_images, flat_chain_images
-from banana100 import native
-from banana100.engine import to_tensor
+try:
+    from banana100.metrics import native
+    from banana100.metrics.engine import to_tensor
+except ImportError:  # a checkout from before the regroup of issue 14
+    from banana100 import native
+    from banana100.engine import to_tensor
 imgs = (flat_chain_images if {flat} else chain_images)(4, 512)
 xs = [to_tensor(a)[None] for a in imgs]
 model = native.build({metric!r}, {{f: Path({params!r}) / f for f in {files!r}}}, "pyiqa")

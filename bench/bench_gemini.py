@@ -54,8 +54,8 @@ def make_sources(folder: Path, n: int, size: int) -> None:
 
 
 def bench(base_url: str, k: int, steps: int, latency: float, size: int, work: Path) -> dict:
-    from banana100.editors.gemini import GeminiEditor
-    from banana100.runner import generate_chains
+    from banana100.chains.editors.gemini import GeminiEditor
+    from banana100.chains.runner import generate_chains
 
     src = work / f"src_{k}"
     out = work / f"run_{k}"

@@ -63,9 +63,9 @@ def main(argv=None) -> int:
     import pyiqa
     import torch
 
-    from banana100 import weights
-    from banana100.engine import MetricScorer, files_in_place
-    from banana100.registry import get_metric
+    from banana100.metrics import weights
+    from banana100.metrics.engine import MetricScorer, files_in_place
+    from banana100.metrics.table import get_metric
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-metrics-"))
     paths = make_images(tmp, args.n, args.size)

@@ -40,9 +40,9 @@ from scipy.stats import spearmanr
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from banana100.engine import MetricScorer, to_tensor  # noqa: E402
+from banana100.metrics.engine import MetricScorer, to_tensor  # noqa: E402
 from banana100.errors import Banana100Error  # noqa: E402
-from banana100.registry import get_metric  # noqa: E402
+from banana100.metrics.table import get_metric  # noqa: E402
 
 SIDES = (5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 104, 112, 128, 160, 192, 256)
 SHIFT = 2

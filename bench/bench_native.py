@@ -36,7 +36,10 @@ def chain_images(n: int, size: int) -> list[np.ndarray]:
     import skimage.data
     from PIL import Image
 
-    from banana100.editors.simulated import SimulatedEditor
+    try:
+        from banana100.chains.editors.simulated import SimulatedEditor
+    except ImportError:  # a checkout from before the regroup of issue 14
+        from banana100.editors.simulated import SimulatedEditor
 
     base = np.asarray(Image.fromarray(skimage.data.coffee()).resize((size, size), Image.BICUBIC))
     editor, out, x = SimulatedEditor(), [], base
@@ -69,7 +72,7 @@ def best_time(fn, repeats: int) -> tuple[float, list[float]]:
 
 
 def per_image(metric: str, backend: str, images, batch: int, device: str, repeats: int) -> tuple[float, list[float]]:
-    from banana100.engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
 
     scorer = MetricScorer(metric, device=device, batch_size=batch, backend=backend)
     seconds, scores = best_time(lambda: scorer.score_arrays(images), repeats)
@@ -167,7 +170,7 @@ def markdown(r: dict, batch: int) -> str:
                  for x in r["sizes"] if x["metric"] == m]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     sizes = sorted({x["batch"] for x in r["batches"]})
-    lines += ["", f"Cost vs batch size (native, s/img):", "", "| metric | " + " | ".join(f"batch {b}" for b in sizes) + " |",
+    lines += ["", "Cost vs batch size (native, s/img):", "", "| metric | " + " | ".join(f"batch {b}" for b in sizes) + " |",
               "| --- |" + " --- |" * len(sizes)]
     for m in dict.fromkeys(x["metric"] for x in r["batches"]):
         lines.append(f"| {m} | " + " | ".join(f"{x['native_s']:.3f}" for x in r["batches"] if x["metric"] == m) + " |")

@@ -5,7 +5,7 @@
 NRQM cannot be timed end to end here: its regression forests come from `NRQM_model.mat`,
 which this machine lacks. The feature stage (DCT, steerable-pyramid GSM and singular-value
 features of three pyramid levels) is measured instead: pyiqa's code (as tests/nativetools.py
-runs it, one image per call) and `banana100.native.nrqm.NRQM.features` (batch 1), back to back
+runs it, one image per call) and `banana100.metrics.native.nrqm.NRQM.features` (batch 1), back to back
 in shuffled order `--rounds` times on the same images; medians, seconds per image. The run
 stops if any feature differs from pyiqa's by more than 1e-6 relative.
 """
@@ -40,8 +40,8 @@ def main() -> None:
     from bench_native import chain_images
     from nativetools import pyiqa_nrqm_features
 
-    from banana100.engine import keep_freed_memory, to_tensor
-    from banana100.native import nrqm
+    from banana100.metrics.engine import keep_freed_memory, to_tensor
+    from banana100.metrics.native import nrqm
 
     keep_freed_memory()  # as the engine runs; pyiqa's code runs under it too
     model = nrqm.NRQM(np.zeros(4), [], mode="pyiqa")  # no forests: features only

@@ -10,9 +10,9 @@ import numpy as np
 import skimage.data
 from PIL import Image
 
-from banana100.editors import make_editor
-from banana100.editors.base import EditRequest
-from banana100.settings import get_setting
+from banana100.chains.editors import make_editor
+from banana100.chains.editors.base import EditRequest
+from banana100.chains.settings import get_setting
 
 
 def main() -> None:

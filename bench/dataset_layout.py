@@ -62,7 +62,7 @@ def _with_text(png: bytes, text: str) -> bytes:
 def make_run(run_dir: Path, n: int, size: int, bases: int = 6, steps_per_chain: int = 100) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    from banana100.manifest import sha256_bytes
+    from banana100.chains.manifest import sha256_bytes
 
     with ProcessPoolExecutor(2) as pool:
         pngs = list(pool.map(_base_png, range(bases), [size] * bases))
@@ -99,7 +99,7 @@ def make_run(run_dir: Path, n: int, size: int, bases: int = 6, steps_per_chain: 
 def build_parquet(run_dir: Path, out: Path) -> None:
     from collections import defaultdict
 
-    from banana100.dataset_script.build import _finalize_shards, _write_shards, collect_items, dataset_features
+    from banana100.dataset.build import _finalize_shards, _write_shards, collect_items, dataset_features
 
     items = collect_items([run_dir])
     feats = dataset_features()
@@ -115,7 +115,7 @@ def build_imagefolder(run_dir: Path, out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from banana100.dataset_script.build import collect_items
+    from banana100.dataset.build import collect_items
     from banana100.schema import RECORD_FIELDS
 
     items = collect_items([run_dir])
@@ -135,7 +135,7 @@ def build_imagefolder(run_dir: Path, out: Path) -> None:
 
 
 def build_webdataset(run_dir: Path, out: Path, shard_bytes: int = 1024**3) -> None:
-    from banana100.dataset_script.build import collect_items
+    from banana100.dataset.build import collect_items
     from banana100.schema import RECORD_FIELDS
 
     items = collect_items([run_dir])
@@ -163,7 +163,7 @@ BUILDERS = {"parquet": build_parquet, "imagefolder": build_imagefolder, "webdata
 
 def step_build(layout: str, run_dir: str, out: str) -> dict:
     if layout.startswith("parquet-rg"):  # variant: row groups of at most N MiB (`parquet-rg32`)
-        from banana100.dataset_script import build
+        from banana100.dataset import build
 
         build.ROW_GROUP_MAX_BYTES = int(layout[len("parquet-rg"):]) * 1024**2
         layout = "parquet"

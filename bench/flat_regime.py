@@ -71,7 +71,7 @@ class LeftoverPolicy:
         self.value = value
 
     def __enter__(self):
-        from banana100.native import ilniqe, matlab, nss
+        from banana100.metrics.native import ilniqe, matlab, nss
 
         self.saved = (nss.mscn, ilniqe.ILNIQE._mscn)
         if self.value is None:
@@ -97,7 +97,7 @@ class LeftoverPolicy:
         return self
 
     def __exit__(self, *exc):
-        from banana100.native import ilniqe, nss
+        from banana100.metrics.native import ilniqe, nss
 
         nss.mscn, ilniqe.ILNIQE._mscn = self.saved
 
@@ -113,8 +113,8 @@ def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     import pyiqa
 
-    from banana100 import native
-    from banana100.engine import to_tensor
+    from banana100.metrics import native
+    from banana100.metrics.engine import to_tensor
 
     t0 = time.time()
     results = {"command": "python bench/flat_regime.py " + " ".join(sys.argv[1:]), "metrics": {}}

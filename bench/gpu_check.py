@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO / "tests"))  # untrained.py
 
 
 def build(name: str, device: str, tmp: Path, backend: str | None = None):
-    from banana100 import weights
-    from banana100.engine import MetricScorer
+    from banana100.metrics import weights
+    from banana100.metrics.engine import MetricScorer
 
     if not weights.missing(name, backend):
         return MetricScorer(name, device=device, backend=backend), "real"
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from banana100.registry import get_metric, parse_metric_list
+    from banana100.metrics.table import get_metric, parse_metric_list
 
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"

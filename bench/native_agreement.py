@@ -11,7 +11,7 @@ For every native metric whose parameter files are at hand:
 - mode "official": native score vs the published values of the original releases (the csv files
   beside the reference images), next to pyiqa's deviation from them.
 
-Writes `banana100/native/agreement.json` (the metric cards quote it: `python -m banana100.cards`),
+Writes `banana100/metrics/native/agreement.json` (the metric cards quote it: `python -m banana100.metrics.cards`),
 keeping the entries of metrics not run this time, and prints the tables for BENCHMARKS.md. NRQM and PI need `NRQM_model.mat`; without it they are
 skipped with the reason.
 """
@@ -61,7 +61,7 @@ def published_values(ref: Path) -> dict[str, list[dict]]:
 
 def agreement_images(ref: Path, min_size: int) -> list[tuple[str, np.ndarray]]:
     """(name, HxWx3 uint8) images for the pyiqa-mode comparison."""
-    from banana100.editors.simulated import SimulatedEditor
+    from banana100.chains.editors.simulated import SimulatedEditor
     from banana100.imageio import load_rgb
 
     images = [(str(p.relative_to(ref)), load_rgb(p)) for p in sorted(ref.rglob("*"))
@@ -96,10 +96,10 @@ def rel(a: float, b: float) -> float:
 
 
 def run(metric: str, ref: Path) -> dict:
-    from banana100 import weights
-    from banana100.engine import MetricScorer
+    from banana100.metrics import weights
+    from banana100.metrics.engine import MetricScorer
     from banana100.imageio import load_rgb
-    from banana100.registry import get_metric
+    from banana100.metrics.table import get_metric
 
     spec = get_metric(metric)
     missing = sorted(set(weights.missing(metric, "native")) | set(weights.missing(metric, "pyiqa")))

@@ -29,8 +29,8 @@ def main() -> None:
     from flatimages import flat_images, synthetic_images
     from nativetools import pyiqa_nrqm_features
 
-    from banana100.engine import to_tensor
-    from banana100.native import nrqm
+    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.native import nrqm
 
     model = nrqm.NRQM(np.zeros(4), [], mode="pyiqa")
     rows = []

@@ -5,7 +5,7 @@
 For 128 x 128 images of one grey level (0, 1, 128, 254, 255), calls each model directly (what
 pyiqa and the native code give, no engine check in between) and then through the engine
 (`MetricScorer.score`, what a user gets). Prints a Markdown table for BENCHMARKS.md; the metric
-cards quote it (`uniform_note` in banana100/registry.py).
+cards quote it (`uniform_note` in banana100/metrics/table.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from banana100.engine import MetricScorer, to_tensor  # noqa: E402
+from banana100.metrics.engine import MetricScorer, to_tensor  # noqa: E402
 from banana100.errors import Banana100Error  # noqa: E402
 
 GREYS = (0, 1, 128, 254, 255)

@@ -22,14 +22,14 @@ from pathlib import Path
 
 
 from banana100.demo import GENERATED_SOURCES, generated_source
-from banana100.editors import make_editor
-from banana100.editors.base import EditRequest
-from banana100.editors.simulated import grain_in_flat_areas, tint
-from banana100.engine import MetricScorer
-from banana100.protocol import sensitivity
-from banana100.runner import step_seed
+from banana100.chains.editors import make_editor
+from banana100.chains.editors.base import EditRequest
+from banana100.chains.editors.simulated import grain_in_flat_areas, tint
+from banana100.metrics.engine import MetricScorer
+from banana100.metrics.protocol import sensitivity
+from banana100.chains.runner import step_seed
 from banana100.schema import chain_id
-from banana100.settings import get_setting
+from banana100.chains.settings import get_setting
 
 CHECK = (1, 5, 10, 20, 50, 100)
 

@@ -49,9 +49,9 @@ import matplotlib.pyplot as plt
 
 from banana100 import about
 from banana100 import explore as ex
-from banana100.editors import EDITORS, make_editor
+from banana100.chains.editors import EDITORS, make_editor
 from banana100.errors import Banana100Error
-from banana100.registry import METRICS
+from banana100.metrics.table import METRICS
 
 MAX_UPLOAD_MB = 10
 MAX_PIXELS = 16_000_000
@@ -74,7 +74,7 @@ def _demo_size() -> tuple[int, int, int]:
 
 
 def _release_metrics() -> list[str]:
-    from banana100.registry import parse_metric_list
+    from banana100.metrics.table import parse_metric_list
 
     return parse_metric_list(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque"))
 
@@ -142,14 +142,14 @@ def _figure(curves, step, last_step, title=None):
 def _score_on_gpu(cid: str, metrics: list[str]) -> None:
     """Deep metrics of one chain on the GPU (ZeroGPU runs this in its own process: the results
     reach the page through the on-disk cache, read back by `load_cached`)."""
-    from banana100.engine import default_device
+    from banana100.metrics.engine import default_device
 
     EXPLORER.score_chain(cid, metrics=metrics, device=default_device())
 
 
 def _ensure_scores(cid: str, progress) -> None:
     """Score the chain being looked at with the on-demand metrics it still lacks (cached after)."""
-    from banana100.registry import METRICS
+    from banana100.metrics.table import METRICS
 
     missing = EXPLORER.missing_metrics(cid)
     if not missing:
@@ -242,7 +242,7 @@ LIVE_METRICS = [m for m in ("piqe", "niqe", "brisque") if m in EXPLORER.metrics(
 def score_image(rgb) -> dict[str, float]:
     """Every live metric's score of one image (on the GPU when there is one)."""
     from banana100.demo import pick_metrics
-    from banana100.engine import default_device
+    from banana100.metrics.engine import default_device
     from banana100.scoring import build_scorers
 
     device = default_device()

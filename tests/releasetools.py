@@ -32,7 +32,7 @@ def make_release_standin(root: Path, sources=("dunes", "moss"), repeats: int = 2
                          side: int = 128, scores: Path | None = None) -> Path:
     """Write the stand-in into `root` (kept when already complete); returns `root`."""
     from banana100.demo import generated_source
-    from banana100.editors import make_editor
+    from banana100.chains.editors import make_editor
 
     done = root / ".complete"
     if done.is_file():

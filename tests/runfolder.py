@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from banana100.imageio import encode_png
-from banana100.manifest import ManifestWriter, sha256_bytes, utc_now
+from banana100.chains.manifest import ManifestWriter, sha256_bytes, utc_now
 from banana100.schema import chain_id as make_chain_id
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from banana100.cards import format_range, main, render_metric_card, write_metric_cards
-from banana100.registry import ROSTER, get_metric
+from banana100.metrics.cards import format_range, main, render_metric_card, write_metric_cards
+from banana100.metrics.table import ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS_DIR = REPO / "metrics"
@@ -25,7 +25,7 @@ def header(card: str) -> dict:
 def test_committed_card_is_the_generated_one(name):
     committed = (METRICS_DIR / name / "README.md").read_text(encoding="utf-8")
     assert committed == render_metric_card(name), (
-        f"metrics/{name}/README.md is out of date with the metric table: run `python -m banana100.cards`"
+        f"metrics/{name}/README.md is out of date with the metric table: run `python -m banana100.metrics.cards`"
     )
 
 
@@ -103,7 +103,7 @@ def test_every_roster_metric_has_a_module_and_card():
         module = METRICS_DIR / name / f"{name}.py"
         assert module.is_file(), f"no module for {name}"
         text = module.read_text(encoding="utf-8")
-        assert f'METRIC_NAME = "{name}"' in text and "import banana100.evaluate_module as em" in text
+        assert f'METRIC_NAME = "{name}"' in text and "import banana100.metrics.module as em" in text
         assert (METRICS_DIR / name / "README.md").is_file()
 
 

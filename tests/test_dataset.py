@@ -1,4 +1,4 @@
-"""The dataset builder (dataset_script/build.py) and the dataset reader (banana100.dataset_io).
+"""The dataset builder (dataset_script/build.py) and the dataset reader (banana100.dataset.reader).
 
 A tiny run folder is made here (random 32x32 PNGs + a valid manifest), independent of the
 chain runner: 2 settings x 2 chains x steps 0..20 = 84 images.
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from banana100.dataset_io import count_dataset_rows, is_dataset_dir, iter_dataset_records
-from banana100.dataset_script.build import ENDPOINT_STEPS, build_dataset, dataset_features
+from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
+from banana100.dataset.build import ENDPOINT_STEPS, build_dataset, dataset_features
 from banana100.errors import DatasetError, ManifestError
-from banana100.manifest import MANIFEST_NAME, sha256_bytes
+from banana100.chains.manifest import MANIFEST_NAME, sha256_bytes
 from banana100.schema import FIELD_NAMES, RECORD_FIELDS, validate_record
 
 SETTINGS = ("replicate", "mirror")
@@ -36,7 +36,7 @@ def make_run(run_dir: Path, sources=("moss", "dunes"), settings=SETTINGS, steps=
              editor="simulated", model="simulated-v1") -> list[dict]:
     """Write a run folder: one chain per source x setting, steps 0..`steps`, and its manifest."""
     from banana100.schema import chain_id as make_chain_id
-    from banana100.settings import get_setting
+    from banana100.chains.settings import get_setting
 
     rng = np.random.default_rng(seed)
     records = []

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from banana100.dataset_script import build as build_mod
-from banana100.dataset_script.build import ENDPOINT_STEPS, build_dataset, model_config
+from banana100.dataset import build as build_mod
+from banana100.dataset.build import ENDPOINT_STEPS, build_dataset, model_config
 from banana100.errors import DatasetError
-from banana100.manifest import read_manifest, sha256_bytes
-from banana100.verify import verify_dataset
+from banana100.chains.manifest import read_manifest, sha256_bytes
+from banana100.dataset.verify import verify_dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_dataset import SIZE, make_run  # noqa: E402
@@ -253,7 +253,7 @@ def test_import_chains_with_a_template(tmp_path, capsys):
 
 
 def test_import_chains_with_a_regex_and_gaps(tmp_path):
-    from banana100.importer import import_chains
+    from banana100.chains.importer import import_chains
 
     files = _release_like(tmp_path / "release", steps=4)
     (files[("moss__replicate__r0", 2)]).unlink()
@@ -266,7 +266,7 @@ def test_import_chains_with_a_regex_and_gaps(tmp_path):
 
 
 def test_import_chains_bad_patterns(tmp_path):
-    from banana100.importer import ImportChainsError, compile_pattern
+    from banana100.chains.importer import ImportChainsError, compile_pattern
 
     with pytest.raises(ImportChainsError, match="step"):
         compile_pattern("{chain}/x.png")
@@ -275,7 +275,7 @@ def test_import_chains_bad_patterns(tmp_path):
     assert compile_pattern("**/{chain}/step_{step:03d}.png").fullmatch("a/b/c1/step_007.png")["step"] == "007"
     (tmp_path / "f").mkdir()
     with pytest.raises(ImportChainsError, match="no file"):
-        from banana100.importer import import_chains
+        from banana100.chains.importer import import_chains
 
         import_chains(tmp_path / "f", "{chain}/{step}.png", tmp_path / "run")
 
@@ -297,7 +297,7 @@ def test_push_dry_run(two_models, capsys, monkeypatch):
 
 
 def test_push_plan_puts_the_card_last(two_models):
-    from banana100.publish import plan_push
+    from banana100.dataset.publish import plan_push
 
     out, _, _ = two_models
     plan = plan_push(out, "a/b", files_per_commit=3)
@@ -394,9 +394,9 @@ _MEM_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from PIL import Image
-    from banana100.manifest import sha256_bytes
-    from banana100.dataset_script.build import build_dataset
-    from banana100.verify import verify_dataset
+    from banana100.chains.manifest import sha256_bytes
+    from banana100.dataset.build import build_dataset
+    from banana100.dataset.verify import verify_dataset
 
     base, n = Path(sys.argv[1]), int(sys.argv[2])
     run = base / "run"

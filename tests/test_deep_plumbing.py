@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from banana100 import weights
-from banana100.engine import MetricScorer, files_in_place
+from banana100.metrics import weights
+from banana100.metrics.engine import MetricScorer, files_in_place
 from banana100.errors import WeightsNotFoundError
-from banana100.registry import ROSTER, WeightFile, get_metric
+from banana100.metrics.table import ROSTER, WeightFile, get_metric
 
 from untrained import CANNOT_BUILD, UNTRAINED_KWARGS, build_untrained
 

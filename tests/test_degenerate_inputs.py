@@ -25,11 +25,11 @@ from PIL import Image, ImageFile
 
 import banana100.imageio as imageio
 from banana100 import scoring
-from banana100.engine import MetricScorer
+from banana100.metrics.engine import MetricScorer
 from banana100.errors import ImageReadError, ImageTooSmallError, ScoreUndefinedError, WeightsNotFoundError
 from banana100.imageio import encode_png, image_size, load_rgb
-from banana100.manifest import ManifestWriter, sha256_bytes
-from banana100.registry import ROSTER, get_metric
+from banana100.chains.manifest import ManifestWriter, sha256_bytes
+from banana100.metrics.table import ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
 REAL = ("piqe", "niqe", "brisque", "ilniqe")  # hand-crafted metrics whose files are in ../shared/iqa-params

@@ -134,7 +134,7 @@ def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
     """A deep metric without pyiqa, the gemini editor without google-genai: exit 2 and the pip line."""
     from banana100 import about
     from banana100.cli import main
-    from banana100.engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
     from banana100.errors import MissingExtraError
 
     real = about.extra_installed
@@ -148,7 +148,7 @@ def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "the gemini editor needs the 'gemini' extra" in err and "banana100[gemini] @ git+" in err
     # from Python too, before any key or network is looked at
-    from banana100.editors import make_editor
+    from banana100.chains.editors import make_editor
 
     with pytest.raises(MissingExtraError, match="the gemini editor needs the 'gemini' extra"):
         make_editor("gemini").connect()

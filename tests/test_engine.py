@@ -16,9 +16,9 @@ import pytest
 import torch
 from PIL import Image
 
-from banana100.engine import MetricScorer, check_size, to_tensor
+from banana100.metrics.engine import MetricScorer, check_size, to_tensor
 from banana100.errors import ImageReadError, ImageTooSmallError, WeightsNotFoundError
-from banana100.registry import get_metric
+from banana100.metrics.table import get_metric
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PARAMS = SHARED / "iqa-params"
@@ -355,7 +355,7 @@ def test_files_without_a_path_argument_are_linked_into_pyiqas_cache(monkeypatch,
     """For archs that only read pyiqa's cache (no path keyword), the engine links the file there."""
     from pyiqa.utils import download_util
 
-    from banana100.engine import _stage_in_pyiqa_cache
+    from banana100.metrics.engine import _stage_in_pyiqa_cache
 
     cache = tmp_path / "pyiqa-cache"
     monkeypatch.setattr(download_util, "DEFAULT_CACHE_DIR", str(cache))
@@ -458,7 +458,7 @@ def test_half_runs_the_forward_under_float16_autocast(monkeypatch):
 _FAULTS_SCRIPT = """
 import json, resource, sys
 import numpy as np
-from banana100.engine import MetricScorer, keep_freed_memory
+from banana100.metrics.engine import MetricScorer, keep_freed_memory
 rng = np.random.default_rng(0)
 images = [rng.integers(0, 256, (512, 512, 3), dtype=np.uint8) for _ in range(8)]
 scorer = MetricScorer("piqe", device="cpu", batch_size=1)

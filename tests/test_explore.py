@@ -8,10 +8,10 @@ import pytest
 from PIL import Image
 
 from banana100 import explore as ex
-from banana100.editors import make_editor
+from banana100.chains.editors import make_editor
 from banana100.imageio import load_rgb
-from banana100.manifest import image_path, read_manifest
-from banana100.runner import generate_chains
+from banana100.chains.manifest import image_path, read_manifest
+from banana100.chains.runner import generate_chains
 from banana100.schema import chain_id
 
 
@@ -254,7 +254,7 @@ def test_release_scores_on_demand_are_cached_per_chain_metric_backend(standin, t
     table = pd.read_parquet(cache)
     assert sorted(table["step"]) == [s for s in ex.ON_DEMAND_STEPS if s <= 20]
     # the scores are the engine's own
-    from banana100.engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
 
     direct = MetricScorer("piqe", device="cpu").score([standin / "replicate/dunes/rep1/img_005.png"])[0]
     assert table.loc[table["step"] == 5, "score"].item() == pytest.approx(direct, rel=1e-6)
@@ -336,7 +336,7 @@ def test_why_view_shows_what_changed_and_the_mscn_map():
     import torch
 
     from banana100.demo import generated_source
-    from banana100.native import matlab, nss
+    from banana100.metrics.native import matlab, nss
 
     ref = generated_source("spheres", 128)  # 128x96: smooth backdrop, spheres
     rng = np.random.default_rng(0)
@@ -348,7 +348,7 @@ def test_why_view_shows_what_changed_and_the_mscn_map():
     assert size == 64 and v["crop"].size == (64, 64)
     assert np.array_equal(np.asarray(v["crop"]), noisy[top:top + 64, left:left + 64])
     assert np.asarray(v["residual"], np.float32).std() > 10  # the grain, amplified
-    # the map is the metrics' own MSCN (banana100.native.nss), scaled for display
+    # the map is the metrics' own MSCN (banana100.metrics.native.nss), scaled for display
     y = matlab.rgb2gray(torch.from_numpy(noisy.copy()).permute(2, 0, 1)[None], uint8=True)[0, 0]
     m = nss.mscn(y, matlab.fspecial_gaussian(7, 7 / 6), "replicate").numpy()[top:top + 64, left:left + 64]
     assert np.abs(np.asarray(v["mscn"], np.float32) - np.clip(128 + 40 * m + 0.5, 0, 255).astype(np.uint8)).max() <= 1
@@ -376,7 +376,7 @@ def test_demo_note_says_what_failed(demo_set):
 def test_on_demand_keeps_scoring_past_images_without_a_score(tmp_path, weights_from_shared):
     # a uniform step (NIQE has no score for it) and a step too small for NIQE become rows with
     # their error; the other steps are scored, and the protocol sees those steps as missing
-    from banana100.registry import get_metric
+    from banana100.metrics.table import get_metric
 
     rng = np.random.default_rng(0)
     smooth = (128 + 40 * np.sin(np.linspace(0, 6, 128))[None, :, None] + rng.normal(0, 3, (128, 128, 3)))

@@ -16,18 +16,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana100.budget import CALLS_FILE, CallMeter, ledger_totals
+from banana100.chains.budget import CALLS_FILE, CallMeter, ledger_totals
 from banana100.cli import main as cli_main
-from banana100.editors import make_editor
-from banana100.editors.base import BudgetExceeded, EditRequest, RunStopped
-from banana100.editors.gemini import FAST_MODEL, GeminiEditor, api_seed
-from banana100.editors.simulated import SimulatedEditor
+from banana100.chains.editors import make_editor
+from banana100.chains.editors.base import BudgetExceeded, EditRequest, RunStopped
+from banana100.chains.editors.gemini import FAST_MODEL, GeminiEditor, api_seed
+from banana100.chains.editors.simulated import SimulatedEditor
 from banana100.imageio import load_rgb
-from banana100.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
-from banana100.pricing import price_for
-from banana100.runner import STOPPED_FILE, ChainsFailedError, generate_chains, read_stopped, step_seed
+from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.chains.pricing import price_for
+from banana100.chains.runner import STOPPED_FILE, ChainsFailedError, generate_chains, read_stopped, step_seed
 from banana100.schema import FIELD_NAMES
-from banana100.settings import load_settings
+from banana100.chains.settings import load_settings
 from runfolder import write_source
 
 from gemini_standin import StandIn
@@ -401,7 +401,7 @@ class Crash(BaseException):
 
 def test_crash_between_image_and_manifest_repeats_no_call(server, sources, tmp_path, monkeypatch):
     """The image and its side record are on disk, the manifest line is not: the rerun adopts them."""
-    from banana100 import runner
+    from banana100.chains import runner
 
     real = runner._Run._append
     state = {"crashed": False}

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import banana100.evaluate_module as em
+import banana100.metrics.module as em
 from banana100.errors import WeightsNotFoundError
-from banana100.registry import ROSTER, get_metric
+from banana100.metrics.table import ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -79,11 +79,11 @@ def test_module_file_imports_installed_library_only(name):
     path = REPO / "metrics" / name / f"{name}.py"
     imports = get_imports(str(path))
     from banana100.about import requirement
-    from banana100.publish import metric_extras
+    from banana100.metrics.publish import metric_extras
 
     # one library import, no relative / local ones; its `# From:` comment is evaluate's pip hint
     assert imports == [("library", "banana100", f'"{requirement(metric_extras(name))}"', None)]
-    assert "from banana100.evaluate_module import" not in path.read_text()
+    assert "from banana100.metrics.module import" not in path.read_text()
 
 
 def test_module_importing_the_base_by_name_still_loads_its_own_class(tmp_path):
@@ -91,7 +91,7 @@ def test_module_importing_the_base_by_name_still_loads_its_own_class(tmp_path):
     folder = tmp_path / "niqe_by_name"
     folder.mkdir()
     (folder / "niqe_by_name.py").write_text(
-        "from banana100.evaluate_module import IQAMetric\n\n\nclass NiqeByName(IQAMetric):\n    METRIC_NAME = 'niqe'\n"
+        "from banana100.metrics.module import IQAMetric\n\n\nclass NiqeByName(IQAMetric):\n    METRIC_NAME = 'niqe'\n"
     )
     m = evaluate.load(str(folder))
     assert type(m).__name__ == "NiqeByName"

@@ -14,11 +14,11 @@ import pytest
 from runfolder import make_run_folder
 
 import banana100.scoring as scoring
-from banana100 import native, weights
-from banana100.engine import MetricScorer
+from banana100.metrics import native, weights
+from banana100.metrics.engine import MetricScorer
 from banana100.errors import Banana100Error, WeightsNotFoundError
 from banana100.imageio import load_rgb
-from banana100.registry import CLASSICAL, ROSTER, get_metric
+from banana100.metrics.table import CLASSICAL, ROSTER, get_metric
 
 REPO = Path(__file__).resolve().parents[1]
 I04 = REPO.parent / "shared" / "reference-images" / "tid2013" / "I04.bmp"
@@ -52,7 +52,7 @@ def test_scorer_picks_the_backend(weights_from_shared):
         assert scorer.backend == (backend or "native")
         by_backend[backend] = scorer.score_arrays([rgb])[0]
         assert f"backend={scorer.backend!r}" in repr(scorer)
-    assert type(MetricScorer("niqe", device="cpu").model).__module__.startswith("banana100.native")
+    assert type(MetricScorer("niqe", device="cpu").model).__module__.startswith("banana100.metrics.native")
     assert by_backend[None] == by_backend["native"]
     assert rel(by_backend["native"], by_backend["pyiqa"]) < 1e-3
     official = MetricScorer("niqe", device="cpu", mode="official").score_arrays([rgb])[0]

@@ -15,7 +15,7 @@ import torch
 from conftest import REFERENCE_IMAGES
 from nativetools import IMAGE_NAMES, colour_and_grey_crops, image
 
-from banana100.native import brisque, matlab, nss
+from banana100.metrics.native import brisque, matlab, nss
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

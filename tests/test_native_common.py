@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from banana100.native import matlab, nss, params
+from banana100.metrics.native import matlab, nss, params
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

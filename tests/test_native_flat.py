@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from flatimages import flat_images, flat_patch_image, synthetic_images
 from nativetools import rel
 
-from banana100.engine import to_tensor
-from banana100.native import brisque, ilniqe, matlab, niqe, nss
+from banana100.metrics.engine import to_tensor
+from banana100.metrics.native import brisque, ilniqe, matlab, niqe, nss
 
 pytest.importorskip("skimage.data")
 
@@ -215,8 +215,8 @@ def test_flat_share_is_reported_and_warned(weights_from_shared):
 
     import skimage.data as sd
 
-    from banana100.engine import MetricScorer
-    from banana100.native import FLAT_WARN_SHARE, FlatRegionWarning
+    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.native import FLAT_WARN_SHARE, FlatRegionWarning
 
     photo = np.ascontiguousarray(sd.coffee())
     sky = photo.copy()
@@ -255,7 +255,7 @@ def test_warning_thresholds_are_the_measured_ones():
 
     from conftest import REPO
 
-    from banana100.native import FLAT_WARN_SHARE, safe_flat_share
+    from banana100.metrics.native import FLAT_WARN_SHARE, safe_flat_share
 
     path = REPO / "bench" / "results_flat_regime.json"
     measured = json.loads(path.read_text())["metrics"]

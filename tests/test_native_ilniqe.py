@@ -18,8 +18,8 @@ import torch
 from nativetools import REFERENCE_IMAGES, load, rel
 from PIL import Image
 
-from banana100.engine import to_tensor
-from banana100.native import build, ilniqe
+from banana100.metrics.engine import to_tensor
+from banana100.metrics.native import build, ilniqe
 
 PEPPERS = REFERENCE_IMAGES / "ilniqe"
 TID = REFERENCE_IMAGES / "tid2013"

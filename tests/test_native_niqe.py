@@ -9,7 +9,7 @@ import torch
 from conftest import REFERENCE_IMAGES
 from nativetools import IMAGE_NAMES, colour_and_grey_crops, image, rel
 
-from banana100.native import niqe
+from banana100.metrics.native import niqe
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

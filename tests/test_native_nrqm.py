@@ -20,9 +20,9 @@ from nativetools import IMAGES, REFERENCE_IMAGES, load, rel
 from nativetools import pyiqa_nrqm_features as pyiqa_features
 from PIL import Image
 
-from banana100.engine import to_tensor
-from banana100.native import nrqm, pi
-from banana100.native.params import ParameterFileError
+from banana100.metrics.engine import to_tensor
+from banana100.metrics.native import nrqm, pi
+from banana100.metrics.native.params import ParameterFileError
 
 NIQE_FILE = "niqe_modelparameters.mat"
 
@@ -221,7 +221,7 @@ def test_official_modes_run_on_matlab_luma(synthetic_files, nrqm_images):
 
 @pytest.fixture
 def real_files() -> dict[str, Path]:  # the needs_weights folders: conftest
-    from banana100 import weights
+    from banana100.metrics import weights
 
     absent = weights.missing("pi")
     if absent:
@@ -232,7 +232,7 @@ def real_files() -> dict[str, Path]:  # the needs_weights folders: conftest
 @pytest.mark.needs_weights
 @pytest.mark.parametrize("metric", ["nrqm", "pi"])
 def test_real_model_matches_pyiqa_and_published_scores(metric, real_files):
-    from banana100.engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
 
     module = {"nrqm": nrqm, "pi": pi}[metric]
     names = ("I03.bmp", "I04.bmp")

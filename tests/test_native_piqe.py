@@ -10,8 +10,8 @@ import torch
 from nativetools import IMAGES, REFERENCE_IMAGES, load, rel
 from PIL import Image
 
-from banana100.engine import to_tensor
-from banana100.native import piqe
+from banana100.metrics.engine import to_tensor
+from banana100.metrics.native import piqe
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ import pytest
 from conftest import IQA_PARAMS, REPO
 
 from banana100 import __version__, about
-from banana100.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
+from banana100.metrics.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
                                space_requirements, stage_metric_folders, sync_metric_folders)
-from banana100.registry import ROSTER
+from banana100.metrics.table import ROSTER
 
 IGNORED = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
                                  ".pytest_cache", "demo_output", "runs")
@@ -59,11 +59,11 @@ def built(tmp_path_factory) -> dict[str, Path]:
 
 def test_wheel_holds_the_library_and_every_metric_folder(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
-    assert {"banana100/cli.py", "banana100/native/agreement.json", "banana100/dataset_script/card_template.md",
-            "banana100/generation/settings.yaml"} <= names
+    assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/dataset/card_template.md",
+            "banana100/generation/settings.yaml", "banana100/chains/editors/base.py"} <= names
     for name in (*ROSTER, SENSITIVITY):
         for rel in (f"{name}.py", "README.md", "requirements.txt", "app.py"):
-            assert f"banana100/metrics/{name}/{rel}" in names, (name, rel)
+            assert f"banana100/metric_modules/{name}/{rel}" in names, (name, rel)
     assert not any(n.startswith("tests/") for n in names)
 
 
@@ -87,7 +87,7 @@ def test_sdist_holds_everything_its_tests_need(built):
     tests = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("*.py")}
     assert "tests/conftest.py" in tests and tests <= names, sorted(tests - names)
     for rel in ("pyproject.toml", "MANIFEST.in", "setup.sh", "LICENSE", "README.md", "space/app.py",
-                "space/requirements.txt", "generation/settings.yaml", "dataset_script/card_template.md",
+                "space/requirements.txt", "generation/settings.yaml", "dataset_script/build.py",
                 "metrics/niqe/requirements.txt", "metrics/banana100_sensitivity/app.py"):
         assert rel in names, rel
     assert not any("__pycache__" in n or n.startswith(".venv/") for n in names)
@@ -107,7 +107,7 @@ def test_versions_agree():
 
 def test_committed_metric_folders_are_in_step_with_about():
     """requirements.txt, the `# From:` hints, the widget apps and space/requirements.txt are
-    what `python -m banana100.publish --sync` writes from banana100/about.py."""
+    what `python -m banana100.metrics.publish --sync` writes from banana100/about.py."""
     assert sync_metric_folders(REPO / "metrics", check=True, space_dir=REPO / "space") == []
     # the protocol's card is written by hand: its install line must still be about.py's
     assert f'pip install "{about.requirement()}"' in (REPO / "metrics" / SENSITIVITY / "README.md").read_text()
@@ -265,7 +265,7 @@ def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
         cmd = [str(py), "-c", code] if code else [str(venv / "bin" / "banana100"), *args]
         return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
 
-    where = run(code="import banana100, banana100.publish as p; print(banana100.__file__); print(p.metrics_root())")
+    where = run(code="import banana100, banana100.metrics.publish as p; print(banana100.__file__); print(p.metrics_root())")
     assert where.returncode == 0, where.stderr
     module_file, metrics_dir = where.stdout.split()
     assert Path(module_file).is_relative_to(venv) and Path(metrics_dir).is_relative_to(venv), where.stdout

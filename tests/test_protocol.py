@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from banana100.protocol import sensitivity
+from banana100.metrics.protocol import sensitivity
 
 STEPS = [0, 1, 5, 10, 20]
 

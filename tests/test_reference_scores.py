@@ -40,7 +40,6 @@ checked on every image, pepper_3 and pepper_4 included (against MATLAB).
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import pytest

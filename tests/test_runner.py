@@ -15,14 +15,14 @@ import pytest
 from PIL import Image
 
 from banana100.cli import main as cli_main
-from banana100.editors.base import EditResult
-from banana100.editors.simulated import DELAY_ENV, SimulatedEditor
+from banana100.chains.editors.base import EditResult
+from banana100.chains.editors.simulated import DELAY_ENV, SimulatedEditor
 from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import load_rgb
-from banana100.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
-from banana100.runner import RUN_FILE, ChainsFailedError, RunMismatchError, generate_chains, step_seed
+from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.chains.runner import RUN_FILE, ChainsFailedError, RunMismatchError, generate_chains, step_seed
 from banana100.schema import FIELD_NAMES
-from banana100.settings import get_setting
+from banana100.chains.settings import get_setting
 from runfolder import write_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -208,7 +208,7 @@ def test_image_without_record_is_redone(sources, tmp_path):
 
 
 def test_one_run_per_folder_at_a_time(sources, tmp_path):
-    from banana100.runner import _RunLock
+    from banana100.chains.runner import _RunLock
 
     out = tmp_path / "run"
     out.mkdir()

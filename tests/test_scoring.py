@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import banana100.scoring as scoring
-from banana100.engine import MetricScorer
+from banana100.metrics.engine import MetricScorer
 from banana100.errors import ManifestError, WeightsNotFoundError
 from runfolder import make_run_folder
 

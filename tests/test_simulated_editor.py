@@ -8,8 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from banana100.editors import EditRequest, UnknownEditorError, make_editor
-from banana100.editors.simulated import DELAY_ENV, SimulatedEditor
+from banana100.chains.editors import EditRequest, UnknownEditorError, make_editor
+from banana100.chains.editors.simulated import DELAY_ENV, SimulatedEditor
 from banana100.errors import Banana100Error
 
 
@@ -207,7 +207,7 @@ def paper_like_chains():
 def test_grain_becomes_visible_between_steps_5_and_10(paper_like_chains):
     """Paper: people see the noise by steps 5-10. Proxy: new fine grain in the source's flat areas
     reaches VISIBLE grey levels (std) between those steps, and is below it at step 1."""
-    from banana100.editors.simulated import VISIBLE_GRAIN, grain_in_flat_areas
+    from banana100.chains.editors.simulated import VISIBLE_GRAIN, grain_in_flat_areas
 
     for name, frames in paper_like_chains.items():
         g = {k: grain_in_flat_areas(frames[0], frames[k]) for k in (1, 5, 10, 20)}
@@ -216,7 +216,7 @@ def test_grain_becomes_visible_between_steps_5_and_10(paper_like_chains):
 
 
 def test_tint_is_green_and_grows_on_paper_like_sources(paper_like_chains):
-    from banana100.editors.simulated import tint
+    from banana100.chains.editors.simulated import tint
 
     for name, frames in paper_like_chains.items():
         t = [tint(frames[k]) - tint(frames[0]) for k in (5, 10, 20)]
@@ -227,7 +227,7 @@ def test_brisque_on_paper_like_sources(paper_like_chains, weights_from_shared):
     """Paper: on a real chain BRISQUE improved (34.1 -> -9.8) while the noise grew. The editor
     reproduces the start of it (grain on a smooth image scores better at step 5 than at step 1,
     so BRISQUE fails the protocol there) but not the rest (by step 20 BRISQUE has turned worse)."""
-    from banana100.engine import MetricScorer
+    from banana100.metrics.engine import MetricScorer
 
     brisque = MetricScorer("brisque", device="cpu")
     better_at_5 = worse_at_20 = 0

@@ -178,7 +178,7 @@ def test_run_live_refuses_bad_parameters(client, steps, sample, editor, message)
 
 
 def test_gemini_needs_the_users_own_key(client):
-    from banana100.editors import EDITORS
+    from banana100.chains.editors import EDITORS
 
     if "gemini" not in EDITORS:
         pytest.skip("no gemini editor in this build")

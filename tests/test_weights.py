@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from banana100 import weights
+from banana100.metrics import weights
 from banana100.errors import UnknownMetricError, WeightsNotFoundError
-from banana100.registry import PYIQA_WEIGHTS_REPO, get_metric
+from banana100.metrics.table import PYIQA_WEIGHTS_REPO, get_metric
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PARAMS = SHARED / "iqa-params"
@@ -274,7 +274,7 @@ def test_import_does_not_download():
         "import socket\n"
         "def refuse(*a, **k): raise SystemExit('network access at import time')\n"
         "socket.socket.connect = refuse; socket.create_connection = refuse\n"
-        "import banana100.weights, banana100.engine, banana100.cards\n"
+        "import banana100.metrics.weights, banana100.metrics.engine, banana100.metrics.cards\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     r = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120)

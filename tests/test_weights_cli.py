@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from banana100 import weights
+from banana100.metrics import weights
 from banana100.cli import main as cli_main
-from banana100.registry import ROSTER, get_metric
+from banana100.metrics.table import ROSTER, get_metric
 from banana100.weights_cli import inventory
 
 PARAMS = Path(__file__).resolve().parents[1].parent / "shared" / "iqa-params"

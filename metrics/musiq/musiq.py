@@ -6,7 +6,7 @@ table); see README.md beside this file for the metric card.
 
 # Import the module, not the base class by name: evaluate.load takes the first metric class
 # it finds in this namespace, and that must be the class below.
-import banana100.evaluate_module as em  # From: "banana100[deep] @ git+https://github.com/banana100/banana100@v0.1.0"
+import banana100.metrics.module as em  # From: "banana100[deep] @ git+https://github.com/banana100/banana100@v0.1.0"
 
 
 class Musiq(em.IQAMetric):

@@ -1,0 +1,282 @@
+"""`banana100 import-chains FOLDER --pattern ... --out RUN_DIR`: a folder of chain images -> a run folder.
+
+Turns an existing folder of chain images (a downloaded copy of the original Banana100 release,
+chains made by another tool) into a run folder with a proper `manifest.jsonl`, so that it can be
+verified, built into a dataset, scored and compared with new runs like any other run.
+
+The pattern says how a file's path (relative to FOLDER, with `/`) names its chain and step:
+
+- a template, `{field}` for a path part and `{field:03d}` (or `{field:d}`) for a number:
+      {chain}/step_{step:03d}.png
+      {setting}/{source}_r{repeat}/{step}.png
+      {source}/{setting}/repeat_{repeat}/iter_{step}.png
+  `*` matches any run of characters within one path part, `**/` any number of folders.
+- or a regular expression with named groups, prefixed with `re:`:
+      re:(?P<chain>[^/]+)/(?P<step>\\d+)\\.png
+
+Fields: `step` (required: 0 = the source image), then any of `chain` (a chain name),
+`source` (the source image id), `setting`, `repeat`, `model`. A chain is one distinct
+(chain or source, setting, repeat, model) combination. Missing fields come from the options:
+`setting` (default `replicate`), `repeat` (default 0), `model`; `source` defaults to the
+`chain` field. The chain id is the toolkit's `{source}__{setting}__r{repeat}`. Files that do not
+match are ignored (and counted). Every matched file is checked to be an image PIL can open.
+
+Images are copied (or hard-linked, `link=True`) to `<chain_id>/step_NNN.<ext>`; each record
+gets the file's SHA-256, its parent's (the previous step's) SHA-256, its size, the prompt of
+the setting (from `generation/settings.yaml` when the setting is known there) and
+`editor="imported"`. A chain with a gap in its steps is imported as it is (the step after a
+gap has no parent link) and reported; `banana100 verify` and `build-dataset` will say so too.
+Re-running the same command resumes: images already in the run's manifest are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from banana100.errors import Banana100Error
+from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, sha256_file, utc_now
+from banana100.schema import chain_id as make_chain_id
+
+FIELDS = ("chain", "source", "setting", "repeat", "step", "model")
+_NUMERIC = ("step", "repeat")
+_TEMPLATE_FIELD = re.compile(r"\{(\w+)(?::0?(\d*)d)?\}")
+
+
+class ImportChainsError(Banana100Error):
+    """A pattern or folder that cannot be imported."""
+
+
+def compile_pattern(pattern: str) -> re.Pattern:
+    """A template (`{chain}/step_{step:03d}.png`) or `re:` regular expression -> compiled regex."""
+    if pattern.startswith("re:"):
+        try:
+            rx = re.compile(pattern[3:])
+        except re.error as e:
+            raise ImportChainsError(f"--pattern {pattern!r}: not a valid regular expression ({e})") from None
+    else:
+        out, pos, seen = [], 0, set()
+        for m in _TEMPLATE_FIELD.finditer(pattern):
+            out.append(_literal(pattern[pos : m.start()]))
+            name, width = m.group(1), m.group(2)
+            if name not in FIELDS:
+                raise ImportChainsError(f"--pattern {pattern!r}: unknown field {{{name}}}; fields: {', '.join(FIELDS)}")
+            if name in seen:
+                out.append(f"(?P={name})")
+            elif name in _NUMERIC or m.group(0).endswith("d}"):
+                out.append(f"(?P<{name}>\\d{{{int(width)},}})" if width else f"(?P<{name}>\\d+)")
+            else:
+                out.append(f"(?P<{name}>[^/]+?)")
+            seen.add(name)
+            pos = m.end()
+        out.append(_literal(pattern[pos:]))
+        rx = re.compile("".join(out))
+    unknown = set(rx.groupindex) - set(FIELDS)
+    if unknown:
+        raise ImportChainsError(f"--pattern: unknown group(s) {sorted(unknown)}; fields: {', '.join(FIELDS)}")
+    if "step" not in rx.groupindex:
+        raise ImportChainsError("--pattern must have a {step} field (named group `step` in a regex)")
+    if not {"chain", "source"} & set(rx.groupindex):
+        raise ImportChainsError("--pattern must have a {chain} or a {source} field")
+    return rx
+
+
+def _literal(text: str) -> str:
+    parts = []
+    i = 0
+    while i < len(text):
+        if text.startswith("**/", i):
+            parts.append("(?:[^/]+/)*")
+            i += 3
+        elif text[i] == "*":
+            parts.append("[^/]*")
+            i += 1
+        else:
+            parts.append(re.escape(text[i]))
+            i += 1
+    return "".join(parts)
+
+
+@dataclass
+class ImportSummary:
+    out_dir: Path
+    chains: int
+    imported: int
+    skipped_existing: int
+    unmatched: int
+    gaps: dict[str, list[int]]
+
+    def __str__(self) -> str:
+        s = (f"{self.out_dir}: {self.imported} images imported in {self.chains} chains"
+             f" ({self.skipped_existing} already there, {self.unmatched} files did not match the pattern)")
+        if self.gaps:
+            s += f"; {len(self.gaps)} chain(s) with missing steps: " + "; ".join(
+                f"{c} {v[:10]}{'...' if len(v) > 10 else ''}" for c, v in sorted(self.gaps.items()))
+        return s
+
+
+def _safe(value: str, what: str, path: str) -> str:
+    value = value.strip()
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", value):
+        raise ImportChainsError(f"{path}: the {what} {value!r} is not a usable name (letters, digits, _ . -)")
+    return value
+
+
+@dataclass
+class PlannedChain:
+    """One chain found by a pattern: its id, (source, setting, repeat, model, chain name) and files by step."""
+
+    chain_id: str
+    key: tuple
+    files: dict[int, str]  # step -> path relative to the folder, with `/`
+
+    @property
+    def source_id(self) -> str:
+        return self.key[0]
+
+    @property
+    def setting(self) -> str:
+        return self.key[1]
+
+    @property
+    def repeat(self) -> int:
+        return self.key[2]
+
+
+@dataclass
+class ChainPlan:
+    chains: dict[str, PlannedChain]  # chain id -> chain
+    unmatched: int
+
+
+def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int = 0,
+                model: str = "unknown") -> ChainPlan:
+    """Group file paths (relative, with `/`) into chains by `pattern` (see the module doc).
+
+    The one place that says which file is which chain and step: `import_chains` uses it on a
+    local folder, the Space on a remote listing (a Hub dataset repo) before anything is
+    downloaded. Same errors as `import_chains` for duplicate steps and colliding chain ids.
+    """
+    rx = compile_pattern(pattern)
+    chains: dict[tuple, dict[int, str]] = defaultdict(dict)
+    unmatched = 0
+    for rel in rel_paths:
+        m = rx.fullmatch(rel)
+        if not m:
+            unmatched += 1
+            continue
+        g = {k: v for k, v in m.groupdict().items() if v is not None}
+        src = _safe(g.get("source") or g["chain"], "source", rel)
+        st = _safe(g.get("setting") or setting, "setting", rel)
+        rep = int(g.get("repeat", repeat))
+        mod = g.get("model") or model
+        key = (src, st, rep, mod, g.get("chain") if "source" in g else None)
+        step = int(g["step"])
+        if step in chains[key]:
+            raise ImportChainsError(f"{rel} and {chains[key][step]}: two files for "
+                                    f"chain {make_chain_id(src, st, rep)} step {step}")
+        chains[key][step] = rel
+    ids: dict[str, tuple] = {}
+    for key in chains:
+        cid = make_chain_id(*key[:3])
+        if cid in ids:
+            raise ImportChainsError(f"two chains map to the chain id {cid!r} ({ids[cid]} and {key}); add a "
+                                    "{repeat} or {setting} field to the pattern")
+        ids[cid] = key
+    return ChainPlan({cid: PlannedChain(cid, key, dict(chains[key])) for cid, key in ids.items()}, unmatched)
+
+
+def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.PathLike, setting: str = "replicate",
+                  repeat: int = 0, model: str = "unknown", prompt: str | None = None, link: bool = False) -> ImportSummary:
+    """Import `folder` (see the module doc) into the run folder `out_dir`; resumable."""
+    from PIL import Image
+
+    folder, out_dir = Path(folder), Path(out_dir)
+    if not folder.is_dir():
+        raise ImportChainsError(f"{folder} is not a folder")
+    if out_dir.resolve() == folder.resolve() or folder.resolve() in out_dir.resolve().parents:
+        raise ImportChainsError(f"--out {out_dir} must not be inside the folder being imported")
+    rel_paths = []
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        rel_paths.extend((Path(root) / name).relative_to(folder).as_posix() for name in sorted(names))
+    planned = plan_chains(rel_paths, pattern, setting=setting, repeat=repeat, model=model)
+    if not planned.chains:
+        raise ImportChainsError(f"no file under {folder} matches --pattern {pattern!r} ({planned.unmatched} files seen)")
+    unmatched = planned.unmatched
+    ids = {cid: c.key for cid, c in planned.chains.items()}
+    chains = {c.key: {step: folder / rel for step, rel in c.files.items()} for c in planned.chains.values()}
+
+    existing = {}
+    if (out_dir / MANIFEST_NAME).exists():
+        existing = {(r["chain_id"], r["step"]): r for r in read_manifest(out_dir)}
+    known_prompts = _prompts()
+    gaps: dict[str, list[int]] = {}
+    imported = skipped = 0
+    with ManifestWriter(out_dir) as writer:
+        for cid in sorted(ids):
+            src, st, rep, mod, _ = ids[cid]
+            steps = chains[ids[cid]]
+            missing = sorted(set(range(0, max(steps) + 1)) - set(steps))
+            if missing:
+                gaps[cid] = missing
+            parent = None
+            for step in sorted(steps):
+                path = steps[step]
+                if step - 1 not in steps:
+                    parent = None
+                if (cid, step) in existing:
+                    parent = existing[(cid, step)]["sha256"]
+                    skipped += 1
+                    continue
+                try:
+                    with Image.open(path) as im:
+                        width, height = im.size
+                except Exception as e:  # noqa: BLE001
+                    raise ImportChainsError(f"{path}: not an image PIL can open ({type(e).__name__}: {e})") from None
+                rel = f"{cid}/step_{step:03d}{path.suffix.lower()}"
+                target = out_dir / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.tmp")
+                tmp.unlink(missing_ok=True)
+                if link:
+                    try:
+                        os.link(path, tmp)
+                    except OSError:
+                        shutil.copyfile(path, tmp)
+                else:
+                    shutil.copyfile(path, tmp)
+                os.replace(tmp, target)
+                sha = sha256_file(target)
+                p = None
+                if step > 0:
+                    p = prompt or (known_prompts[st](step) if st in known_prompts else None)
+                writer.append({
+                    "chain_id": cid, "source_id": src, "setting": st, "repeat": rep, "step": step,
+                    "image": rel, "sha256": sha, "parent_sha256": parent if step > 0 else None, "prompt": p,
+                    "editor": "source" if step == 0 else "imported", "model": "source" if step == 0 else mod,
+                    "width": width, "height": height, "created_at": utc_now(),
+                    "editor_info": json.dumps({"imported_from": path.relative_to(folder).as_posix()}),
+                })
+                parent = sha
+                imported += 1
+    if gaps:
+        warnings.warn(f"{len(gaps)} imported chain(s) have missing steps: "
+                      + "; ".join(f"{c}: {v}" for c, v in sorted(gaps.items())[:10]), stacklevel=2)
+    return ImportSummary(out_dir, len(ids), imported, skipped, unmatched, gaps)
+
+
+def _prompts() -> dict:
+    from banana100.errors import SettingError
+    from banana100.chains.settings import load_settings
+
+    try:
+        return {name: s.prompt for name, s in load_settings().items()}
+    except SettingError:
+        return {}

@@ -1,0 +1,161 @@
+"""Run folders and their `manifest.jsonl`: crash-safe writes, tolerant reads.
+
+A run folder holds one sub-folder per chain and `manifest.jsonl`, one JSON record per image
+(fields: `banana100.schema`). A record is appended only after its image is fully on disk
+(temporary file, fsync, rename), so after a crash at any moment the manifest lists only
+complete images; at most its last line is cut short, and readers drop that line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+from banana100.errors import ManifestError
+from banana100.schema import validate_record
+
+MANIFEST_NAME = "manifest.jsonl"
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # not supported on every platform
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` so that `path` is either absent/old or complete, never half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class ManifestWriter:
+    """Appends records to a run's manifest, one fsynced line each; safe across threads."""
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.path = Path(run_dir) / MANIFEST_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_partial_last_line(self.path)
+        self._lock = threading.Lock()
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def append(self, record: dict) -> None:
+        problems = validate_record(record)
+        if problems:
+            raise ManifestError(f"refusing to write an invalid record to {self.path}: {'; '.join(problems)}")
+        line = json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    """Cut a last line that a crash left without its newline, so appends start clean."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        data = f.seek(0) or f.read()
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())
+    warnings.warn(f"{path}: dropped an incomplete last line left by an interrupted run", stacklevel=3)
+
+
+def read_manifest(run_dir: str | os.PathLike) -> list[dict]:
+    """Read and validate a run's manifest.
+
+    Drops (with a warning) a last line cut short by a crash and exact duplicate records;
+    raises ManifestError naming the file and line for anything else, and for two different
+    records of the same chain step.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / MANIFEST_NAME
+    if not run_dir.is_dir():
+        raise ManifestError(f"{run_dir}: no such run folder")
+    if not path.is_file():
+        raise ManifestError(
+            f"{run_dir} has no {MANIFEST_NAME}: a run folder is made by `banana100 generate` "
+            "(or give a dataset folder instead)"
+        )
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]
+    if tail.strip():
+        warnings.warn(f"{path}: ignoring an incomplete last line (interrupted write)", stacklevel=2)
+    records: list[dict] = []
+    seen: dict[tuple[str, int], dict] = {}
+    for lineno, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ManifestError(f"{path}, line {lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise ManifestError(f"{path}, line {lineno}: expected a JSON object")
+        problems = validate_record(record)
+        if problems:
+            raise ManifestError(f"{path}, line {lineno}: {'; '.join(problems)}")
+        key = (record["chain_id"], record["step"])
+        if key in seen:
+            if seen[key]["sha256"] == record["sha256"]:
+                warnings.warn(f"{path}, line {lineno}: duplicate record of {key} ignored", stacklevel=2)
+                continue
+            raise ManifestError(
+                f"{path}, line {lineno}: chain {key[0]!r} step {key[1]} recorded twice with different images"
+            )
+        seen[key] = record
+        records.append(record)
+    return records
+
+
+def image_path(run_dir: str | os.PathLike, record: dict) -> Path:
+    return Path(run_dir) / record["image"]

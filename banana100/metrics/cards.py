@@ -1,0 +1,665 @@
+"""Metric cards (`metrics/<name>/README.md`), generated from the metric table.
+
+The facts in a card (direction, nominal range, minimum size, parameter files, hashes,
+licences, paper, citation) come from `banana100.metrics.table`; this file adds only prose. Cards
+are committed; a test fails when a committed card differs from `render_metric_card`.
+
+    python -m banana100.metrics.cards                 # rewrite the cards of every metrics/<name>/<name>.py
+    python -m banana100.metrics.cards --check         # exit 1 when a card is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from banana100.metrics.table import MetricSpec, get_metric
+from banana100.metrics.weights import ENV_VAR
+
+PYIQA_VERSION = "0.1.16"
+
+# What each metric measures (prose only; facts live in the registry).
+_DESCRIPTIONS = {
+    "piqe": (
+        "PIQE (Perception-based Image Quality Evaluator) is an opinion-unaware, training-free "
+        "no-reference metric. It splits the luminance of the image into 16x16 blocks, keeps the "
+        "spatially active ones, and marks each for blocking artefacts (flat segments along the "
+        "block edges) and for noise (centre-surround deviation of the normalised luminance). "
+        "The score is the mean distortion of the active blocks, scaled to 0-100."
+    ),
+    "niqe": (
+        "NIQE (Natural Image Quality Evaluator) is a 'completely blind' no-reference metric: it "
+        "uses no human opinion scores. It fits a multivariate Gaussian to natural-scene-statistics "
+        "features (MSCN coefficients and the products of neighbouring coefficients) of 96x96 "
+        "patches of the image's luminance, at two scales, and reports the distance between that "
+        "Gaussian and one fitted on pristine natural images (the LIVE pristine model)."
+    ),
+    "brisque": (
+        "BRISQUE (Blind/Referenceless Image Spatial Quality Evaluator) computes 36 "
+        "natural-scene-statistics features of the image's luminance (generalised Gaussian fits "
+        "of MSCN coefficients and of products of neighbouring coefficients, at two scales) and "
+        "maps them to a quality score with the support-vector regressor that LIVE trained on "
+        "the LIVE IQA database (DMOS, so higher means more distorted)."
+    ),
+    "ilniqe": (
+        "IL-NIQE (Integrated Local NIQE) is a training-free, opinion-unaware extension of NIQE. "
+        "It resizes the image to 524x524, extracts a richer feature set from 84x84 patches at two "
+        "scales (MSCN statistics, gradient magnitudes, log-Gabor responses and colour statistics "
+        "in a log-opponent space), reduces it with PCA, and averages the per-patch distances to a "
+        "multivariate Gaussian fitted on pristine images (the official IL-NIQE template model)."
+    ),
+    "nrqm": (
+        "NRQM (Ma et al.) was learned for super-resolved images: it computes local frequency "
+        "(DCT), global frequency (wavelet) and spatial (PCA) features of the image and maps them "
+        "to a 0-10 quality score with a cascade of regression forests trained on human ratings."
+    ),
+    "pi": (
+        "The Perceptual Index of the 2018 PIRM super-resolution challenge combines two "
+        "no-reference scores: PI = ((10 - NRQM) + NIQE) / 2, so lower means more natural-looking."
+    ),
+    "cnniqa": (
+        "CNNIQA is a shallow convolutional network (one convolution layer with max and min "
+        "pooling, two fully connected layers) that regresses quality from 32x32 normalised "
+        "patches; pyiqa's checkpoint was trained on KonIQ-10k."
+    ),
+    "dbcnn": (
+        "DBCNN (Deep Bilinear CNN) pools two streams bilinearly: a VGG-16 trained on ImageNet "
+        "(authentic, content-related features) and a small CNN (S-CNN) pre-trained to classify "
+        "synthetic distortions; a linear layer maps the pooled features to quality (KonIQ-10k)."
+    ),
+    "hyperiqa": (
+        "HyperIQA first recognises the image content with a ResNet-50, then a hyper network "
+        "turns those semantics into the weights of a small quality-prediction network, which "
+        "scores multi-scale content features (KonIQ-10k checkpoint)."
+    ),
+    "wadiqam_nr": (
+        "WaDIQaM-NR is a deep CNN (ten convolution layers) that predicts a quality and a weight "
+        "for each 32x32 patch and reports the weighted average (KonIQ-10k checkpoint)."
+    ),
+    "nima": (
+        "NIMA (Neural Image Assessment) predicts the distribution of human ratings (1-10) with "
+        "an Inception-ResNet-v2 trained on the AVA aesthetics dataset and reports its mean; it "
+        "scores aesthetics as much as technical quality."
+    ),
+    "paq2piq": (
+        "PaQ-2-PiQ is a ResNet-18 with region-of-interest pooling trained on the LIVE-FB "
+        "database of patch and picture ratings; it scores the whole picture from patch-level "
+        "quality."
+    ),
+    "musiq": (
+        "MUSIQ (Multi-Scale Image Quality Transformer) encodes the image at its native "
+        "resolution and aspect ratio plus two rescaled copies as 32x32 patches with hash-based "
+        "2-D spatial and scale embeddings, and regresses quality with a transformer (KonIQ-10k)."
+    ),
+    "maniqa": (
+        "MANIQA (Multi-dimension Attention Network) feeds ViT-B/8 features through transposed "
+        "attention blocks and scale Swin transformer blocks and predicts quality with a "
+        "patch-weighted dual-branch head (KonIQ-10k checkpoint)."
+    ),
+    "tres": (
+        "TReS combines ResNet-50 features (local) with a transformer encoder (non-local) and is "
+        "trained with a relative-ranking loss and a self-consistency loss between an image and "
+        "its horizontal flip (KonIQ-10k checkpoint)."
+    ),
+    "topiq_nr": (
+        "TOPIQ (top-down IQA) uses high-level semantic features of a ResNet-50 to guide "
+        "attention over lower-level, distortion-sensitive features (cross-scale attention), "
+        "then pools them into a quality score (no-reference variant, KonIQ-10k checkpoint)."
+    ),
+    "clipiqa": (
+        "CLIP-IQA scores an image by the softmax similarity of its CLIP (RN50) embedding to "
+        "antonym prompt pairs ('Good image' / 'bad image', 'Sharp image' / 'blurry image', ...) "
+        "averaged over the pairs; no IQA training (pyiqa's multi-prompt variant)."
+    ),
+    "liqe": (
+        "LIQE (Language-Image Quality Evaluator) fine-tunes CLIP ViT-B/32 on several IQA "
+        "datasets with a multitask vision-language objective (quality level, scene, distortion "
+        "type); the score is the expectation over five quality-level prompts (KonIQ-10k)."
+    ),
+    "qualiclip": (
+        "QualiCLIP is CLIP RN50 fine-tuned without human opinion scores: it learns to rank "
+        "increasingly degraded crops against antonym quality prompts; the score is the "
+        "prompt-similarity softmax, like CLIP-IQA."
+    ),
+    "arniqa": (
+        "ARNIQA learns an image-distortion manifold: a ResNet-50 trained contrastively so that "
+        "images with the same degradation lie close together; a linear regressor on the "
+        "features of the image and its half-size copy gives the score (KonIQ-10k regressor)."
+    ),
+    "qalign": (
+        "Q-Align (the OneAlign checkpoint) is a large multimodal model (mPLUG-Owl2, about 8B "
+        "parameters) taught to rate images with text levels (bad, poor, fair, good, excellent); "
+        "the score is the probability-weighted mean of those levels (1-5)."
+    ),
+}
+
+# How pyiqa's implementation reads the image, beyond the shared RGB policy.
+_INPUT_NOTES = {
+    "piqe": "PIQE works on the luminance (the Y of YIQ), normalised by the image's own maximum.",
+    "niqe": (
+        "NIQE works on the luminance (the Y of YIQ, rounded to 8 bits) and ignores the bottom "
+        "and right pixels beyond the last whole 96x96 block."
+    ),
+    "brisque": (
+        "BRISQUE works on the luminance (the Y of YCbCr). Images smaller than about 17 pixels "
+        "a side often score NaN (too few pixels for the distribution fits)."
+    ),
+    "ilniqe": (
+        "IL-NIQE itself resizes every image to 524x524 (MATLAB-style bicubic) before scoring, as "
+        "the official code does, so scores of different-sized images are computed at one scale."
+    ),
+}
+
+# Agreement of pyiqa (and so of this module) with the original implementation, measured by
+# tests/test_reference_scores.py on the images in ../shared/reference-images.
+def metric_description(name: str) -> str:
+    """One paragraph on what the metric measures (used by the card and the module's info)."""
+    spec = get_metric(name)
+    text = _DESCRIPTIONS.get(
+        spec.name, f"{spec.display_name} is a no-reference image quality metric ({spec.family}), as implemented in pyiqa."
+    )
+    return f"{text} {spec.display_name}: {spec.direction}; nominal range {format_range(spec)}."
+
+
+def format_range(spec: MetricSpec) -> str:
+    lo, hi = spec.score_range
+    lo_s = "unbounded" if lo is None else f"{lo:g}"
+    hi_s = "no fixed upper bound" if hi is None else f"{hi:g}"
+    if hi is None:
+        return f"{lo_s} and up ({hi_s})"
+    return f"{lo_s} to {hi_s}"
+
+
+def _header(spec: MetricSpec) -> str:
+    meta = {
+        "title": spec.display_name,
+        "emoji": "\U0001f34c",
+        "tags": ["evaluate", "metric", "image-quality-assessment", "no-reference"],
+        "description": f"{spec.display_name} no-reference image quality score ({spec.direction}), "
+        f"computed with pyiqa {PYIQA_VERSION}; part of the Banana100 toolkit.",
+        # the folder is pushed as a Space (banana100 publish-metrics): its widget is app.py
+        "sdk": "gradio",
+        "app_file": "app.py",
+        "pinned": False,
+    }
+    body = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{body}---\n"
+
+
+def _size(wf) -> str:
+    if wf.size is None:
+        return "unknown"
+    if wf.sha256 and wf.size < 1e6:  # a pinned small file: its exact size
+        return f"{wf.size:,} bytes"
+    gb = wf.size / 1e9
+    return f"about {gb:.1f} GB" if gb >= 1 else f"about {wf.size / 1e6:.0f} MB"
+
+
+def _where(wf) -> str:
+    return {
+        "pyiqa": "`$TORCH_HOME/hub/pyiqa/`",
+        "torch": "`$TORCH_HOME/hub/checkpoints/` (torchvision's cache)",
+        "clip": "`$TORCH_HOME/hub/clip/` (pyiqa's CLIP loader)",
+        "hf": f"the Hugging Face cache (repo `{wf.repo_id}`)",
+    }[wf.cache]
+
+
+def _checksum(wf) -> str:
+    if wf.sha256:
+        return f"`{wf.sha256}`"
+    if wf.sha256_prefix:
+        return f"starts `{wf.sha256_prefix}`"
+    return "not pinned"
+
+
+def _fetch_example(wf) -> str:
+    if wf.snapshot:
+        return f"huggingface-cli download {wf.repo_id} --local-dir ~/iqa-weights/{wf.filename}"
+    return f"curl -L -o ~/iqa-weights/{wf.filename} {wf.download_url}"
+
+
+def _files_section(spec: MetricSpec) -> str:
+    files = spec.all_files
+    if not files:
+        return f"{spec.display_name} needs no parameter file: it works offline as installed.\n"
+    rows = "\n".join(
+        f"| `{wf.filename}` | {wf.role} | {_size(wf)} | {wf.licence} | {_checksum(wf)} | {wf.download_url} | {_where(wf)} |"
+        for wf in files
+    )
+    names = ", ".join(f"`{wf.filename}`" for wf in files)
+    fetch = "\n".join(_fetch_example(wf) for wf in files)
+    by_backend = ""
+    if spec.pyiqa_files is not None:
+        native = ", ".join(f"`{wf.filename}`" for wf in spec.backend_files("native"))
+        pyiqa = ", ".join(f"`{wf.filename}`" for wf in spec.backend_files("pyiqa"))
+        by_backend = (f"\nThe native backend (the default) reads {native} as released; "
+                      f"`backend=\"pyiqa\"` reads {pyiqa}.\n")
+    return f"""{spec.display_name} needs {names}:
+
+| file | role | size | licence | sha256 | download | its library's cache |
+| --- | --- | --- | --- | --- | --- | --- |
+{rows}
+{by_backend}
+The files are looked for, in this order:
+
+1. `${ENV_VAR}/<file>`: set `{ENV_VAR}` to a folder holding them (the way to work offline);
+2. the cache of the library that reads the file (last column; `$TORCH_HOME` defaults to `~/.cache/torch`);
+3. the Hugging Face cache (`huggingface_hub`);
+4. a download into that cache, unless `HF_HUB_OFFLINE=1`.
+
+The sha256 (or its prefix) is checked wherever the file is found. If a file is missing, the
+module raises `WeightsNotFoundError`, naming the missing file, its URL and where to put it.
+Nothing is downloaded when the module is imported. On a machine with internet,
+`banana100 weights download {spec.name}` fetches everything; for an offline cluster:
+
+```bash
+mkdir -p ~/iqa-weights
+{fetch}
+export {ENV_VAR}=~/iqa-weights
+banana100 weights check {spec.name}   # exit status 0 when every file is present and intact
+```
+"""
+
+
+def _gpu_memory(spec: MetricSpec) -> str:
+    one, two = spec.gpu_memory_gib
+    if one is None and two is None:
+        return ("not measured yet: run `bench/gpu_check.sh` on a GPU machine (it reports peak memory "
+                "for one 1024x1024 and one 2048x2048 image).")
+    fmt = lambda v: "not measured" if v is None else f"{v:.2f} GiB"
+    return f"{fmt(one)} at 1024x1024, {fmt(two)} at 2048x2048 (peak, one image, batch 1; bench/gpu_check.py)."
+
+
+def _precision(spec: MetricSpec) -> str:
+    if spec.native:
+        return ("native backend: float64 statistics and scores on CPU and GPU alike (mode \"pyiqa\" keeps pyiqa's "
+                "float32 in the steps where its rounding shows in the score); `backend=\"pyiqa\"`: pyiqa's own "
+                "float32. Never half precision.")
+    if spec.half_tolerance is None:
+        return "float32 only (the module never uses half precision for this metric)."
+    return (f"float32 by default; `half=True` allowed on GPU, where scores stayed within "
+            f"{spec.half_tolerance:g} of float32 in bench/gpu_check.py.")
+
+
+def _how_computed(spec: MetricSpec) -> str:
+    n = spec.name
+    if not spec.native:
+        return f"""This module is a thin face over the `banana100` library: the score is the one pyiqa
+{PYIQA_VERSION} (`pyiqa.create_metric("{n}")`) gives for the same image, computed by the
+library's batched scoring engine."""
+    return f"""This module is a thin face over the `banana100` library. By default the score is computed by
+the library's native implementation (`banana100.metrics.native.{n}`): batched torch code, the same on
+CPU and GPU, that reproduces pyiqa {PYIQA_VERSION}'s score (`pyiqa.create_metric("{n}")`; measured
+agreement below) many times faster (BENCHMARKS.md). `backend="pyiqa"` computes the score with pyiqa
+itself; `mode="official"` reproduces the original release instead of pyiqa's port."""
+
+
+def _backend_inputs(spec: MetricSpec) -> str:
+    half = ("- **half** (`bool`, optional, default `False`): float16 autocast; refused unless the "
+            "**Precision** line below states a measured tolerance.\n")
+    if not spec.native:
+        return "- **backend** (`str`, optional): `\"pyiqa\"`, the only backend of this metric.\n" + half
+    return ("- **backend** (`str`, optional): `\"native\"` (default: the batched torch implementation) "
+            "or `\"pyiqa\"`.\n"
+            "- **mode** (`str`, optional): `\"pyiqa\"` (default: pyiqa's scores) or `\"official\"` "
+            "(the original release's scores; native backend only).\n" + half)
+
+
+def _pyiqa_licence(spec: MetricSpec) -> str:
+    text = ("- pyiqa: PolyForm Noncommercial 1.0.0 since April 2026. Using pyiqa means using it under that "
+            "licence: noncommercial use only unless you obtain other terms from pyiqa's authors.")
+    if spec.native:
+        return text + (" The native backend (the default) does not run pyiqa; `backend=\"pyiqa\"` and "
+                       "the comparison tests do.")
+    return text + " This metric's score is computed by pyiqa."
+
+
+def _native_agreement_results() -> dict:
+    """The measured agreement of the native metrics (bench/native_agreement.py), or {}."""
+    path = Path(__file__).with_name("native") / "agreement.json"
+    return json.loads(path.read_text()).get("metrics", {}) if path.is_file() else {}
+
+
+# Why a native metric's largest difference from pyiqa is what it is (measured; see the tests).
+_NATIVE_NOTES = {
+    "brisque": (
+        "pyiqa computes BRISQUE in float32: its own score of an image moves by up to 0.002 with the "
+        "other images in its batch. The worst case, pepper_1 (score 0.75), is a fit's shape value "
+        "landing on the other side of a 0.001 step of the lookup grid: pyiqa's float32 ratio and the "
+        "native one straddle the step, and pyiqa run in float64 lands where the native code does "
+        "(tests/test_native_brisque.py)."
+    ),
+}
+
+
+# What the original MATLAB code computes in a flat window (read from the releases and MATLAB's
+# filter2.m / imfilter.m; issue 12).
+_MATLAB_FLAT = {
+    "brisque": ("`brisque_feature.m` filters with `filter2`, which finds the Gaussian window to be rank 1 "
+                "(an SVD) and runs `conv2` on the two SVD factors: a flat window's local mean then differs "
+                "from the pixel by a leftover set by the factors' last bits (LAPACK's), of either sign."),
+    "niqe": ("`computequality.m` filters with `imfilter(..., 'replicate')` on doubles. MATLAB's imfilter "
+             "splits a rank-1 kernel into two 1-D passes only above a size threshold that has changed between "
+             "versions (150 elements for doubles in its `getSeparableFilterThreshold` of 2014; the 7x7 window "
+             "has 49), so the release's own leftovers depend on the MATLAB version it runs on."),
+    "ilniqe": ("the release filters with `imfilter` (5x5 MSCN window, 2-D on doubles) and `conv2` (the "
+               "Gaussian derivatives): their leftovers on flat windows are MATLAB's own summation order. "
+               "The spreads below perturb the MSCN leftovers only, not the derivatives': a lower bound."),
+    "pi": "PI's NIQE half has NIQE's behaviour (see the NIQE card); its NRQM half has no MSCN step.",
+}
+
+
+def _flat_output(spec: MetricSpec) -> str:
+    if not spec.native:
+        return ""
+    return ("- **flat_share** (`list[float]`, native backend): per image, the share of windows that are flat "
+            "or exact ramps, where the score depends on rounding (see **Flat areas** below).\n")
+
+
+def _flat_results() -> dict:
+    path = Path(__file__).resolve().parents[2] / "bench" / "results_flat_regime.json"
+    return json.loads(path.read_text()).get("metrics", {}) if path.is_file() else {}
+
+
+def _flat_regime(spec: MetricSpec) -> str:
+    """The card's paragraph on flat areas (issue 12), with the numbers of bench/flat_regime.py."""
+    if not spec.native:
+        return ""
+    from banana100.metrics.native import FLAT_WARN_SHARE
+
+    n = spec.name
+    threshold = FLAT_WARN_SHARE.get(n)
+    warn = (f"above {threshold:.2%} a `banana100.metrics.native.FlatRegionWarning` is raised" if threshold is not None
+            else "no warning is raised (see below)")
+    text = (f"""#### Flat areas (clipped skies, flat graphics, exact ramps)
+
+In a flat window (and on an exact ramp) the local mean equals the pixel, so the MSCN coefficient
+(the normalised pixel the statistics are fitted to) is a rounding leftover: exactly 0 or a few
+units in the last place, of either sign, and the fits count signs. The score then depends on the
+arithmetic, not on the image. `compute()` returns `flat_share`, each image's share of such
+windows (the Parquet files of `banana100 score` have a `flat_share` column); {warn}.
+
+""")
+    if n not in ("piqe", "nrqm"):
+        text += """- **mode="pyiqa"** (default): in those windows the native code recomputes the coefficients with
+  pyiqa's own convolution arithmetic, so scores match pyiqa on the same device (flat patches at
+  every grey level 0-255, skimage's synthetic images, clipped photos: tests/test_native_flat.py;
+  on CPU; the CUDA check, bench/gpu_flat_check.py, has not run on a GPU yet). pyiqa's own score
+  there can depend on its convolution backend (oneDNN on or off, cuDNN, TF32).
+"""
+    r = _flat_results().get(n)
+    if n in _MATLAB_FLAT or (r and "rows" in r):
+        text += f"- **mode=\"official\"**: {_MATLAB_FLAT.get(n, '')}"
+    if r and "rows" in r:
+        rows = sorted(r["rows"], key=lambda row: row["leftover_share"])
+        from banana100.metrics.native import safe_flat_share
+
+        # the largest spread at each flat share of the photo-with-a-sky series (three grey levels)
+        series: dict[str, tuple[float, float]] = {}
+        for row in rows:
+            if row["image"].startswith("coffee, top"):
+                key = row["image"].split(" at ")[0]
+                share, spread = series.get(key, (0.0, 0.0))
+                series[key] = (max(share, row["leftover_share"]), max(spread, row["official_spread"]))
+        worst = max(rows, key=lambda row: row["official_spread"])
+        examples = "; ".join(f"{share:.1%} flat: up to {spread:.1%}" for share, spread in sorted(series.values()))
+        backend = max(rows, key=lambda row: row["pyiqa_backend_spread"])
+        text += (f" Those leftovers cannot be reproduced without MATLAB. How far the official score can move "
+                 f"with them (`bench/flat_regime.py`: every leftover set to 0, to +1e-12 or to -1e-12, the spread "
+                 f"of the scores over max(|score|, 1)): {examples}; at most {worst['official_spread']:.0%} "
+                 f"({worst['image']}). The 0.5 % the official mode aims at held up to {safe_flat_share(rows):.2%} flat windows "
+                 "in those images. "
+                 + (f"pyiqa's own score moved by up to {backend['pyiqa_backend_spread']:.0%} between oneDNN on "
+                    f"and off ({backend['image']}).\n" if backend["pyiqa_backend_spread"] > 1e-6 else
+                    "pyiqa's own score did not move between oneDNN on and off (it filters in float64 there).\n"))
+    elif n in _MATLAB_FLAT:
+        text += "\n"
+    if n == "piqe":
+        text += ("- PIQE is not sensitive to it: its block criteria are thresholds at 0.1 on variances and "
+                 "deviations, far above rounding leftovers; native and pyiqa agree to 1e-7 on all the flat "
+                 "images above, in both modes the share is reported but no warning is raised.\n")
+    if n in ("nrqm", "pi"):
+        text += ("- NRQM's features (block DCT, steerable-pyramid GSM, singular values of 5x5 patches) equal "
+                 "pyiqa's on the flat images above (`bench/nrqm_flat_features.py`; flat blocks' singular values "
+                 "differ only at rounding level); the final score could not be compared here (no "
+                 "`NRQM_model.mat`).\n")
+    return text + "\n"
+
+
+def _agreement(spec: MetricSpec) -> str:
+    r = _native_agreement_results().get(spec.name) if spec.native else None
+    if not r or "skipped" in r:
+        if spec.native:
+            why = r["skipped"] if r else "not measured yet"
+            return (f"Native backend: not measured against pyiqa on the final score ({why}; run "
+                    "`python bench/native_agreement.py` where the files exist).")
+        return ("Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code. "
+                "Not re-checked here: the checkpoint cannot be downloaded on the machines this toolkit is built on "
+                "(tests marked `needs_weights` compare with pyiqa wherever the files exist).")
+    pm = r["pyiqa_mode"]
+    rows = "\n".join(
+        f"| {p['image']} | {p['value']:.4f} ({p['source']}) | {p['official']:.4f} ({100 * p['official_dev']:+.3f} %) "
+        f"| {p['pyiqa']:.4f} ({100 * p['pyiqa_dev']:+.2f} %) |" for p in r["official_mode"])
+    return f"""Measured by `python bench/native_agreement.py` (raw numbers: `banana100/metrics/native/agreement.json`).
+
+- **mode="pyiqa"** (default): largest relative difference from pyiqa {PYIQA_VERSION}'s score
+  {pm['max_rel_diff']:.1e} over {pm['images']} images (the reference images below, a simulated
+  chain, odd sizes, grayscale, flat areas, the minimum size; worst: {pm['worst_image']}).
+  Relative difference: |native - pyiqa| / max(|pyiqa|, 1). {_NATIVE_NOTES.get(spec.name, "")}
+- **mode="official"** against the original implementation's published scores:
+
+| image | original (source) | mode="official" | pyiqa {PYIQA_VERSION} |
+| --- | --- | --- | --- |
+{rows}"""
+
+
+def _install_section(spec: MetricSpec) -> str:
+    from banana100 import about
+
+    extras = () if spec.native else ("deep",)
+    line = about.requirement(extras)
+    if spec.native:
+        what = ("The core library is enough: the default native backend is torch code and needs no pyiqa; "
+                f"`backend=\"pyiqa\"` needs the `deep` extra too (`{about.requirement(('deep',))}`).")
+    else:
+        what = (f"The `deep` extra brings pyiqa {PYIQA_VERSION}, which computes this score (and with it "
+                "timm, OpenCV and pyiqa's other requirements: several GB with torch; BENCHMARKS.md).")
+    return f"""## Installing
+
+The module is a thin face over the `banana100` library, which is not on PyPI: install the
+release the module was published with (the line in `requirements.txt` beside this card):
+
+```bash
+pip install "{line}"
+```
+
+{what} Without banana100, `evaluate.load` stops with evaluate's ImportError quoting this
+command (the `# From:` comment on the module's import line).
+"""
+
+
+def render_metric_card(name: str) -> str:
+    """The README.md of `metrics/<name>/`, from the metric table."""
+    spec = get_metric(name)
+    n = spec.name
+    d = spec.display_name
+    files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.all_files) or (
+        f"  - none: {d} needs no parameter file."
+    )
+    live = any("LIVE" in wf.licence for wf in spec.all_files)
+    live_note = (
+        "\nThe LIVE files come with the LIVE copyright notice (University of Texas at Austin): "
+        "keep it with any copy of the files and acknowledge LIVE in publications that use them.\n"
+        if live
+        else ""
+    )
+    return f"""{_header(spec)}
+# Metric Card for {d}
+
+## Metric Description
+
+{metric_description(n)}
+
+{_how_computed(spec)}
+
+- **Direction:** {spec.direction}.
+- **Nominal range:** {format_range(spec)}.
+- **Family:** {spec.family}.
+
+{_install_section(spec)}
+## How to Use
+
+```python
+import evaluate
+
+{n} = evaluate.load("metrics/{n}")  # the folder holding {n}.py and this card
+out = {n}.compute(images=["a.png", "b.jpg"])  # paths, PIL images or HxWx3 uint8 arrays
+# {{"metric": "{n}", "scores": [...], "mean": ..., "lower_better": {spec.lower_better}}}
+```
+
+`compute(images=...)` scores the images directly; `add_batch(images=...)` followed by
+`compute()` also works (slower: evaluate stores every image in its cache first).
+
+### Inputs
+
+- **images** (`list`): file paths, PIL images, or HxWx3 `uint8` arrays.
+- **device** (`str`, optional): `"cpu"`, `"cuda"`, `"cuda:1"`, ...; default `cuda` when available.
+- **batch_size** (`int`, optional, default 8): the most same-size images per forward pass.
+- **max_image_pixels** (`int`, optional): the largest width x height read from a file (default
+  89,478,485, or `$BANANA100_MAX_IMAGE_PIXELS`).
+{_backend_inputs(spec)}
+Every image becomes RGB exactly as pyiqa reads a file (PIL `.convert("RGB")`): grayscale is
+replicated to three channels, an alpha channel is dropped (not composited), 16-bit images keep
+their high byte, float arrays must lie in [0, 1]. Images are **not** resized by the module.
+{_INPUT_NOTES.get(n, "")}
+
+**Input size handling (pyiqa's own, kept as is):** {spec.resize}. Same-size images are
+batched together{"" if spec.batchable or spec.native else " only when the metric allows it; " + d + " scores one image at a time (batched scores would differ or the arch takes one image)"}.
+
+**GPU memory:** {_gpu_memory(spec)}
+
+**Precision:** {_precision(spec)}
+
+**Minimum size:** {spec.min_size}x{spec.min_size} pixels. A smaller image raises
+`ImageTooSmallError` naming the image and this minimum. {_min_size_note(spec)}
+
+**Uniform images** (every pixel the same colour): {_uniform_note(spec)}
+
+**No NaN scores:** a NaN or infinite result for one image (or a linear-algebra failure of the
+metric on it) raises `ScoreUndefinedError` naming the image, after the other images are scored
+(`error.scores`: None for that image; `error.errors`: each image's error); `banana100 score`
+writes such an image as a row with a NaN score and the error text, and the protocol counts it as
+a missing score, by name. A file that cannot be read (missing, corrupt, or over the pixel limit
+of 89,478,485 pixels that guards against decompression bombs: raise it with
+`max_image_pixels=` or `BANANA100_MAX_IMAGE_PIXELS`) raises `ImageReadError` naming the file.
+
+### Output Values
+
+- **metric** (`str`): `"{n}"`.
+- **scores** (`list[float]`): one score per image, in input order.
+- **mean** (`float`): the mean of the scores.
+- **lower_better** (`bool`): `{spec.lower_better}`.
+{_flat_output(spec)}
+#### Agreement with the original implementation
+
+{_agreement(spec)}
+
+{_flat_regime(spec)}### Parameter files
+
+{_files_section(spec)}
+## Limitations and Bias
+
+{d} is a no-reference metric: it scores how "natural" or undistorted an image looks, not how
+faithful it is to a source. The Banana100 benchmark (arXiv 2604.03400) shows that NR-IQA
+metrics like this one often fail to register the static noise and colour drift that build
+up when an image editor copies an image again and again.
+
+## Licences
+
+- Module code (`banana100`): Apache-2.0.
+{_pyiqa_licence(spec)}
+- Parameter files keep their authors' licences:
+{files_licences}
+{live_note}
+## Citation
+
+```bibtex
+{spec.citation or spec.paper}
+```
+
+{spec.paper}
+
+## Further References
+
+- pyiqa (IQA-PyTorch): https://github.com/chaofengc/IQA-PyTorch
+{("- Original code: " + spec.original_code) if spec.original_code else ""}
+- Banana100: https://arxiv.org/abs/2604.03400
+"""
+
+
+def _min_size_note(spec) -> str:
+    """How the minimum was found: measured for the hand-crafted metrics, pyiqa's limit for the deep ones."""
+    if spec.min_size_note:
+        return spec.min_size_note
+    return ("This is the smallest side pyiqa 0.1.16's arch scores without error (measured on the arch "
+            "built with random weights). Whether smaller images still get meaningful scores depends on the "
+            "trained weights, which were not at hand: `bench/bench_min_size.py` measures it where they are.")
+
+
+def _uniform_note(spec) -> str:
+    if spec.uniform_note:
+        return spec.uniform_note
+    if spec.uniform == "scored":
+        return ("scored like any other image: the network returns a number (finite for the archs checked "
+                "with random weights, `tests/test_degenerate_inputs.py`); whether it means anything for a blank "
+                "image depends on the trained weights.")
+    return f"{spec.uniform}."
+
+
+def card_metrics(metrics_dir: str | Path) -> list[str]:
+    """Metric names with a module in `metrics_dir` (`<name>/<name>.py`) and a registry entry."""
+    from banana100.metrics.table import METRICS
+
+    root = Path(metrics_dir)
+    return [n for n in METRICS if (root / n / f"{n}.py").is_file()]
+
+
+def write_metric_cards(metrics_dir: str | Path, names: list[str] | None = None) -> list[Path]:
+    """Write `<metrics_dir>/<name>/README.md` for each metric module present; return the paths."""
+    root = Path(metrics_dir)
+    written = []
+    for n in names if names is not None else card_metrics(root):
+        path = root / n / "README.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_metric_card(n), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m banana100.metrics.cards", description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics-dir", default="metrics", help="folder holding <name>/<name>.py (default: ./metrics)")
+    ap.add_argument("--check", action="store_true", help="do not write; exit 1 if a card is out of date")
+    args = ap.parse_args(argv)
+    root = Path(args.metrics_dir)
+    names = card_metrics(root)
+    if not names:
+        print(f"no metric modules found under {root}", file=sys.stderr)
+        return 1
+    if args.check:
+        stale = [n for n in names if not (root / n / "README.md").is_file()
+                 or (root / n / "README.md").read_text(encoding="utf-8") != render_metric_card(n)]
+        for n in stale:
+            print(f"out of date: {root / n / 'README.md'} (run python -m banana100.metrics.cards)")
+        return 1 if stale else 0
+    for p in write_metric_cards(root, names):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,503 @@
+"""The scoring engine: one model per metric, fed batches of same-size images.
+
+A model is either a pyiqa arch or, for the hand-crafted metrics, the batched torch code of
+`banana100.metrics.native` (the default there; `backend="pyiqa"` selects pyiqa). Images are read with
+`imageio.load_rgb` (pyiqa's PIL `.convert("RGB")` policy) and turned into float tensors exactly
+as pyiqa turns a file into a tensor (`TF.to_tensor`: uint8 / 255 in float32); a pyiqa model is
+built with the local path of its parameter file (from the weights store), so pyiqa never tries
+to download anything.
+
+    scorer = MetricScorer("niqe")              # cuda when available, else cpu
+    scorer.score(["a.png", pil_image, array])  # -> [float, float, float], input order
+
+Images of the same size are stacked into batches of `batch_size` when the metric is batchable
+(native modules always; pyiqa archs when the table says their batched scores equal their
+one-at-a-time scores).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import os
+import warnings
+from collections import defaultdict
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from banana100.metrics import weights
+from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
+from banana100.imageio import ImageLike, describe, image_size, load_rgb
+from banana100.metrics.native import MODES
+from banana100.metrics.table import MetricSpec, WeightFile, get_metric
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Make glibc keep freed memory for the next image instead of handing it back to the OS.
+
+    By default glibc unmaps large freed blocks and trims the heap top, so every image's
+    multi-megabyte tensors are page-faulted in afresh: on CPU that was most of the time spent
+    scoring with the hand-crafted metrics (bench/bench_malloc.py). With these settings only
+    blocks over 256 MiB (a batch of 2K images) are mapped separately, and up to 1 GiB of free
+    heap is kept for reuse. Process-wide (forked
+    decode workers inherit it), once per process; set BANANA100_MALLOC_TUNING=0 to leave the
+    allocator alone. Returns whether the settings were applied (False off glibc).
+    """
+    if os.environ.get("BANANA100_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, Windows): nothing to tune
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # musl's mallopt is a stub returning 0
+    return mallopt(_M_TRIM_THRESHOLD, 1 << 30) == 1 and mallopt(_M_MMAP_THRESHOLD, 256 << 20) == 1
+
+
+def default_device() -> str:
+    """'cuda' when a GPU is visible, else 'cpu'."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def to_tensor(rgb: np.ndarray) -> torch.Tensor:
+    """HxWx3 uint8 -> 3xHxW float32 in [0, 1]; bit-for-bit what `TF.to_tensor` gives pyiqa."""
+    if not rgb.flags.writeable:  # arrays from PIL are read-only; torch warns on those
+        rgb = rgb.copy()
+    return torch.from_numpy(rgb).permute(2, 0, 1).contiguous().to(torch.float32).div(255)
+
+
+def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str) -> None:
+    """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum.
+
+    The minimum is the metric's smallest meaningful size (the metric table's `min_size`: for the
+    hand-crafted metrics measured by bench/bench_min_size.py), not just what pyiqa accepts.
+    """
+    h, w = image.shape[:2] if isinstance(image, np.ndarray) else image
+    m = spec.min_size
+    if h < m or w < m:
+        raise ImageTooSmallError(
+            f"{spec.display_name} needs at least {m}x{m} pixels; {name} is {w}x{h} (width x height)"
+        )
+
+
+def uniform_colour(rgb: np.ndarray) -> tuple[int, int, int] | None:
+    """The colour of an image whose every pixel is the same, else None (a cheap look first)."""
+    flat = rgb.reshape(-1, rgb.shape[-1])
+    first = flat[0]
+    if not (flat[:4096] == first).all():  # almost every real image differs within its first rows
+        return None
+    if not (flat == first).all():
+        return None
+    return tuple(int(v) for v in first)
+
+
+def image_failures(images: int, failed: dict[int, Banana100Error], scores: list, what: str = "") -> Banana100Error:
+    """One error for the images of a call that could not be scored, after the others were.
+
+    ImageReadError when any file could not be read, else ScoreUndefinedError; it carries
+    `scores` (None for each failed image) and `errors` ({index: that image's error}).
+    """
+    names = "; ".join(str(failed[i]) for i in sorted(failed))
+    unread = any(isinstance(e, ImageReadError) for e in failed.values())
+    undefined = any(not isinstance(e, ImageReadError) for e in failed.values())
+    verb = ("could not be decoded or scored" if unread and undefined else
+            "could not be decoded" if unread else f"have no {what} score".replace("  ", " "))
+    cls = ImageReadError if unread else ScoreUndefinedError
+    error = cls(f"{len(failed)} of {images} images {verb} ({names}); the others were scored: see this error's `scores`")
+    error.scores = scores
+    error.errors = dict(sorted(failed.items()))
+    return error
+
+
+def _link_into(folder: Path, paths: Sequence[Path]) -> None:
+    """Link (or copy) files into `folder` unless a file of that name is already there."""
+    if not paths:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in paths:
+        target = folder / p.name
+        if target.exists():
+            continue
+        if target.is_symlink():  # a dangling link from an earlier run
+            target.unlink()
+        try:
+            os.symlink(Path(p).resolve(), target)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(p, target)
+
+
+def _stage_in_pyiqa_cache(paths: Sequence[Path]) -> None:
+    """Link files into pyiqa's download folder, for archs that only look there.
+
+    Only for files a pyiqa arch cannot take as a path argument (metric without `path_kwarg`,
+    or a second file); pyiqa would download them to the same place itself.
+    """
+    if not paths:
+        return
+    from pyiqa.utils.download_util import DEFAULT_CACHE_DIR
+
+    _link_into(Path(DEFAULT_CACHE_DIR), paths)
+
+
+@contextmanager
+def files_in_place(pairs: Sequence[tuple[WeightFile, Path]]):
+    """Put each (table file, local path) where the library that reads it will look, for a build.
+
+    pyiqa, torchvision and CLIP files are linked into their caches under `torch.hub.get_dir()`
+    (the places those libraries download to), renamed to the name they expect. timm backbones
+    and the Q-Align snapshot are handed over by patching, only while the block runs:
+    `timm.create_model(..., pretrained=True)` gets `pretrained_cfg_overlay={"file": path}`, and
+    Q-Align's `from_pretrained("q-future/one-align")` gets the local folder. Not thread-safe:
+    build scorers from one thread.
+    """
+    from contextlib import ExitStack
+    from unittest import mock
+
+    by_cache: dict[str, list[Path]] = defaultdict(list)
+    timm_files: dict[str, Path] = {}
+    snapshots: dict[str, Path] = {}
+    for wf, path in pairs:
+        if wf.snapshot:
+            snapshots[wf.repo_id] = path
+        elif wf.timm_name:
+            timm_files[wf.timm_name] = path
+        else:
+            by_cache[wf.cache].append(path)
+    if by_cache.get("pyiqa"):
+        _stage_in_pyiqa_cache(by_cache["pyiqa"])
+    for cache in ("torch", "clip"):
+        if by_cache.get(cache):
+            _link_into(weights.cache_dir(WeightFile("x", cache=cache)), by_cache[cache])
+    with ExitStack() as stack:
+        if timm_files:
+            import timm
+
+            original = timm.create_model
+
+            def create_model(model_name, pretrained=False, **kwargs):
+                if pretrained and model_name in timm_files:
+                    overlay = dict(kwargs.pop("pretrained_cfg_overlay", None) or {})
+                    overlay["file"] = str(timm_files[model_name])
+                    kwargs["pretrained_cfg_overlay"] = overlay
+                return original(model_name, pretrained=pretrained, **kwargs)
+
+            stack.enter_context(mock.patch.object(timm, "create_model", create_model))
+        if snapshots:
+            from pyiqa.archs import qalign_arch
+
+            for cls_name in ("MPLUGOwl2LlamaForCausalLM", "CLIPImageProcessor"):
+                cls = getattr(qalign_arch, cls_name)
+                orig = cls.from_pretrained
+
+                def from_pretrained(name, *args, _orig=orig, **kwargs):
+                    return _orig(str(snapshots.get(str(name), name)), *args, **kwargs)
+
+                stack.enter_context(mock.patch.object(cls, "from_pretrained", from_pretrained))
+        yield
+
+
+class MetricScorer:
+    """Scores images with one metric of the table.
+
+    Args:
+        metric: pyiqa id from the metric table (`banana100.metrics.table`).
+        device: "cpu", "cuda", "cuda:1"...; default cuda when available.
+        batch_size: most images per forward pass (same-size images only; batchable metrics).
+        backend: "native" (the batched torch code of `banana100.metrics.native`, the default for the
+            hand-crafted metrics) or "pyiqa"; None: the metric's default.
+        mode: "pyiqa" (pyiqa's scores, the default) or "official" (the original releases'
+            scores; native backend only).
+        half: run the forward pass under float16 autocast. Only for metrics whose table entry
+            has a measured `half_tolerance` (bench/gpu_check.py --half); refused otherwise.
+        max_image_pixels: the largest width x height read from a file (a guard against
+            decompression bombs); None: `banana100.imageio.MAX_IMAGE_PIXELS` (89,478,485 unless
+            BANANA100_MAX_IMAGE_PIXELS says otherwise).
+
+    Raises WeightsNotFoundError (naming the file and where to put it) when the metric's
+    parameter files are missing, UnknownMetricError for a name not in the table.
+    """
+
+    def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8,
+                 backend: str | None = None, mode: str = "pyiqa", half: bool = False,
+                 max_image_pixels: int | None = None):
+        self._setup(metric, device, batch_size)
+        self.max_image_pixels = max_image_pixels
+        if half:
+            self.allow_half()
+        self.backend = self.spec.check_backend(backend)
+        if mode not in MODES:
+            raise UsageError(f"{self.spec.name}: mode must be one of {MODES}, got {mode!r}")
+        if mode == "official" and self.backend != "native":
+            raise UsageError(f"{self.spec.name}: mode='official' needs the native backend "
+                             f"(this metric's backends: {', '.join(self.spec.backends)})")
+        self.mode = mode
+        if self.backend == "pyiqa":  # before the weights: without pyiqa they are of no use
+            from banana100.about import require_extra
+
+            require_extra("deep", f"the {self.spec.name} metric (pyiqa backend)")
+        pairs = weights.resolved_files(self.spec.name, backend=self.backend)
+        if self.backend == "native":
+            from banana100.metrics import native
+
+            self.model = native.build(self.spec.name, {wf.filename: path for wf, path in pairs}, mode=mode)
+            self.model.to(self.device)
+            return
+        import pyiqa  # heavy import, only when a pyiqa scorer is built
+
+        kwargs = dict(self.spec.pyiqa_kwargs)
+        if pairs and self.spec.path_kwarg:
+            kwargs[self.spec.path_kwarg] = str(pairs[0][1])
+            pairs = pairs[1:]
+        with files_in_place(pairs):
+            self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
+
+    def _setup(self, metric: str, device, batch_size: int) -> None:
+        self.spec = get_metric(metric)
+        self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
+        self._share_log: list = []
+        self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
+        self.device = torch.device(device if device is not None else default_device())
+        if int(batch_size) < 1:
+            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = int(batch_size)
+        self.decode_workers = min(4, os.cpu_count() or 1)  # threads decoding images in score()
+        self.max_image_pixels: int | None = None  # None: banana100.imageio.MAX_IMAGE_PIXELS
+        keep_freed_memory()
+
+    def allow_half(self, measured: bool = True) -> None:
+        """Score under float16 autocast from now on.
+
+        `measured=False` skips the table's check; only bench/gpu_check.py uses it, to measure
+        the tolerance that the table then states.
+        """
+        if measured and self.spec.half_tolerance is None:
+            raise UsageError(
+                f"{self.spec.name}: half precision has not been validated for this metric (no half_tolerance "
+                "in the metric table); measure it with `python bench/gpu_check.py --half` on a GPU first"
+            )
+        self.half = True
+
+    @classmethod
+    def from_model(cls, metric: str, model: torch.nn.Module, device=None, batch_size: int = 8) -> "MetricScorer":
+        """A scorer around an already built pyiqa model (tests build archs with random weights)."""
+        self = cls.__new__(cls)
+        self._setup(metric, device, batch_size)
+        self.model = model.to(self.device)
+        return self
+
+    def __repr__(self) -> str:
+        return (f"MetricScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size}, "
+                f"backend={self.backend!r}, mode={self.mode!r}{', half=True' if self.half else ''})")
+
+    @property
+    def batchable(self) -> bool:
+        """Native modules always batch (scores do not depend on the batch); pyiqa archs per the table."""
+        return self.backend == "native" or self.spec.batchable
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def score(self, images: Sequence[ImageLike]) -> list[float]:
+        """Scores of `images` (paths, bytes, PIL images or arrays), as Python floats in input order.
+
+        Every image's size is checked before any scoring starts (files by their header: a
+        missing, unreadable or too small file fails at once). Files are then decoded in
+        `decode_workers` threads a few batches ahead of the model, so decoding overlaps scoring
+        and only those batches are held in memory. A file whose pixel data turns out corrupt,
+        or an image the metric has no score for (a uniform image for a metric whose table entry
+        says `uniform="undefined"`, a NaN result), does not stop the others: they are scored,
+        then an ImageReadError (any unreadable file) or a ScoreUndefinedError names every such
+        image and carries all the scores in `error.scores` (None for the failed images) and
+        each image's error in `error.errors`. A NaN never comes back as a score.
+        """
+        images = list(images)
+        sizes: list[tuple[int, int]] = []
+        names: list[str] = []
+        for i, img in enumerate(images):
+            names.append(describe(img) if isinstance(img, (str, os.PathLike)) else f"image {i} {describe(img)}")
+            if isinstance(img, (str, os.PathLike, bytes)):
+                sizes.append(image_size(img, self.max_image_pixels))
+            else:  # arrays and PIL images are in memory already: convert them now
+                images[i] = load_rgb(img)
+                sizes.append(images[i].shape[:2])
+            check_size(self.spec, sizes[-1], names[-1])
+        return self._score(images, sizes, names)
+
+    def _score(self, images: list, sizes: list[tuple[int, int]], names: list[str] | None = None) -> list[float]:
+        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures.
+
+        A uniform image gets the metric's documented value, or ScoreUndefinedError, without
+        running the model (the table's `uniform`); a NaN or infinite score, or a linear-algebra
+        failure of one image (pyiqa's NIQE / IL-NIQE on degenerate images), is ScoreUndefinedError.
+        """
+        names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
+        scores: list[float | None] = [None] * len(images)
+        shares: list[float | None] = [None] * len(images)
+        failed: dict[int, Banana100Error] = {}
+        label = self.spec.display_name
+        for idx, rgbs in self._decoded_chunks(images, sizes, failed):
+            run = []
+            for j, i in enumerate(idx):
+                colour = uniform_colour(rgbs[j]) if self.spec.uniform != "scored" else None
+                if colour is None:
+                    run.append(j)
+                elif self.spec.uniform == "undefined":
+                    failed[i] = ScoreUndefinedError(
+                        f"{names[i]}: {label} is undefined for a uniform image (every pixel is RGB {colour}): "
+                        "its statistics need some variation in the image")
+                else:
+                    scores[i] = float(self.spec.uniform)
+            self._share_log = []
+            run_scores = self._forward_isolating(rgbs, run, [names[idx[j]] for j in run], failed, idx)
+            if len(self._share_log) == len(run):  # one forward per image or batch, in order
+                for j, share in zip(run, self._share_log):
+                    shares[idx[j]] = share
+            for j, s in zip(run, run_scores):
+                if s is None:
+                    continue
+                if math.isfinite(s):
+                    scores[idx[j]] = s
+                else:
+                    failed[idx[j]] = ScoreUndefinedError(
+                        f"{names[idx[j]]}: {label} gave {s} for this image (no defined score; a nearly "
+                        "uniform image, or too little variation for the metric's statistics)")
+        # the native hand-crafted metrics' share of flat windows per image (None elsewhere)
+        self.flat_shares = shares
+        if self.backend == "native" or any(s is not None for s in shares):
+            from banana100.metrics.native import warn_if_flat
+
+            warn_if_flat(self.spec.name, shares, names)
+        if failed:
+            raise image_failures(len(images), failed, scores, label)
+        return scores  # type: ignore[return-value]
+
+    def _forward_isolating(self, rgbs, run: list[int], names: list[str], failed: dict, idx: list[int]) -> list:
+        """Scores of rgbs[run]; a linear-algebra failure is retried image by image, and an image
+        that fails alone is recorded in `failed` (score None); any other error propagates."""
+        if not run:
+            return []
+        try:
+            return self._forward_backing_off(rgbs, run)
+        except torch.linalg.LinAlgError as e:
+            if len(run) == 1:
+                failed[idx[run[0]]] = ScoreUndefinedError(
+                    f"{names[0]}: {self.spec.display_name} failed on this image ({type(e).__name__.lstrip('_')}: "
+                    f"{str(e).splitlines()[0]}); a nearly uniform image has no defined score")
+                return [None]
+        return [s for j, name in zip(run, names) for s in self._forward_isolating(rgbs, [j], [name], failed, idx)]
+
+    def _decoded_chunks(self, images: list, sizes: list[tuple[int, int]], failed: dict):
+        """Yield (indices, RGB arrays) per same-size batch, decoding files ahead in a thread pool.
+
+        Up to two batches (at least 2 x decode_workers images) are decoded ahead of the one
+        being scored: enough to keep the threads busy, few enough to bound memory for 2K images.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        def decode(i: int) -> np.ndarray:
+            return images[i] if isinstance(images[i], np.ndarray) else load_rgb(images[i], self.max_image_pixels)
+
+        chunks = self._chunks(sizes)
+        order = [i for idx in chunks for i in idx]
+        ahead = max(2 * self.batch_size, 2 * self.decode_workers)
+        with ThreadPoolExecutor(max(1, self.decode_workers)) as pool:
+            pending = {i: pool.submit(decode, i) for i in order[:ahead]}
+            submitted = len(pending)
+            for idx in chunks:
+                done: dict[int, np.ndarray] = {}
+                for i in idx:
+                    try:
+                        done[i] = pending.pop(i).result()
+                    except ImageReadError as e:
+                        failed[i] = e
+                for i in order[submitted : submitted + len(idx)]:
+                    pending[i] = pool.submit(decode, i)
+                submitted += len(idx)
+                # a header can disagree with the decoded pixels (rare): batch by the real shape
+                by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
+                for i, rgb in done.items():
+                    by_shape[rgb.shape].append(i)
+                for group in by_shape.values():
+                    yield group, [done[i] for i in group]
+
+    def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
+        """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order.
+
+        `names` (the files they came from, say) label them in errors and warnings."""
+        if names is None:
+            names = [f"array {i} {describe(a)}" for i, a in enumerate(arrays)]
+        elif len(names) != len(arrays):
+            raise UsageError(f"score_arrays: {len(names)} names for {len(arrays)} arrays")
+        for a, name in zip(arrays, names):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
+                raise ImageReadError(f"{name}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
+            check_size(self.spec, a, name)
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        return self._score(arrays, [a.shape[:2] for a in arrays], list(names))
+
+    def _chunks(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
+        """Index lists to score together: same-size groups cut to batch_size, or singles."""
+        if not self.batchable or self.batch_size == 1:
+            return [[i] for i in range(len(sizes))]
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, size in enumerate(sizes):
+            groups[tuple(size)].append(i)
+        bs = self.batch_size
+        return [idx[k : k + bs] for idx in groups.values() for k in range(0, len(idx), bs)]
+
+    def _forward(self, x: torch.Tensor) -> list[float]:
+        with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.float16, enabled=self.half):
+            out = self.model(x.to(self.device))
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if out.dtype in (torch.float16, torch.bfloat16):  # under autocast; native scores stay float64
+            out = out.float()
+        out = out.detach().reshape(-1)
+        if out.numel() != x.shape[0]:
+            raise RuntimeError(f"{self.spec.name}: expected {x.shape[0]} scores, got shape {tuple(out.shape)}")
+        share = getattr(self.model, "last_flat_share", None)  # native modules: flat-window share
+        self._share_log.extend(share.tolist() if share is not None and share.numel() == x.shape[0]
+                               else [None] * x.shape[0])
+        return [float(v) for v in out.cpu().tolist()]
+
+    def _forward_backing_off(self, rgbs: Sequence[np.ndarray], idx: list[int]) -> list[float]:
+        """Score one same-size group; on out-of-memory, halve the batch (and keep it halved).
+
+        A single image that still does not fit raises the out-of-memory error.
+        """
+        x = None
+        try:
+            x = torch.stack([to_tensor(rgbs[i]) for i in idx])
+            return self._forward(x)
+        except Exception as e:  # noqa: BLE001 - only out-of-memory is handled here
+            if not _is_oom(e) or len(idx) == 1:
+                raise
+        del x
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        half = max(1, len(idx) // 2)
+        if half < self.batch_size:
+            warnings.warn(f"{self.spec.name}: out of memory with {len(idx)} images a batch; "
+                          f"batch_size lowered to {half}", RuntimeWarning, stacklevel=3)
+            self.batch_size = half
+        return self._forward_backing_off(rgbs, idx[:half]) + self._forward_backing_off(rgbs, idx[half:])
+
+
+def _is_oom(e: BaseException) -> bool:
+    """True for CUDA (or other accelerator / host) out-of-memory errors."""
+    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()

@@ -1,0 +1,199 @@
+"""The shared bases of the evaluate modules (`metrics/<name>/<name>.py`): `IQAMetric` for the 21
+metrics, `SensitivityProtocol` for the paper's protocol (`metrics/banana100_sensitivity`).
+
+A module file only names its metric:
+
+    import banana100.metrics.module as em
+
+    class Niqe(em.IQAMetric):
+        METRIC_NAME = "niqe"
+
+(`evaluate.load` takes the first non-abstract `EvaluationModule` subclass in the module's
+namespace; `IQAMetric` is abstract and the module refers to it through `em`, so the metric's
+own class is the one found.)
+
+`compute(images=[...])` scores the images directly with the engine: evaluate's usual path
+(`add_batch` -> Arrow cache -> `compute`) re-encodes every image feature to PNG, which is pure
+overhead here. `add`/`add_batch` followed by `compute()` still work, through that usual path.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Any
+
+import datasets
+import evaluate
+import numpy as np
+from PIL import Image
+
+from banana100 import about
+from banana100.metrics import protocol
+from banana100.metrics.engine import MetricScorer, default_device
+from banana100.metrics.table import get_metric
+
+_INPUTS_DESCRIPTION = """
+Args:
+    images: a list of images: file paths, PIL images, or HxWx3 uint8 arrays (also HxW
+        grayscale, HxWx4, uint16, or float arrays in [0, 1]; see `banana100.imageio`).
+    device: "cpu", "cuda", "cuda:1", ...; default cuda when available.
+    batch_size: most same-size images per forward pass (default 8).
+    backend: "native" (batched torch code; the default for the hand-crafted metrics) or
+        "pyiqa"; deep metrics have only "pyiqa".
+    mode: "pyiqa" (default: pyiqa's scores) or "official" (the original releases' scores;
+        hand-crafted metrics with the native backend only).
+    half: float16 autocast, only for metrics whose card states a measured half-precision
+        tolerance (refused otherwise).
+    max_image_pixels: the largest width x height read from a file (default 89,478,485, or
+        $BANANA100_MAX_IMAGE_PIXELS): a guard against decompression bombs.
+Returns:
+    metric: the pyiqa id of the metric.
+    scores: one float per image, in input order (never NaN).
+    mean: the mean of the scores.
+    lower_better: True when a lower score means better quality.
+    flat_share: (hand-crafted metrics, native backend) per image, the share of windows that are
+        flat or exact ramps, where the score depends on rounding; above the threshold its card states, a
+        `banana100.metrics.native.FlatRegionWarning` is raised (the card says how far to trust the score).
+Raises:
+    ImageTooSmallError: an image below the metric's smallest meaningful size (before scoring).
+    ImageReadError: a file that cannot be read (missing, corrupt, over the pixel limit); when
+        found while decoding, after the others were scored: `error.scores`, `error.errors`.
+    ScoreUndefinedError: images with no defined score (a uniform image for a metric whose card
+        says so, a NaN result), after the others were scored: `error.scores` (None for
+        those), `error.errors` ({index: error}).
+"""
+
+
+def _as_list(images: Any) -> list:
+    """One image, or a list of them, as a list (a 4-D array is a batch of HxWxC images)."""
+    if isinstance(images, (str, os.PathLike, bytes, Image.Image)):
+        return [images]
+    if isinstance(images, np.ndarray):
+        return list(images) if images.ndim == 4 else [images]
+    return list(images)
+
+
+def _from_arrow(value: Any) -> Any:
+    """An `images` cell read back from evaluate's Arrow cache -> something load_rgb reads."""
+    if isinstance(value, dict):  # Image(decode=False) gives {"bytes": ..., "path": ...}
+        return value["bytes"] if value.get("bytes") is not None else value["path"]
+    return value
+
+
+class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
+    """An NR-IQA metric from the metric table as an evaluate module; subclasses set METRIC_NAME."""
+
+    @property
+    @abc.abstractmethod
+    def METRIC_NAME(self) -> str:
+        """The metric's pyiqa id; subclasses override it with a plain class attribute."""
+
+    def _info(self) -> evaluate.MetricInfo:
+        from banana100.metrics.cards import metric_description  # cards imports nothing from here
+
+        spec = get_metric(self.METRIC_NAME)
+        return evaluate.MetricInfo(
+            description=metric_description(spec.name),
+            citation=spec.citation,
+            inputs_description=_INPUTS_DESCRIPTION,
+            # decode=False: the fallback path hands us the stored bytes/path, which we read
+            # with load_rgb exactly like the direct path (no EXIF rotation, pyiqa's policy).
+            features=datasets.Features({"images": datasets.Image(decode=False)}),
+            homepage="https://github.com/chaofengc/IQA-PyTorch",
+            license="Apache-2.0 (module code); pyiqa: PolyForm Noncommercial 1.0.0; parameter files: their authors' licences",
+            codebase_urls=["https://github.com/chaofengc/IQA-PyTorch"],
+            reference_urls=[about.PAPER_URL] + [wf.download_url for wf in spec.all_files],
+        )
+
+    def _scorer(self, device: str | None, batch_size: int, backend: str | None, mode: str, half: bool) -> MetricScorer:
+        cache = self.__dict__.setdefault("_scorers", {})
+        backend = get_metric(self.METRIC_NAME).check_backend(backend)
+        key = (str(device or default_device()), int(batch_size), backend, mode, bool(half))
+        if key not in cache:
+            cache[key] = MetricScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], backend=backend, mode=mode,
+                                      half=key[4])
+        return cache[key]
+
+    def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
+                max_image_pixels=None, **kwargs):
+        """Score images with this metric.
+
+        With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
+        re-encoding). Without it, the images stored by `add`/`add_batch` are scored.
+        """
+        if kwargs:
+            raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; "
+                            "compute takes images, device, batch_size, backend, mode, half, max_image_pixels")
+        options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half,
+                       max_image_pixels=max_image_pixels)
+        if images is not None and self.writer is None and self.num_process == 1:
+            return self._compute(images=_as_list(images), **options)
+        if images is not None:
+            images = _as_list(images)
+        # images added before (add/add_batch), or a distributed run: evaluate's own path
+        return super().compute(images=images, **options)
+
+    def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
+                 max_image_pixels=None):
+        images = [_from_arrow(x) for x in images]
+        if not images:
+            raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
+        scorer = self._scorer(device, batch_size, backend, mode, half)
+        scorer.max_image_pixels = max_image_pixels
+        scores = scorer.score(images)
+        out = {
+            "metric": self.METRIC_NAME,
+            "scores": scores,
+            "mean": float(np.mean(scores)),
+            "lower_better": get_metric(self.METRIC_NAME).lower_better,
+        }
+        if any(s is not None for s in scorer.flat_shares):  # native hand-crafted metrics
+            out["flat_share"] = scorer.flat_shares
+        return out
+
+
+_SENSITIVITY_INPUTS = """
+Args:
+    scores (list of float): one metric's score per image (NaN, inf or None = no score: a missing
+        score, listed by name in `undefined_scores`, never used as a number).
+    steps (list of int): the chain step of each image (0 = source).
+    chain_ids (list of str): the chain of each image.
+    lower_better (bool): True when a lower score means better quality (NIQE, BRISQUE, ...).
+    reference_step (int): step the changes are measured from (default 1).
+    check_steps (tuple of int): steps that must all score worse (default (5, 10, 20)).
+Returns:
+    n_chains, n_passed, n_failed, n_incomplete, failure_rate, mean_rho, share_last_worse,
+    incomplete_chains, n_undefined_scores, undefined_scores ({chain_id, step} of each missing
+    score), per_chain (chain_id, passed, d_<k>, rho, missing_steps, undefined_steps,
+    incomplete_reason, last_step, last_worse).
+Example:
+    >>> p = evaluate.load("metrics/banana100_sensitivity")
+    >>> p.compute(scores=[5.0, 4.0, 3.0, 2.0], steps=[1, 5, 10, 20], chain_ids=["a"] * 4)["failure_rate"]
+    0.0
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(protocol.__doc__, _SENSITIVITY_INPUTS)
+class SensitivityProtocol(evaluate.Metric):
+    """The paper's sensitivity protocol (`banana100.metrics.protocol.sensitivity`) as an evaluate
+    metric: one score per image with its chain and step in, the protocol's summary out."""
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=protocol.__doc__,
+            citation=about.CITATION,
+            inputs_description=_SENSITIVITY_INPUTS,
+            features=datasets.Features(
+                {"scores": datasets.Value("float64"), "steps": datasets.Value("int64"), "chain_ids": datasets.Value("string")}
+            ),
+            homepage=about.CODE_REPOSITORY,
+            license=f"{about.CODE_LICENCE} (module code)",
+            codebase_urls=[about.CODE_REPOSITORY],
+            reference_urls=[about.PAPER_URL],
+        )
+
+    def _compute(self, scores, steps, chain_ids, lower_better=False, reference_step=protocol.DEFAULT_REFERENCE_STEP,
+                 check_steps=protocol.DEFAULT_CHECK_STEPS):
+        return protocol.sensitivity(scores, steps, chain_ids, lower_better=lower_better,
+                                    reference_step=reference_step, check_steps=check_steps)
