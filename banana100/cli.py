@@ -328,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _exit_status(e: Banana100Error) -> int:
-    from banana100.chains.editors import UnknownEditorError
-    from banana100.chains.editors.base import BudgetExceeded, RunStopped
+    from banana100.errors import UnknownEditorError
+    from banana100.errors import BudgetExceeded, RunStopped
     from banana100.errors import SettingError, UnknownMetricError
 
     if isinstance(e, BudgetExceeded):
@@ -369,7 +369,7 @@ def _run(args, name: str, debug: bool) -> int:
     except Banana100Error as e:
         if debug:
             raise
-        from banana100.chains.editors.base import BudgetExceeded
+        from banana100.errors import BudgetExceeded
 
         code = _exit_status(e)
         print(f"{name}: {'stopped' if isinstance(e, BudgetExceeded) else 'error'}: {e}", file=sys.stderr)

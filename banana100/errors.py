@@ -1,4 +1,8 @@
-"""Errors a user can act on. The CLI prints these as one message, without a traceback."""
+"""Every error a user can act on, in one hierarchy under `Banana100Error`: the CLI prints any of
+them as one line, without a traceback (`BANANA100_DEBUG=1` shows it), and maps the kind to its
+exit status (banana100/cli.py)."""
+
+from __future__ import annotations
 
 
 class Banana100Error(Exception):
@@ -58,3 +62,71 @@ class UsageError(Banana100Error, ValueError):
 class MissingExtraError(Banana100Error, ImportError):
     """A feature needs an optional part of banana100 that is not installed; the message names
     the extra to install (`pip install "banana100[deep]"`, ...)."""
+
+
+# -- metrics ----------------------------------------------------------------------------
+
+
+class WeightsChecksumError(WeightsNotFoundError):
+    """A weights file was found but its sha256 is not the one in the metric table."""
+
+
+class ParameterFileError(Banana100Error, ValueError):
+    """A parameter file is missing, unreadable or not in the expected format."""
+
+
+# -- chains: editors and runs -----------------------------------------------------------
+
+
+class UnknownEditorError(Banana100Error):
+    """An editor name that `make_editor` does not know."""
+
+
+class EditError(Banana100Error):
+    """An edit step failed after the editor's own (bounded) retries; rerunning retries it."""
+
+
+class ChainStopped(EditError):
+    """This chain cannot go on (e.g. every retry of a step was blocked for safety).
+
+    The runner records the chain as stopped (`stopped.jsonl` in the run folder) with the
+    reason, carries on with the other chains, and does not retry it on a rerun unless asked
+    (`--retry-stopped`)."""
+
+    def __init__(self, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.details = details or {}
+
+
+class RunStopped(EditError):
+    """No chain can go on (bad key, unknown model, cost cap): the runner stops scheduling
+    steps, lets the steps in flight finish, and reports this reason."""
+
+
+class BudgetExceeded(RunStopped):
+    """The next call could take the run past its cost cap (--max-cost)."""
+
+
+class RunMismatchError(UsageError):
+    """A rerun into a run folder made with a different editor, model, setting or seed: the
+    options conflict with the folder (the CLI's usage status, 2), the folder itself is fine."""
+
+
+class ChainsFailedError(Banana100Error):
+    """Some chains stopped on an error; the others ran to the end. `.failures`, `.summary`."""
+
+    def __init__(self, message: str, failures: dict, summary):
+        super().__init__(message)
+        self.failures = failures  # chain_id -> (step, exception)
+        self.summary = summary
+
+
+class ImportChainsError(Banana100Error):
+    """A pattern or folder that cannot be imported."""
+
+
+# -- the Space --------------------------------------------------------------------------
+
+
+class UploadError(Banana100Error):
+    """An uploaded file the Space refuses (not an image, too large, too many pixels)."""

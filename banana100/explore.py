@@ -46,7 +46,7 @@ import pandas as pd
 from PIL import Image
 
 from banana100 import about
-from banana100.errors import Banana100Error, DatasetError, ImageReadError
+from banana100.errors import Banana100Error, DatasetError, ImageReadError, UploadError
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 from banana100.metrics.table import METRICS
 
@@ -60,10 +60,6 @@ DEFAULT_CACHE = Path.home() / ".cache" / "banana100-space"
 
 DISPLAY_SIDE = 768  # longest side of the images shown
 _THUMB_QUALITY = 95
-
-
-class UploadError(Banana100Error):
-    """An uploaded file the Space refuses (not an image, too large, too many pixels)."""
 
 
 def metric_label(metric: str) -> str:
@@ -343,7 +339,9 @@ class ReleaseChains(ChainImages):
     def __init__(self, spec: ReleaseSpec, cache_dir: str | os.PathLike, keep: int = 4, max_side: int = DISPLAY_SIDE):
         import fsspec
 
-        from banana100.chains.importer import ImportChainsError, plan_chains
+        from banana100.chains.importer import plan_chains
+
+        from banana100.errors import ImportChainsError
 
         self.spec = spec
         url = spec.url
@@ -427,7 +425,6 @@ class ReleaseChains(ChainImages):
 
     def originals(self, chain_id: str) -> dict[int, bytes | Path]:
         return dict(self.fetch(chain_id))
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,7 +520,6 @@ class ChainScores:
             table.to_parquet(tmp, index=False)
             tmp.replace(path)
         return table
-
 
 
 def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:

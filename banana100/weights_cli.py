@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from banana100.metrics import weights
-from banana100.errors import UsageError, WeightsNotFoundError
+from banana100.errors import UsageError, WeightsChecksumError, WeightsNotFoundError
 from banana100.metrics.table import METRICS, ROSTER, WeightFile, get_metric
 
 
@@ -49,7 +49,7 @@ def status(wf: WeightFile, metric: str) -> dict:
     }
     try:
         row.update(state="ok", path=str(weights.resolve_file(wf, allow_download=False, metric=metric)))
-    except weights.WeightsChecksumError as e:
+    except WeightsChecksumError as e:
         row.update(state="bad-checksum", path=None, message=str(e))
     except WeightsNotFoundError as e:
         row.update(state="missing", path=None, message=str(e))

@@ -266,7 +266,8 @@ def test_import_chains_with_a_regex_and_gaps(tmp_path):
 
 
 def test_import_chains_bad_patterns(tmp_path):
-    from banana100.chains.importer import ImportChainsError, compile_pattern
+    from banana100.chains.importer import compile_pattern
+    from banana100.errors import ImportChainsError
 
     with pytest.raises(ImportChainsError, match="step"):
         compile_pattern("{chain}/x.png")

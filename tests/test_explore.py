@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from banana100.errors import UploadError
 from banana100 import explore as ex
 from banana100.chains.editors import make_editor
 from banana100.imageio import load_rgb
@@ -111,23 +112,23 @@ def test_check_upload(tmp_path):
     assert ex.check_upload(good).shape == (40, 64, 3)
     text = tmp_path / "x.png"
     text.write_text("hello")
-    with pytest.raises(ex.UploadError, match="not an image"):
+    with pytest.raises(UploadError, match="not an image"):
         ex.check_upload(text)
     gif = tmp_path / "a.gif"
     Image.new("RGB", (64, 64)).save(gif)
-    with pytest.raises(ex.UploadError, match="GIF images are not accepted"):
+    with pytest.raises(UploadError, match="GIF images are not accepted"):
         ex.check_upload(gif)
     big = tmp_path / "big.png"
     Image.new("L", (5000, 4000)).save(big)
-    with pytest.raises(ex.UploadError, match="20.0 megapixels"):
+    with pytest.raises(UploadError, match="20.0 megapixels"):
         ex.check_upload(big)
-    with pytest.raises(ex.UploadError, match="limit is 0 MB"):
+    with pytest.raises(UploadError, match="limit is 0 MB"):
         ex.check_upload(good, max_bytes=10)
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
-    with pytest.raises(ex.UploadError, match="empty"):
+    with pytest.raises(UploadError, match="empty"):
         ex.check_upload(empty)
-    with pytest.raises(ex.UploadError, match="could not be read"):
+    with pytest.raises(UploadError, match="could not be read"):
         ex.check_upload(tmp_path / "missing.png")
 
 
@@ -143,7 +144,7 @@ def test_samples_by_name_only():
         generated_source("nope")
     with pytest.raises(ValueError, match="side >= 32"):
         generated_source("grid", 16)
-    with pytest.raises(ex.UploadError, match="unknown sample"):
+    with pytest.raises(UploadError, match="unknown sample"):
         ex.sample_image("../../etc/passwd")
     assert ex.shrink(np.zeros((400, 600, 3), np.uint8), 300).shape == (200, 300, 3)
 
@@ -394,5 +395,5 @@ def test_check_upload_minimum_side(tmp_path):
     small = tmp_path / "small.png"
     Image.new("RGB", (90, 200), "red").save(small)
     assert ex.check_upload(small).shape == (200, 90, 3)
-    with pytest.raises(ex.UploadError, match="at least 96 pixels"):
+    with pytest.raises(UploadError, match="at least 96 pixels"):
         ex.check_upload(small, min_side=96)

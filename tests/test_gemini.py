@@ -19,13 +19,15 @@ import pytest
 from banana100.chains.budget import CALLS_FILE, CallMeter, ledger_totals
 from banana100.cli import main as cli_main
 from banana100.chains.editors import make_editor
-from banana100.chains.editors.base import BudgetExceeded, EditRequest, RunStopped
+from banana100.chains.editors.base import EditRequest
+from banana100.errors import BudgetExceeded, RunStopped
 from banana100.chains.editors.gemini import FAST_MODEL, GeminiEditor, api_seed
 from banana100.chains.editors.simulated import SimulatedEditor
 from banana100.imageio import load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
 from banana100.chains.pricing import price_for
-from banana100.chains.runner import STOPPED_FILE, ChainsFailedError, generate_chains, read_stopped, step_seed
+from banana100.chains.runner import STOPPED_FILE, generate_chains, read_stopped, step_seed
+from banana100.errors import ChainsFailedError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import load_settings
 from runfolder import write_source

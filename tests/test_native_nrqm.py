@@ -22,7 +22,7 @@ from PIL import Image
 
 from banana100.metrics.engine import to_tensor
 from banana100.metrics.native import nrqm, pi
-from banana100.metrics.native.params import ParameterFileError
+from banana100.errors import ParameterFileError
 
 NIQE_FILE = "niqe_modelparameters.mat"
 

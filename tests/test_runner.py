@@ -20,7 +20,8 @@ from banana100.chains.editors.simulated import DELAY_ENV, SimulatedEditor
 from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
-from banana100.chains.runner import RUN_FILE, ChainsFailedError, RunMismatchError, generate_chains, step_seed
+from banana100.chains.runner import RUN_FILE, generate_chains, step_seed
+from banana100.errors import ChainsFailedError, RunMismatchError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import get_setting
 from runfolder import write_source

@@ -8,7 +8,9 @@ import threading
 import numpy as np
 import pytest
 
-from banana100.chains.editors import EditRequest, UnknownEditorError, make_editor
+from banana100.chains.editors import EditRequest, make_editor
+
+from banana100.errors import UnknownEditorError
 from banana100.chains.editors.simulated import DELAY_ENV, SimulatedEditor
 from banana100.errors import Banana100Error
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from banana100.errors import WeightsChecksumError
 from banana100.metrics import weights
 from banana100.errors import UnknownMetricError, WeightsNotFoundError
 from banana100.metrics.table import PYIQA_WEIGHTS_REPO, get_metric
@@ -165,7 +166,7 @@ def test_env_folder_wins_over_caches(offline, monkeypatch, no_network):
 def test_sha256_mismatch_is_caught(monkeypatch, tmp_path, no_network):
     (tmp_path / NIQE_FILE).write_bytes(b"not the LIVE model")
     monkeypatch.setenv(weights.ENV_VAR, str(tmp_path))
-    with pytest.raises(weights.WeightsChecksumError) as exc:
+    with pytest.raises(WeightsChecksumError) as exc:
         weights.files_for("niqe")
     msg = str(exc.value)
     assert NIQE_FILE in msg and str(tmp_path / NIQE_FILE) in msg
@@ -187,7 +188,7 @@ def test_explicit_sha256_for_files_outside_the_table(monkeypatch, tmp_path, no_n
     good = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # sha256("abc")
     assert weights.resolve("extra.bin", sha256=good) == tmp_path / "extra.bin"
     assert weights.resolve("extra.bin") == tmp_path / "extra.bin"  # unknown file: no check
-    with pytest.raises(weights.WeightsChecksumError, match="extra.bin"):
+    with pytest.raises(WeightsChecksumError, match="extra.bin"):
         weights.resolve("extra.bin", sha256="0" * 64)
 
 
@@ -247,7 +248,7 @@ def test_download_is_used_and_checked(online, monkeypatch, tmp_path):
     bad.parent.mkdir()
     bad.write_bytes(b"truncated")
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo_id, filename, **kw: str(bad))
-    with pytest.raises(weights.WeightsChecksumError, match="fresh download"):
+    with pytest.raises(WeightsChecksumError, match="fresh download"):
         weights.resolve(NIQE_FILE)
 
 

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from banana100.chains.editors.base import BudgetExceeded
+from banana100.errors import BudgetExceeded
 from banana100.chains.manifest import utc_now
 
 CALLS_FILE = "calls.jsonl"

@@ -40,17 +40,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana100.errors import Banana100Error
+from banana100.errors import ImportChainsError
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, sha256_file, utc_now
 from banana100.schema import chain_id as make_chain_id
 
 FIELDS = ("chain", "source", "setting", "repeat", "step", "model")
 _NUMERIC = ("step", "repeat")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)(?::0?(\d*)d)?\}")
-
-
-class ImportChainsError(Banana100Error):
-    """A pattern or folder that cannot be imported."""
 
 
 def compile_pattern(pattern: str) -> re.Pattern:

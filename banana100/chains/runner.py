@@ -39,8 +39,9 @@ from tqdm import tqdm
 
 from banana100 import __version__
 from banana100.chains.budget import CALLS_FILE, CallMeter
-from banana100.chains.editors.base import ChainStopped, Editor, EditRequest, EditResult, RunStopped
-from banana100.errors import Banana100Error, ImageReadError, ManifestError, UsageError
+from banana100.chains.editors.base import Editor, EditRequest, EditResult
+from banana100.errors import ChainStopped, ChainsFailedError, RunMismatchError, RunStopped
+from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import IMAGE_SUFFIXES, encode_png, list_images, load_rgb
 from banana100.chains.manifest import (
     MANIFEST_NAME,
@@ -84,20 +85,6 @@ _RUNNER_FIELDS = frozenset(
 )
 _FIELD_TYPES = {"string": (str,), "int32": (int,), "int64": (int,), "float64": (int, float)}
 _FIELD_DTYPE = {f.name: f.dtype for f in RECORD_FIELDS}
-
-
-class RunMismatchError(UsageError):
-    """A rerun into a run folder made with a different editor, model, setting or seed: the
-    options conflict with the folder (the CLI's usage status, 2), the folder itself is fine."""
-
-
-class ChainsFailedError(Banana100Error):
-    """Some chains stopped on an error; the others ran to the end. `.failures`, `.summary`."""
-
-    def __init__(self, message: str, failures: dict, summary: RunSummary):
-        super().__init__(message)
-        self.failures = failures  # chain_id -> (step, exception)
-        self.summary = summary
 
 
 @dataclass

@@ -21,15 +21,11 @@ import hashlib
 import os
 from pathlib import Path
 
-from banana100.errors import WeightsNotFoundError
+from banana100.errors import WeightsChecksumError, WeightsNotFoundError
 from banana100.metrics.table import METRICS, PYIQA_WEIGHTS_REPO, WeightFile, get_metric
 
 ENV_VAR = "BANANA100_WEIGHTS"
 _TRUE = {"1", "on", "yes", "true"}
-
-
-class WeightsChecksumError(WeightsNotFoundError):
-    """A weights file was found but its sha256 is not the one in the metric table."""
 
 
 def hub_url(filename: str, repo_id: str = PYIQA_WEIGHTS_REPO) -> str:

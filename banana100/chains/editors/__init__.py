@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from banana100.errors import Banana100Error
+from banana100.errors import UnknownEditorError
 from banana100.chains.editors.base import Editor, EditRequest, EditResult
 
 # name -> "module:Class" (module relative to this package)
@@ -16,10 +16,6 @@ EDITORS: dict[str, str] = {
     "simulated": ".simulated:SimulatedEditor",
     "gemini": ".gemini:GeminiEditor",
 }
-
-
-class UnknownEditorError(Banana100Error):
-    """An editor name that `make_editor` does not know."""
 
 
 def known_editors() -> list[str]:

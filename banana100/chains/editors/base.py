@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from banana100.errors import Banana100Error
 
 
 @dataclass
@@ -49,28 +48,3 @@ class Editor(abc.ABC):
     @abc.abstractmethod
     def edit(self, request: EditRequest) -> EditResult:
         """Produce the next image of a chain."""
-
-
-class EditError(Banana100Error):
-    """An edit step failed after the editor's own (bounded) retries; rerunning retries it."""
-
-
-class ChainStopped(EditError):
-    """This chain cannot go on (e.g. every retry of a step was blocked for safety).
-
-    The runner records the chain as stopped (`stopped.jsonl` in the run folder) with the
-    reason, carries on with the other chains, and does not retry it on a rerun unless asked
-    (`--retry-stopped`)."""
-
-    def __init__(self, message: str, details: dict | None = None):
-        super().__init__(message)
-        self.details = details or {}
-
-
-class RunStopped(EditError):
-    """No chain can go on (bad key, unknown model, cost cap): the runner stops scheduling
-    steps, lets the steps in flight finish, and reports this reason."""
-
-
-class BudgetExceeded(RunStopped):
-    """The next call could take the run past its cost cap (--max-cost)."""

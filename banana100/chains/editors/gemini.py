@@ -41,7 +41,8 @@ from PIL import Image
 
 from banana100.imageio import encode_png
 from banana100.chains.pricing import price_for
-from banana100.chains.editors.base import ChainStopped, EditError, Editor, EditRequest, EditResult, RunStopped
+from banana100.chains.editors.base import Editor, EditRequest, EditResult
+from banana100.errors import ChainStopped, EditError, RunStopped
 
 DEFAULT_MODEL = "gemini-3-pro-image-preview"
 FAST_MODEL = "gemini-3.1-flash-image-preview"

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from banana100.metrics.native import matlab, nss
-from banana100.metrics.native.params import ParameterFileError
+from banana100.errors import ParameterFileError
 
 PARAM_FILE = "NRQM_model.mat"
 NUM_BANDS = 6

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-class ParameterFileError(ValueError):
-    """A parameter file is missing, unreadable or not in the expected format."""
+from banana100.errors import ParameterFileError
 
 
 def _fail(path, what: str) -> ParameterFileError:
