@@ -23,12 +23,16 @@ under a higher limit of its own, PIL's is raised to it for that call.
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
 import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Union
+from typing import TypeVar, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -36,6 +40,8 @@ from PIL import Image, UnidentifiedImageError
 from banana100.errors import ImageReadError
 
 ImageLike = Union[str, os.PathLike, bytes, Image.Image, np.ndarray]
+T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_MAX_IMAGE_PIXELS = 89_478_485  # PIL's default: 1024 * 1024 * 1024 // 4 // 3
 MAX_IMAGE_PIXELS_ENV = "BANANA100_MAX_IMAGE_PIXELS"
@@ -232,3 +238,36 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
     if not folder.is_dir():
         raise ImageReadError(f"{folder}: no such folder")
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def decode_ahead(items: Iterable[T], decode: Callable[[T], R], workers: int, ahead: int,
+                 catch: tuple[type[BaseException], ...] = (ImageReadError,)) -> Iterator[tuple[T, R | BaseException]]:
+    """(item, decode(item)) for each item, in input order, while `workers` threads decode up to
+    `ahead` items beyond the one handed out: decoding (PIL releases the GIL) overlaps the
+    caller's scoring, and memory holds at most `ahead` decoded images. An exception of a `catch`
+    type comes back in place of the result (the caller names the file); others propagate.
+    `items` is drawn lazily; `workers` <= 0 decodes in this thread. The one decode-ahead of
+    the library: the engine's `score` and `banana100 score` use it."""
+    it = iter(items)
+    if workers <= 0:
+        for item in it:
+            try:
+                yield item, decode(item)
+            except catch as e:
+                yield item, e
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="banana100-decode")
+    try:
+        pending: deque = deque((item, pool.submit(decode, item)) for item in itertools.islice(it, max(1, ahead)))
+        while pending:
+            item, future = pending.popleft()
+            for nxt in itertools.islice(it, 1):
+                pending.append((nxt, pool.submit(decode, nxt)))
+            try:
+                result = future.result()
+            except catch as e:
+                yield item, e
+            else:
+                yield item, result
+    finally:  # also when the caller stops early: drop what is queued, wait for what runs
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -22,12 +22,12 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch.utils.data
+import torch
 from tqdm.auto import tqdm
 
 from banana100.metrics.engine import check_size
 from banana100.errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
-from banana100.imageio import load_rgb
+from banana100.imageio import decode_ahead, load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
 from banana100.metrics.table import get_metric
 
@@ -154,7 +154,7 @@ def _merge(out: Path) -> None:
 
 @dataclass
 class Decoded:
-    """One image of this process's share, decoded (or why not) by a DataLoader worker."""
+    """One image of this process's share, decoded (or why not)."""
 
     record: dict
     name: str
@@ -163,50 +163,33 @@ class Decoded:
     error: str | None = None
 
 
-class _DecodedImages(torch.utils.data.IterableDataset):
-    """This process's images, decoded in DataLoader worker processes (an IterableDataset).
-
-    Each worker re-opens the source and takes every n-th image of this process's share, so
-    nothing large crosses process boundaries but the decoded arrays. Images already scored
-    come through undecoded (`needed == []`) so the progress bar still counts them.
-    """
-
-    def __init__(self, source: Path, metrics: list[str], done: set, rank: int, world: int):
-        self.source, self.metrics, self.done, self.rank, self.world = source, metrics, done, rank, world
-
-    def __iter__(self) -> Iterator[Decoded]:
-        info = torch.utils.data.get_worker_info()
-        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        _, items = iter_items(self.source)
-        mine = (item for index, item in enumerate(items) if index % self.world == self.rank)
-        for k, item in enumerate(mine):
-            if k % nw != wid:
-                continue
-            needed = [m for m in self.metrics if (item.record["chain_id"], item.record["step"], m) not in self.done]
-            d = Decoded(item.record, item.name, needed)
-            if needed:
-                data = b""
-                try:
-                    data = item.read()
-                    d.rgb = load_rgb(data)
-                except (Banana100Error, OSError) as e:  # named by the file, not as "<N bytes>"
-                    d.error = f"{item.name}: {str(e).removeprefix(f'<{len(data)} bytes>: ')}"
-            yield d
-
-
-def _as_is(d: Decoded) -> Decoded:
-    """DataLoader's collate step, doing nothing (the default would turn arrays into tensors)."""
-    return d
-
-
 def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, world: int = 1,
                    workers: int = 0) -> Iterator[Decoded]:
-    """This process's images in order, decoded by `workers` DataLoader processes (0: in this one)."""
-    dataset = _DecodedImages(source, metrics, done, rank, world)
-    if workers <= 0:
-        return iter(dataset)
-    return iter(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, collate_fn=_as_is,
-                                            prefetch_factor=4, persistent_workers=False))
+    """This process's images (every `world`-th from `rank`) in order, read and decoded by
+    `workers` threads ahead of the scoring (`banana100.imageio.decode_ahead`; 0: in this thread).
+    Images already scored come through undecoded (`needed == []`), so the progress bar still
+    counts them."""
+    _, items = iter_items(source)
+    mine = (item for index, item in enumerate(items) if index % world == rank)
+
+    def decode(item: ImageItem) -> Decoded:
+        needed = [m for m in metrics if (item.record["chain_id"], item.record["step"], m) not in done]
+        d = Decoded(item.record, item.name, needed)
+        if needed:
+            data = b""
+            try:
+                data = item.read()
+                d.rgb = load_rgb(data)
+            except (Banana100Error, OSError) as e:  # named by the file, not as "<N bytes>"
+                d.error = f"{item.name}: {str(e).removeprefix(f'<{len(data)} bytes>: ')}"
+        return d
+
+    decoded = decode_ahead(mine, decode, workers, ahead=4 * max(1, workers), catch=())
+    try:
+        for _, d in decoded:
+            yield d
+    finally:
+        decoded.close()
 
 
 def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
@@ -332,8 +315,8 @@ def score_to_parquet(
 
     Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
     each process takes every n-th image, writes its own part files, and process 0 merges all
-    of them into `out` once every process is done. `decode_workers` DataLoader worker
-    processes read and decode the images (default: up to 4; 0 decodes in this process).
+    of them into `out` once every process is done. `decode_workers` threads read and decode
+    the images ahead of the scoring (default: up to 4; 0 decodes in this thread).
     """
     out = Path(out)
     if out.suffix != ".parquet":
@@ -379,7 +362,7 @@ def score_to_parquet(
         flush()
     finally:
         bar.close()
-        del images  # stops the DataLoader workers, also after an interruption
+        images.close()  # stops the decoding threads, also after an interruption
     procs.barrier()
     if procs.rank == 0:
         _merge(out)

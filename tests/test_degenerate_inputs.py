@@ -442,3 +442,38 @@ def test_score_rows_carry_the_error_text_and_the_report_names_the_missing_scores
     assert "incomplete (no score at step 1)" in report
     assert "incomplete (no score at step 5)" in report  # the bomb's chain
     assert not re.search(r"\|\s*nan\s*\|", report.lower())  # no NaN shown as a number
+
+
+def test_decode_ahead_keeps_order_bounds_the_queue_and_stops_early():
+    """The one decode-ahead (engine and `banana100 score`): results in input order, at most
+    `ahead` items drawn beyond the one handed out, caught errors in place, threads gone after
+    the consumer stops."""
+    import threading
+    import time
+
+    drawn = []
+
+    def items():
+        for i in range(50):
+            drawn.append(i)
+            yield i
+
+    def decode(i):
+        time.sleep(0.001 * (i % 3))  # out-of-order completion
+        if i == 7:
+            raise ImageReadError(f"item {i}: corrupt")
+        return i * i
+
+    gen = imageio.decode_ahead(items(), decode, workers=3, ahead=5)
+    got = []
+    for item, result in gen:
+        got.append((item, result))
+        assert len(drawn) <= item + 1 + 5  # bounded look-ahead
+        if item == 20:
+            break
+    gen.close()
+    assert [i for i, _ in got] == list(range(21))
+    assert isinstance(got[7][1], ImageReadError) and got[8][1] == 64
+    assert not [t for t in threading.enumerate() if t.name.startswith("banana100-decode")]
+    with pytest.raises(ZeroDivisionError):  # not caught: propagates
+        list(imageio.decode_ahead(range(3), lambda i: 1 / 0, workers=2, ahead=2))

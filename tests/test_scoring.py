@@ -90,21 +90,23 @@ def test_missing_weights_stop_before_any_work(tmp_path, monkeypatch):
     assert not (tmp_path / "s.parquet.parts").exists() and not (tmp_path / "s.parquet").exists()
 
 
-def test_worker_processes_decode_the_same_images_in_the_same_order(tmp_path, monkeypatch):
-    import os
+def test_decoding_threads_give_the_same_images_in_the_same_order(tmp_path, monkeypatch):
+    import threading
 
     records = make_run_folder(tmp_path / "run", steps=6, size=(30, 40))
     done = {(records[1]["chain_id"], records[1]["step"], "piqe")}
-    pids = []
+    threads = []
     real = scoring.load_rgb
-    monkeypatch.setattr(scoring, "load_rgb", lambda data: pids.append(os.getpid()) or real(data))
+    monkeypatch.setattr(scoring, "load_rgb", lambda data: threads.append(threading.get_ident()) or real(data))
     inline = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=0))
-    assert pids and set(pids) == {os.getpid()}
+    assert threads and set(threads) == {threading.get_ident()}
+    threads.clear()
     for rank, world in ((0, 1), (1, 2)):
         inline = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, rank, world, workers=0))
         workers = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, rank, world, workers=2))
         assert [(d.record["chain_id"], d.record["step"], d.needed) for d in workers] == \
                [(d.record["chain_id"], d.record["step"], d.needed) for d in inline]
         assert all((a.rgb is None and b.rgb is None) or (a.rgb == b.rgb).all() for a, b in zip(workers, inline))
+    assert set(threads) - {threading.get_ident()}, "workers=2 decoded nothing off the calling thread"
     assert len(inline) == len(records) // 2
     assert [d.needed for d in scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=2)][1] == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import math
 import os
 import warnings
@@ -32,7 +33,7 @@ import torch
 
 from banana100.metrics import weights
 from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
-from banana100.imageio import ImageLike, describe, image_size, load_rgb
+from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
 from banana100.metrics.native import MODES
 from banana100.metrics.table import MetricSpec, WeightFile, get_metric
 
@@ -256,7 +257,7 @@ class MetricScorer:
             return
         import pyiqa  # heavy import, only when a pyiqa scorer is built
 
-        kwargs = dict(self.spec.pyiqa_kwargs)
+        kwargs = {}
         if pairs and self.spec.path_kwarg:
             kwargs[self.spec.path_kwarg] = str(pairs[0][1])
             pairs = pairs[1:]
@@ -400,38 +401,33 @@ class MetricScorer:
         return [s for j, name in zip(run, names) for s in self._forward_isolating(rgbs, [j], [name], failed, idx)]
 
     def _decoded_chunks(self, images: list, sizes: list[tuple[int, int]], failed: dict):
-        """Yield (indices, RGB arrays) per same-size batch, decoding files ahead in a thread pool.
+        """Yield (indices, RGB arrays) per same-size batch, files decoded ahead (`decode_ahead`).
 
         Up to two batches (at least 2 x decode_workers images) are decoded ahead of the one
         being scored: enough to keep the threads busy, few enough to bound memory for 2K images.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         def decode(i: int) -> np.ndarray:
             return images[i] if isinstance(images[i], np.ndarray) else load_rgb(images[i], self.max_image_pixels)
 
         chunks = self._chunks(sizes)
-        order = [i for idx in chunks for i in idx]
         ahead = max(2 * self.batch_size, 2 * self.decode_workers)
-        with ThreadPoolExecutor(max(1, self.decode_workers)) as pool:
-            pending = {i: pool.submit(decode, i) for i in order[:ahead]}
-            submitted = len(pending)
+        decoded = decode_ahead((i for idx in chunks for i in idx), decode, self.decode_workers, ahead)
+        try:
             for idx in chunks:
                 done: dict[int, np.ndarray] = {}
-                for i in idx:
-                    try:
-                        done[i] = pending.pop(i).result()
-                    except ImageReadError as e:
-                        failed[i] = e
-                for i in order[submitted : submitted + len(idx)]:
-                    pending[i] = pool.submit(decode, i)
-                submitted += len(idx)
+                for i, rgb in itertools.islice(decoded, len(idx)):
+                    if isinstance(rgb, ImageReadError):
+                        failed[i] = rgb
+                    else:
+                        done[i] = rgb
                 # a header can disagree with the decoded pixels (rare): batch by the real shape
                 by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
                 for i, rgb in done.items():
                     by_shape[rgb.shape].append(i)
                 for group in by_shape.values():
                     yield group, [done[i] for i in group]
+        finally:  # a failed batch stops the decoding threads at once
+            decoded.close()
 
     def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
         """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order.

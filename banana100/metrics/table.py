@@ -8,7 +8,7 @@ they still agree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from banana100.errors import UnknownMetricError, UsageError
 
@@ -66,7 +66,6 @@ class MetricSpec:
     min_size: int = 1  # smallest height/width the metric accepts
     paper: str = ""
     citation: str = ""
-    pyiqa_kwargs: dict = field(default_factory=dict)
     # Keyword under which the pyiqa arch takes a local path to its (first) file, if any.
     path_kwarg: str | None = None
     batchable: bool = True  # the arch scores a BxCxHxW batch in one call
@@ -83,8 +82,6 @@ class MetricSpec:
     native: bool = False
     # Files the pyiqa backend needs when they differ from `files` (the native backend's).
     pyiqa_files: tuple[WeightFile, ...] | None = None
-    # Measured agreement of the native backend, for the card (see bench/native_agreement.py).
-    native_agreement: str = ""
     # min_size of the deep metrics: the smallest square side pyiqa 0.1.16's arch scores without
     # error, measured on the archs built with random weights (tests/untrained.py); size
     # handling does not depend on the weights. Of the hand-crafted metrics: the smallest

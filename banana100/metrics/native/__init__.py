@@ -37,7 +37,6 @@ from pathlib import Path
 import torch
 
 MODES = ("pyiqa", "official")
-NATIVE_METRICS = ("piqe", "niqe", "brisque", "ilniqe", "nrqm", "pi")
 
 
 class FlatRegionWarning(UserWarning):
@@ -73,9 +72,13 @@ def warn_if_flat(metric: str, shares, names) -> None:
 
 
 def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.nn.Module:
-    """The native module for `metric` (one of NATIVE_METRICS) in `mode` ("pyiqa" or "official")."""
-    if metric not in NATIVE_METRICS:
-        raise ValueError(f"no native implementation of {metric!r}; native: {', '.join(NATIVE_METRICS)}")
+    """The native module for `metric` (a metric the table marks `native`) in `mode` ("pyiqa" or
+    "official")."""
+    from banana100.metrics.table import METRICS
+
+    if metric not in METRICS or not METRICS[metric].native:
+        native = [n for n, spec in METRICS.items() if spec.native]
+        raise ValueError(f"no native implementation of {metric!r}; native: {', '.join(native)}")
     if mode not in MODES:
         raise ValueError(f"{metric}: mode must be one of {MODES}, got {mode!r}")
     return importlib.import_module(f"{__name__}.{metric}").build(files, mode=mode)
