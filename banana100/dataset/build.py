@@ -444,12 +444,6 @@ class _ConfigStats:
     download_size: int = 0  # Parquet file bytes
     files: int = 0
 
-    def add(self, writer: _ShardWriter) -> None:
-        self.num_rows += writer.num_rows
-        self.num_bytes += writer.num_bytes
-        self.download_size += sum(p.stat().st_size for p in writer.parts)
-        self.files += len(writer.parts)
-
 
 def _progress(iterable, total: int, desc: str):
     """A tqdm bar on a terminal, silent elsewhere (tests, logs)."""

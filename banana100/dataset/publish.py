@@ -155,13 +155,3 @@ def push_dataset(dataset_dir: str | os.PathLike, repo_id: str, dry_run: bool = F
                           ignore_patterns=ignore, commit_message="Upload the Banana100 dataset (banana100 push)")
     return plan
 
-
-# ---- The metric folders as Hub Spaces ------------------------------------------------------
-#
-# `evaluate.load("ORG/niqe")` reads the Space `ORG/niqe`: `niqe.py`, and before importing it
-# evaluate 0.4.6 parses its top-level `import X` / `from X import` lines (`get_imports`) and
-# tries to import each X; when that fails it raises ImportError telling the user to
-# `pip install` the text after a `# From:` comment on that line. So every module imports
-# banana100 on one line carrying `# From: "<PEP 508 requirement>"`, the same requirement as the
-# folder's requirements.txt (which the Space's runtime installs). Both are written from
-# `banana100.about` (`sync_metric_folders`), never by hand.
