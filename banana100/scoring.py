@@ -22,7 +22,6 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 from tqdm.auto import tqdm
 
 from banana100.metrics.engine import check_size

@@ -355,15 +355,15 @@ def test_files_without_a_path_argument_are_linked_into_pyiqas_cache(monkeypatch,
     """For archs that only read pyiqa's cache (no path keyword), the engine links the file there."""
     from pyiqa.utils import download_util
 
-    from banana100.metrics.engine import _stage_in_pyiqa_cache
+    from banana100.metrics.weights import stage_in_pyiqa_cache
 
     cache = tmp_path / "pyiqa-cache"
     monkeypatch.setattr(download_util, "DEFAULT_CACHE_DIR", str(cache))
     src = PARAMS / "niqe_modelparameters.mat"
     (cache).mkdir()
     (cache / "ILNIQE_templateModel.mat").symlink_to(tmp_path / "gone")  # a dangling link is replaced
-    _stage_in_pyiqa_cache([src, PARAMS / "ILNIQE_templateModel.mat"])
-    _stage_in_pyiqa_cache([src])  # idempotent
+    stage_in_pyiqa_cache([src, PARAMS / "ILNIQE_templateModel.mat"])
+    stage_in_pyiqa_cache([src])  # idempotent
     assert (cache / src.name).resolve() == src.resolve()
     assert (cache / "ILNIQE_templateModel.mat").resolve() == (PARAMS / "ILNIQE_templateModel.mat").resolve()
 

@@ -22,7 +22,7 @@ from banana100.metrics.weights import ENV_VAR
 
 PYIQA_VERSION = "0.1.16"
 
-# What each metric measures (prose only; facts live in the registry).
+# What each metric measures (prose only; facts live in the metric table).
 _DESCRIPTIONS = {
     "piqe": (
         "PIQE (Perception-based Image Quality Evaluator) is an opinion-unaware, training-free "
@@ -621,7 +621,7 @@ def _uniform_note(spec) -> str:
 
 
 def card_metrics(metrics_dir: str | Path) -> list[str]:
-    """Metric names with a module in `metrics_dir` (`<name>/<name>.py`) and a registry entry."""
+    """Metric names with a module in `metrics_dir` (`<name>/<name>.py`) and an entry in the metric table."""
     from banana100.metrics.table import METRICS
 
     root = Path(metrics_dir)

@@ -25,8 +25,6 @@ import os
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,7 +33,7 @@ from banana100.metrics import weights
 from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
 from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
 from banana100.metrics.native import MODES
-from banana100.metrics.table import MetricSpec, WeightFile, get_metric
+from banana100.metrics.table import MetricSpec, get_metric
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -120,95 +118,6 @@ def image_failures(images: int, failed: dict[int, Banana100Error], scores: list,
     return error
 
 
-def _link_into(folder: Path, paths: Sequence[Path]) -> None:
-    """Link (or copy) files into `folder` unless a file of that name is already there."""
-    if not paths:
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    for p in paths:
-        target = folder / p.name
-        if target.exists():
-            continue
-        if target.is_symlink():  # a dangling link from an earlier run
-            target.unlink()
-        try:
-            os.symlink(Path(p).resolve(), target)
-        except OSError:
-            import shutil
-
-            shutil.copyfile(p, target)
-
-
-def _stage_in_pyiqa_cache(paths: Sequence[Path]) -> None:
-    """Link files into pyiqa's download folder, for archs that only look there.
-
-    Only for files a pyiqa arch cannot take as a path argument (metric without `path_kwarg`,
-    or a second file); pyiqa would download them to the same place itself.
-    """
-    if not paths:
-        return
-    from pyiqa.utils.download_util import DEFAULT_CACHE_DIR
-
-    _link_into(Path(DEFAULT_CACHE_DIR), paths)
-
-
-@contextmanager
-def files_in_place(pairs: Sequence[tuple[WeightFile, Path]]):
-    """Put each (table file, local path) where the library that reads it will look, for a build.
-
-    pyiqa, torchvision and CLIP files are linked into their caches under `torch.hub.get_dir()`
-    (the places those libraries download to), renamed to the name they expect. timm backbones
-    and the Q-Align snapshot are handed over by patching, only while the block runs:
-    `timm.create_model(..., pretrained=True)` gets `pretrained_cfg_overlay={"file": path}`, and
-    Q-Align's `from_pretrained("q-future/one-align")` gets the local folder. Not thread-safe:
-    build scorers from one thread.
-    """
-    from contextlib import ExitStack
-    from unittest import mock
-
-    by_cache: dict[str, list[Path]] = defaultdict(list)
-    timm_files: dict[str, Path] = {}
-    snapshots: dict[str, Path] = {}
-    for wf, path in pairs:
-        if wf.snapshot:
-            snapshots[wf.repo_id] = path
-        elif wf.timm_name:
-            timm_files[wf.timm_name] = path
-        else:
-            by_cache[wf.cache].append(path)
-    if by_cache.get("pyiqa"):
-        _stage_in_pyiqa_cache(by_cache["pyiqa"])
-    for cache in ("torch", "clip"):
-        if by_cache.get(cache):
-            _link_into(weights.cache_dir(WeightFile("x", cache=cache)), by_cache[cache])
-    with ExitStack() as stack:
-        if timm_files:
-            import timm
-
-            original = timm.create_model
-
-            def create_model(model_name, pretrained=False, **kwargs):
-                if pretrained and model_name in timm_files:
-                    overlay = dict(kwargs.pop("pretrained_cfg_overlay", None) or {})
-                    overlay["file"] = str(timm_files[model_name])
-                    kwargs["pretrained_cfg_overlay"] = overlay
-                return original(model_name, pretrained=pretrained, **kwargs)
-
-            stack.enter_context(mock.patch.object(timm, "create_model", create_model))
-        if snapshots:
-            from pyiqa.archs import qalign_arch
-
-            for cls_name in ("MPLUGOwl2LlamaForCausalLM", "CLIPImageProcessor"):
-                cls = getattr(qalign_arch, cls_name)
-                orig = cls.from_pretrained
-
-                def from_pretrained(name, *args, _orig=orig, **kwargs):
-                    return _orig(str(snapshots.get(str(name), name)), *args, **kwargs)
-
-                stack.enter_context(mock.patch.object(cls, "from_pretrained", from_pretrained))
-        yield
-
-
 class MetricScorer:
     """Scores images with one metric of the table.
 
@@ -261,7 +170,7 @@ class MetricScorer:
         if pairs and self.spec.path_kwarg:
             kwargs[self.spec.path_kwarg] = str(pairs[0][1])
             pairs = pairs[1:]
-        with files_in_place(pairs):
+        with weights.files_in_place(pairs):
             self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
 
     def _setup(self, metric: str, device, batch_size: int) -> None:

@@ -1,6 +1,6 @@
 """The weights store: where every metric's parameter files and checkpoints come from.
 
-A file named in the metric table (`registry.WeightFile`) is looked for, in this order:
+A file named in the metric table (`banana100.metrics.table.WeightFile`) is looked for, in this order:
 
 1. `$BANANA100_WEIGHTS/<file>` (one folder, or several joined with `os.pathsep`);
 2. the cache of the library that reads it: pyiqa's `torch.hub.get_dir()/pyiqa/<file>`,
@@ -13,12 +13,18 @@ When the table knows a file's sha256 (or, for torchvision, the sha256 prefix in 
 checked wherever the file was found. When nothing works, `WeightsNotFoundError` names the file,
 the metric, the download URL and where to put it. Nothing here touches the network at import
 time; `banana100 weights list | download | check` is the command-line face of this module.
+
+`files_in_place` then puts the files where the library that reads them looks (pyiqa's, torchvision's
+and CLIP's caches, timm and Q-Align by patching their loaders while a model is built).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections import defaultdict
+from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from banana100.errors import WeightsChecksumError, WeightsNotFoundError
@@ -300,3 +306,95 @@ def missing(metric: str, backend: str | None = None) -> list[str]:
         except WeightsNotFoundError:
             out.append(wf.filename)
     return out
+
+
+# -- staging: files where the libraries that read them look ------------------------------
+
+
+def _link_into(folder: Path, paths: Sequence[Path]) -> None:
+    """Link (or copy) files into `folder` unless a file of that name is already there."""
+    if not paths:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in paths:
+        target = folder / p.name
+        if target.exists():
+            continue
+        if target.is_symlink():  # a dangling link from an earlier run
+            target.unlink()
+        try:
+            os.symlink(Path(p).resolve(), target)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(p, target)
+
+
+def stage_in_pyiqa_cache(paths: Sequence[Path]) -> None:
+    """Link files into pyiqa's download folder, for archs that only look there.
+
+    Only for files a pyiqa arch cannot take as a path argument (metric without `path_kwarg`,
+    or a second file); pyiqa would download them to the same place itself.
+    """
+    if not paths:
+        return
+    from pyiqa.utils.download_util import DEFAULT_CACHE_DIR
+
+    _link_into(Path(DEFAULT_CACHE_DIR), paths)
+
+
+@contextmanager
+def files_in_place(pairs: Sequence[tuple[WeightFile, Path]]):
+    """Put each (table file, local path) where the library that reads it will look, for a build.
+
+    pyiqa, torchvision and CLIP files are linked into their caches under `torch.hub.get_dir()`
+    (the places those libraries download to), renamed to the name they expect. timm backbones
+    and the Q-Align snapshot are handed over by patching, only while the block runs:
+    `timm.create_model(..., pretrained=True)` gets `pretrained_cfg_overlay={"file": path}`, and
+    Q-Align's `from_pretrained("q-future/one-align")` gets the local folder. Not thread-safe:
+    build scorers from one thread.
+    """
+    from contextlib import ExitStack
+    from unittest import mock
+
+    by_cache: dict[str, list[Path]] = defaultdict(list)
+    timm_files: dict[str, Path] = {}
+    snapshots: dict[str, Path] = {}
+    for wf, path in pairs:
+        if wf.snapshot:
+            snapshots[wf.repo_id] = path
+        elif wf.timm_name:
+            timm_files[wf.timm_name] = path
+        else:
+            by_cache[wf.cache].append(path)
+    if by_cache.get("pyiqa"):
+        stage_in_pyiqa_cache(by_cache["pyiqa"])
+    for cache in ("torch", "clip"):
+        if by_cache.get(cache):
+            _link_into(cache_dir(WeightFile("x", cache=cache)), by_cache[cache])
+    with ExitStack() as stack:
+        if timm_files:
+            import timm
+
+            original = timm.create_model
+
+            def create_model(model_name, pretrained=False, **kwargs):
+                if pretrained and model_name in timm_files:
+                    overlay = dict(kwargs.pop("pretrained_cfg_overlay", None) or {})
+                    overlay["file"] = str(timm_files[model_name])
+                    kwargs["pretrained_cfg_overlay"] = overlay
+                return original(model_name, pretrained=pretrained, **kwargs)
+
+            stack.enter_context(mock.patch.object(timm, "create_model", create_model))
+        if snapshots:
+            from pyiqa.archs import qalign_arch
+
+            for cls_name in ("MPLUGOwl2LlamaForCausalLM", "CLIPImageProcessor"):
+                cls = getattr(qalign_arch, cls_name)
+                orig = cls.from_pretrained
+
+                def from_pretrained(name, *args, _orig=orig, **kwargs):
+                    return _orig(str(snapshots.get(str(name), name)), *args, **kwargs)
+
+                stack.enter_context(mock.patch.object(cls, "from_pretrained", from_pretrained))
+        yield

@@ -113,7 +113,7 @@ class ILNIQE(torch.nn.Module):
         if x.ndim != 4 or x.shape[1] != 3:
             raise ValueError(f"ilniqe expects a Bx3xHxW tensor, got shape {tuple(x.shape)}")
         if min(x.shape[-2:]) < 5:
-            # the registry's minimum: below it pyiqa raises (IndexError under 3 px) or its SVD may fail
+            # the metric table's minimum: below it pyiqa raises (IndexError under 3 px) or its SVD may fail
             raise ValueError(f"ilniqe needs images of at least 5x5 pixels, got {x.shape[-1]}x{x.shape[-2]}")
         img = self._resized(x)
         n = (NORMALIZED_WIDTH // BLOCK) * BLOCK
