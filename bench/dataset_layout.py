@@ -6,7 +6,7 @@ Makes a synthetic run folder of `--images` noisy 2K PNGs (a few distinct noisy b
 PNG compress_level 1; each file made unique by a private tEXt chunk, so every image has its
 own SHA-256 but decodes like the others) with a valid manifest, then for each candidate layout:
 
-- `parquet`:     the toolkit's builder (`_write_shards`): Parquet shards <= 500 MiB, images embedded
+- `parquet`:     the toolkit's builder (`shards.write_shards`): Parquet shards <= 500 MiB, images embedded
 - `imagefolder`: raw PNG files (one folder per chain, <= 100 files each) + `metadata.parquet`
                  with every schema field (`file_name` = relative path), loaded by the imagefolder builder
 - `webdataset`:  tar shards of ~1 GB, `<key>.png` + `<key>.json`, loaded by the webdataset builder
@@ -99,7 +99,9 @@ def make_run(run_dir: Path, n: int, size: int, bases: int = 6, steps_per_chain: 
 def build_parquet(run_dir: Path, out: Path) -> None:
     from collections import defaultdict
 
-    from banana100.dataset.build import _finalize_shards, _write_shards, collect_items, dataset_features
+    from banana100.dataset.checks import collect_items
+    from banana100.dataset.layout import dataset_features
+    from banana100.dataset.shards import finalize_shards, write_shards
 
     items = collect_items([run_dir])
     feats = dataset_features()
@@ -107,15 +109,15 @@ def build_parquet(run_dir: Path, out: Path) -> None:
     for it in items:
         by_setting[it.record["setting"]].append(it)
     for s, its in by_setting.items():
-        _write_shards(its, out / "data" / s, feats, 500 * 1024**2, s)
-        _finalize_shards(out / "data" / s)
+        write_shards(its, out / "data" / s, feats, 500 * 1024**2, s)
+        finalize_shards(out / "data" / s)
 
 
 def build_imagefolder(run_dir: Path, out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from banana100.dataset.build import collect_items
+    from banana100.dataset.checks import collect_items
     from banana100.schema import RECORD_FIELDS
 
     items = collect_items([run_dir])
@@ -135,7 +137,7 @@ def build_imagefolder(run_dir: Path, out: Path) -> None:
 
 
 def build_webdataset(run_dir: Path, out: Path, shard_bytes: int = 1024**3) -> None:
-    from banana100.dataset.build import collect_items
+    from banana100.dataset.checks import collect_items
     from banana100.schema import RECORD_FIELDS
 
     items = collect_items([run_dir])
@@ -163,9 +165,9 @@ BUILDERS = {"parquet": build_parquet, "imagefolder": build_imagefolder, "webdata
 
 def step_build(layout: str, run_dir: str, out: str) -> dict:
     if layout.startswith("parquet-rg"):  # variant: row groups of at most N MiB (`parquet-rg32`)
-        from banana100.dataset import build
+        from banana100.dataset import shards
 
-        build.ROW_GROUP_MAX_BYTES = int(layout[len("parquet-rg"):]) * 1024**2
+        shards.ROW_GROUP_MAX_BYTES = int(layout[len("parquet-rg"):]) * 1024**2
         layout = "parquet"
     t = time.perf_counter()
     BUILDERS[layout](Path(run_dir), Path(out))

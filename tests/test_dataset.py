@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
-from banana100.dataset.build import ENDPOINT_STEPS, build_dataset, dataset_features
+from banana100.dataset.build import build_dataset
+from banana100.dataset.layout import ENDPOINT_STEPS, dataset_features
 from banana100.errors import DatasetError, ManifestError
 from banana100.chains.manifest import MANIFEST_NAME, sha256_bytes
 from banana100.schema import FIELD_NAMES, RECORD_FIELDS, validate_record

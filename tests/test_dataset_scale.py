@@ -16,8 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from banana100.dataset import build as build_mod
-from banana100.dataset.build import ENDPOINT_STEPS, build_dataset, model_config
+from banana100.dataset import checks as checks_mod
+from banana100.dataset import shards
+from banana100.dataset.build import build_dataset
+from banana100.dataset.layout import ENDPOINT_STEPS, model_config
 from banana100.errors import DatasetError
 from banana100.chains.manifest import read_manifest, sha256_bytes
 from banana100.dataset.verify import verify_dataset
@@ -313,7 +315,7 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
     make_run(tmp_path / "run", steps=30)
     out = tmp_path / "ds"
     calls = {"n": 0}
-    real_row = build_mod._row
+    real_row = shards._row
 
     def flaky(item):
         calls["n"] += 1
@@ -321,7 +323,7 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
             raise KeyboardInterrupt
         return real_row(item)
 
-    monkeypatch.setattr(build_mod, "_row", flaky)
+    monkeypatch.setattr(shards, "_row", flaky)
     with pytest.raises(KeyboardInterrupt):
         build_dataset([tmp_path / "run"], out, shard_max_bytes=64 * 1024)
     assert not out.exists()
@@ -331,12 +333,12 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
                 if any(p.name in j.read_text() for j in journals)}
     assert finished, "some shards were finished before the interruption"
 
-    monkeypatch.setattr(build_mod, "_row", real_row)
+    monkeypatch.setattr(shards, "_row", real_row)
     calls["n"] = 0
-    monkeypatch.setattr(build_mod, "_row", lambda it: (calls.__setitem__("n", calls["n"] + 1), real_row(it))[1])
+    monkeypatch.setattr(shards, "_row", lambda it: (calls.__setitem__("n", calls["n"] + 1), real_row(it))[1])
     checks = []
-    real_check = build_mod._check_image
-    monkeypatch.setattr(build_mod, "_check_image", lambda it: (checks.append(it.record["step"]), real_check(it))[1])
+    real_check = checks_mod._check_image
+    monkeypatch.setattr(checks_mod, "_check_image", lambda it: (checks.append(it.record["step"]), real_check(it))[1])
     touched = tmp_path / "run" / "moss__mirror__r0" / "step_003.png"
     st = touched.stat()
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes, new mtime: checked again
@@ -354,7 +356,7 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
 
 def test_changed_rows_are_not_reused(tmp_path, monkeypatch):
     records = make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=10)
-    real_row = build_mod._row
+    real_row = shards._row
     n = {"i": 0}
 
     def flaky(item):
@@ -363,10 +365,10 @@ def test_changed_rows_are_not_reused(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real_row(item)
 
-    monkeypatch.setattr(build_mod, "_row", flaky)
+    monkeypatch.setattr(shards, "_row", flaky)
     with pytest.raises(KeyboardInterrupt):
         build_dataset([tmp_path / "run"], tmp_path / "ds", shard_max_bytes=64 * 1024)
-    monkeypatch.setattr(build_mod, "_row", real_row)
+    monkeypatch.setattr(shards, "_row", real_row)
     records[0]["prompt"] = "edited after the interruption"
     (tmp_path / "run" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = build_dataset([tmp_path / "run"], tmp_path / "ds", shard_max_bytes=64 * 1024)

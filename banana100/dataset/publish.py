@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from banana100.dataset.card import REPO_LINE, human_bytes
 from banana100.errors import DatasetError, UsageError
 
 HUB_MAX_FILES_PER_FOLDER = 10_000
@@ -45,12 +46,10 @@ class PushPlan:
         return sum(size for _, size, _ in self.files)
 
     def describe(self) -> str:
-        from banana100.dataset.build import _human_bytes
-
         lines = [f"push {self.dataset_dir} -> https://huggingface.co/datasets/{self.repo_id}"
-                 f" ({len(self.files)} files, {_human_bytes(self.total_bytes)})", "", "files:"]
+                 f" ({len(self.files)} files, {human_bytes(self.total_bytes)})", "", "files:"]
         for path, size, kind in self.files:
-            lines.append(f"  {path}  {_human_bytes(size)}  ({kind})")
+            lines.append(f"  {path}  {human_bytes(size)}  ({kind})")
         lines += ["", "plan:",
                   f"  1. create_repo({self.repo_id!r}, repo_type='dataset', private={self.private}, exist_ok=True)",
                   "  2. upload the folder (upload_large_folder, or upload_folder on huggingface_hub >= 2: hashed,"
@@ -58,7 +57,7 @@ class PushPlan:
         for i, commit in enumerate(self.commits, 1):
             size = sum(s for p, s, _ in self.files if p in set(commit))
             head = ", ".join(commit[:3]) + (f", ... ({len(commit) - 3} more)" if len(commit) > 3 else "")
-            lines.append(f"     commit {i}/{len(self.commits)}: {len(commit)} file(s), {_human_bytes(size)}: {head}")
+            lines.append(f"     commit {i}/{len(self.commits)}: {len(commit)} file(s), {human_bytes(size)}: {head}")
         lines.append(f"card: loading lines name {self.repo_id} (README.md's `REPO = ...` line, set on upload)")
         for w in self.warnings:
             lines.append(f"warning: {w}")
@@ -113,8 +112,6 @@ def plan_push(dataset_dir: str | os.PathLike, repo_id: str, private: bool = Fals
 
 def set_card_repo_id(dataset_dir: str | os.PathLike, repo_id: str) -> bool:
     """Point the card's loading lines (`REPO = "..."`) at `repo_id`; True when the card changed."""
-    from banana100.dataset.build import REPO_LINE
-
     card = Path(dataset_dir) / "README.md"
     text = card.read_text(encoding="utf-8")
     new = REPO_LINE.sub(f'REPO = "{repo_id}"', text, count=1)

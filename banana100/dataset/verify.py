@@ -191,7 +191,7 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
 
     # ---- the other configs
     settings = {r["setting"] for r in rows.values()}
-    from banana100.dataset.build import model_config  # one definition of the config names
+    from banana100.dataset.layout import model_config  # one definition of the config names
 
     for name in names:
         n = sum(_footer_rows(f) for f in files[name])
