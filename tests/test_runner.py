@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from banana100.cli import main as cli_main
-from banana100.chains.editors.base import EditResult
+from banana100.chains.editors.base import FREE, EditResult, Editor
 from banana100.chains.editors.simulated import DELAY_ENV, SimulatedEditor
 from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import load_rgb
@@ -23,7 +23,7 @@ from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
 from banana100.chains.runner import RUN_FILE, generate_chains, step_seed
 from banana100.errors import ChainsFailedError, RunMismatchError
 from banana100.schema import FIELD_NAMES
-from banana100.chains.settings import get_setting
+from banana100.chains.settings import Setting, get_setting
 from runfolder import write_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,6 +268,56 @@ def test_editor_bytes_and_metadata(sources, tmp_path):
     run(sources, plain, steps=2)
     for r in recs:
         assert np.array_equal(load_rgb(out / r["image"]), load_rgb(plain / r["image"]))
+
+
+class MinimalEditor(Editor):
+    """Only `edit`: every other hook keeps the base class's default (a free, local editor)."""
+
+    name, model = "minimal", "minimal-v1"
+
+    def edit(self, request):
+        return EditResult(image=np.ascontiguousarray(request.image[:, ::-1]), metadata={"finish_reason": "STOP"})
+
+
+class HookEditor(MinimalEditor):
+    """Records the hooks the runner calls, and refuses a config key."""
+
+    def __init__(self):
+        self.calls = []
+
+    def check_config(self, config):
+        self.calls.append("check_config")
+        if "forbidden" in config:
+            raise Banana100Error("forbidden config key")
+
+    def connect(self):
+        self.calls.append("connect")
+
+    def request_config(self, config, seed):
+        return {"described": True, "seed": seed}
+
+
+def test_editor_contract_defaults(sources, tmp_path):
+    """An editor that writes only `edit` runs: free (no cost line, no calls.jsonl), its config as is."""
+    ed = MinimalEditor()
+    assert (ed.metered, ed.price, ed.estimate_usd({}), ed.request_config({"a": 1}, 5)) == (False, FREE, None, {"a": 1})
+    assert ed.check_config({"a": 1}) is None and ed.connect() is None
+    text = run(sources, tmp_path / "dry", steps=2, editor=ed, dry_run=True)
+    assert "estimated cost" not in text and "config: {}" in text
+    out = tmp_path / "run"
+    summary = run(sources, out, steps=2, editor=ed, max_cost=1.0)  # a free editor takes a cap
+    assert summary.written == 6 and summary.cost_usd is None
+    assert not (out / "calls.jsonl").exists()
+    # The runner calls each hook itself: check_config before anything, connect before writing.
+    hooks = HookEditor()
+    assert "config: {\"described\": true" in run(sources, tmp_path / "dry2", steps=1, editor=hooks, dry_run=True)
+    assert hooks.calls == ["check_config"]  # a dry run connects to nothing
+    run(sources, tmp_path / "run2", steps=1, editor=hooks)
+    assert hooks.calls == ["check_config", "check_config", "connect"]
+    bad = Setting("bad", "", ("Copy.",), {"forbidden": 1})
+    with pytest.raises(Banana100Error, match="forbidden"):
+        run(sources, tmp_path / "run3", setting=bad, editor=hooks)
+    assert not (tmp_path / "run3").exists()
 
 
 def test_cli_prints_summary(sources, tmp_path, capsys):

@@ -658,11 +658,6 @@ def read_stopped(run_dir) -> dict[str, dict]:
     return out
 
 
-def _estimate(editor: Editor, setting: Setting) -> tuple[float, float] | None:
-    fn = getattr(editor, "estimate_usd", None)
-    return fn(dict(setting.config)) if callable(fn) else None
-
-
 def _dry_run_text(editor, setting, params, plans, pending, steps, seed, run_dir, stopped, max_cost) -> str:
     calls = sum(steps + 1 - max(p.next_step, 1) for p in pending)
     lines = [
@@ -672,7 +667,7 @@ def _dry_run_text(editor, setting, params, plans, pending, steps, seed, run_dir,
         + (f", {len(stopped)} stopped by the editor and skipped" if stopped else "")
         + f"); steps to make: {calls} (one call each when nothing fails)",
     ]
-    est = _estimate(editor, setting)
+    est = editor.estimate_usd(dict(setting.config))
     if est is not None:
         typical, reserve = est
         lines.append(
@@ -681,14 +676,13 @@ def _dry_run_text(editor, setting, params, plans, pending, steps, seed, run_dir,
         )
         if max_cost is not None and typical * calls > max_cost:
             lines.append(f"  --max-cost ${max_cost:.2f} will stop the run after about {int(max_cost / typical)} steps")
-    elif getattr(editor, "price", "free") is None:
+    elif editor.price is None:
         lines.append(f"  estimated cost: unknown (no prices for {editor.model!r} in generation/pricing.yaml)")
     lines.append("  prompt schedule and config (first steps of the first chain):")
     cid = plans[0].chain_id if plans else "?"
-    describe = getattr(editor, "request_config", None)
     for k in range(1, min(steps, max(len(setting.prompts), 2)) + 1):
         s = chain_seed(setting, seed, cid, k)
-        cfg = describe(dict(setting.config), s % 2**31) if callable(describe) else dict(setting.config)
+        cfg = editor.request_config(dict(setting.config), s % 2**31)
         lines.append(f"    step {k}: {setting.prompt(k)!r}")
         lines.append(f"      config: {json.dumps(cfg, sort_keys=True)}")
     return "\n".join(lines)
@@ -741,10 +735,8 @@ def generate_chains(
         raise Banana100Error(f"max_cost must be a number of USD >= 0, got {max_cost!r}")
     if rpm is not None and not (isinstance(rpm, (int, float)) and rpm > 0):
         raise Banana100Error(f"the rate limit must be > 0 requests per minute, got {rpm!r}")
-    check = getattr(editor, "check_config", None)
-    if callable(check):
-        check(dict(setting.config))
-    if max_cost is not None and getattr(editor, "price", "free") is None:
+    editor.check_config(dict(setting.config))
+    if max_cost is not None and editor.price is None:
         raise Banana100Error(
             f"--max-cost needs prices for {editor.model!r}, and generation/pricing.yaml has none; add them there"
         )
@@ -760,9 +752,7 @@ def generate_chains(
         pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped]
         return _dry_run_text(editor, setting, params, plans, pending, steps, seed, run_dir, stopped, max_cost)
 
-    connect = getattr(editor, "connect", None)
-    if callable(connect):
-        connect()  # a missing key fails here, before anything is written
+    editor.connect()  # a missing key fails here, before anything is written
     run_dir.mkdir(parents=True, exist_ok=True)
 
     with _RunLock(run_dir):
@@ -787,15 +777,14 @@ def generate_chains(
             disable=not progress,
             dynamic_ncols=True,
         )
-        paid = _estimate(editor, setting) is not None  # prices known: a running cost estimate
-        metered = callable(getattr(editor, "estimate_usd", None))  # a service editor: every call logged
+        paid = editor.estimate_usd(dict(setting.config)) is not None  # prices known: a running cost estimate
 
         def show_cost(m: CallMeter) -> None:
             if paid:
                 cap = f"/{m.max_cost:.2f}" if m.max_cost is not None else ""
                 bar.set_postfix_str(f"${m.spent:.2f}{cap}", refresh=False)
 
-        meter = CallMeter(run_dir / CALLS_FILE if metered else None, max_cost=max_cost, rpm=rpm, on_change=show_cost)
+        meter = CallMeter(run_dir / CALLS_FILE if editor.metered else None, max_cost=max_cost, rpm=rpm, on_change=show_cost)
         if paid:
             show_cost(meter)
         writer = ManifestWriter(run_dir)

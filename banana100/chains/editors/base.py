@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# `Editor.price` of an editor that costs nothing.
+FREE = "free"
 
 
 @dataclass
@@ -40,11 +42,38 @@ class EditResult:
 
 
 class Editor(abc.ABC):
-    """An image editor. Implementations must be safe to call from several threads."""
+    """An image editor. Implementations must be safe to call from several threads.
+
+    `edit` is the only method an editor must write; the runner calls every hook below, and
+    each default suits a free, local editor (the simulated one). A service editor overrides
+    `metered`, `price`, `estimate_usd`, `request_config`, `check_config` and `connect`.
+    """
 
     name: str  # the manifest's `editor`
     model: str  # the manifest's `model`
+    # True for a service editor: every call it makes is logged in the run's calls.jsonl
+    # (banana100.chains.budget) and it reports its spend to `EditRequest.meter`.
+    metered: bool = False
+    # FREE: the editor costs nothing; None: a paid editor whose prices are unknown (no cost
+    # estimate, and --max-cost is refused); else its prices (banana100.chains.pricing.ModelPrice).
+    price: object | None = FREE
 
     @abc.abstractmethod
     def edit(self, request: EditRequest) -> EditResult:
         """Produce the next image of a chain."""
+
+    def estimate_usd(self, config: dict) -> tuple[float, float] | None:
+        """(typical, reserved) USD of one call under the setting's `config`; None when the
+        editor is free or its prices are unknown (then no running cost is shown)."""
+        return None
+
+    def request_config(self, config: dict, seed: int) -> dict:
+        """The generation config one call sends, as the dry run shows it: the setting's own."""
+        return dict(config)
+
+    def check_config(self, config: dict) -> None:
+        """Refuse (raise) a setting config this editor cannot honour, before any work."""
+
+    def connect(self) -> None:
+        """Get ready to serve calls (a service client; a missing key fails here), before any
+        file is written."""

@@ -116,6 +116,7 @@ class GeminiEditor(Editor):
     """
 
     name = "gemini"
+    metered = True
 
     def __init__(
         self,
