@@ -825,11 +825,6 @@ class Explorer:
                 parts.append(f"{metric_label(metric)} missed the damage in {r['n_failed']} of {complete} chains")
         return "; ".join(parts)
 
-    def editors(self) -> list[str]:
-        if self.scores is None or "editor" not in self.scores:
-            return []
-        return sorted(self.scores["editor"].dropna().unique())
-
 
 # ---------------------------------------------------------------------------------------------
 # The demo set
@@ -1113,7 +1108,14 @@ def scores_frame(rows: list[dict], chain_id: str = "live__replicate__r0") -> pd.
     return df
 
 
-SIMULATED_NOTE = about.SIMULATED_EDITOR_NOTE
+def live_metrics(shown: list[str] | None = None) -> list[str]:
+    """The metrics of the Space's live chain and upload scoring: the demo's choice (`pick_metrics
+    ("auto")`: the fast hand-crafted metrics whose files are at hand), kept to those `shown` on
+    the release's curves when given, so the live curves compare with them; PIQE (no files) at least."""
+    from banana100.demo import pick_metrics
+
+    chosen = pick_metrics("auto")
+    return [m for m in chosen if not shown or m in shown] or ["piqe"]
 
 
 def sample_names() -> list[str]:

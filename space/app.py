@@ -235,21 +235,19 @@ def pick_setting(source, setting):
 
 _SCORERS: dict[str, dict] = {}
 _SCORERS_LOCK = threading.Lock()
-LIVE_METRICS = [m for m in ("piqe", "niqe", "brisque") if m in EXPLORER.metrics() or not EXPLORER.metrics()]
+LIVE_METRICS = ex.live_metrics(EXPLORER.metrics())
 
 
 @GPU
 def score_image(rgb) -> dict[str, float]:
     """Every live metric's score of one image (on the GPU when there is one)."""
-    from banana100.demo import pick_metrics
     from banana100.metrics.engine import default_device
     from banana100.scoring import build_scorers
 
     device = default_device()
     with _SCORERS_LOCK:
         if device not in _SCORERS:
-            wanted = set(pick_metrics("auto"))
-            _SCORERS[device] = build_scorers([m for m in LIVE_METRICS if m in wanted] or ["piqe"], device=device)
+            _SCORERS[device] = build_scorers(LIVE_METRICS, device=device)
         scorers = _SCORERS[device]
     out = {}
     for name, scorer in scorers.items():

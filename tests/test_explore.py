@@ -397,3 +397,19 @@ def test_check_upload_minimum_side(tmp_path):
     assert ex.check_upload(small).shape == (200, 90, 3)
     with pytest.raises(UploadError, match="at least 96 pixels"):
         ex.check_upload(small, min_side=96)
+
+
+def test_live_metrics_are_the_demos_choice_kept_to_the_shown_curves(tmp_path, monkeypatch):
+    """One choice of the live metrics (the demo's `pick_metrics("auto")`), not a second list."""
+    monkeypatch.setenv("BANANA100_WEIGHTS", str(tmp_path))  # an empty store: only PIQE needs no file
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    from banana100.demo import pick_metrics
+
+    assert ex.live_metrics() == pick_metrics("auto") == ["piqe"]
+    assert ex.live_metrics(["niqe", "musiq"]) == ["piqe"]  # nothing shown is at hand: PIQE at least
+
+
+def test_live_metrics_with_the_parameter_files_at_hand(weights_from_shared):
+    assert ex.live_metrics() == ["piqe", "niqe", "brisque"]
+    assert ex.live_metrics(["niqe", "musiq"]) == ["niqe"]
