@@ -208,6 +208,49 @@ def test_image_without_record_is_redone(sources, tmp_path):
     check_run(out, n_chains=2, steps=3)
 
 
+class Crash(BaseException):
+    pass
+
+
+def test_side_record_is_written_atomically_before_the_image(sources, tmp_path, monkeypatch):
+    """A crash before step 2's manifest line leaves its image and its side record, written
+    through the atomic helper (record first); the rerun adopts them without a new edit."""
+    from banana100.chains import runner
+    from banana100.chains.manifest import ManifestWriter
+
+    atomic = []
+    real_atomic, real_append = runner.write_file_atomic, ManifestWriter.append
+
+    def spy(path, data):
+        atomic.append(Path(path).name)
+        return real_atomic(path, data)
+
+    def crashing(self, record):
+        if record["step"] == 2:
+            raise Crash()
+        return real_append(self, record)
+
+    monkeypatch.setattr(runner, "write_file_atomic", spy)
+    monkeypatch.setattr(ManifestWriter, "append", crashing)
+    out = tmp_path / "run"
+    with pytest.raises(ChainsFailedError):
+        run([sources / "alpha.png"], out, steps=3)
+    cid = "alpha__replicate__r0"
+    side = out / cid / ".step_002.record.json"
+    images = [n for n in atomic if not n.startswith("run.")]
+    assert images == ["step_000.png", ".step_001.record.json", "step_001.png", ".step_002.record.json", "step_002.png"]
+    pending = json.loads(side.read_text())
+    data = (out / cid / "step_002.png").read_bytes()
+    assert (pending["chain_id"], pending["step"], pending["sha256"]) == (cid, 2, sha256_bytes(data))
+    assert pending["seed"] == step_seed(0, cid, 2) and pending["prompt"] == REPLICA
+    monkeypatch.setattr(ManifestWriter, "append", real_append)
+    calls = []
+    monkeypatch.setattr(SimulatedEditor, "edit", lambda self, req, _e=SimulatedEditor.edit: calls.append(req.step) or _e(self, req))
+    assert run([sources / "alpha.png"], out, steps=3).written == 2  # step 2 adopted, step 3 made
+    assert calls == [3] and not side.exists()
+    assert next(r for r in read_manifest(out) if r["step"] == 2) == pending
+
+
 def test_one_run_per_folder_at_a_time(sources, tmp_path):
     from banana100.chains.runner import _RunLock
 

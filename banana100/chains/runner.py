@@ -460,30 +460,27 @@ class _Run:
         return {k: record[k] for k in FIELD_NAMES if record.get(k) is not None or k in always}
 
     def _write(self, plan: _Chain, step: int, data: bytes, record: dict) -> None:
-        """Side record, then the image (atomically), then the manifest line (see `_commit`)."""
-        pending = self.run_dir / plan.chain_id / pending_record_name(step)
-        pending.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        """Side record, then the image, then the manifest line: a record exists only for a complete image.
+
+        The record is first written beside the image (`.step_NNN.record.json`, atomically, before
+        the image's atomic rename), so that a crash between the image and the manifest line loses
+        nothing: the next run finds the image with its record and adopts both instead of making
+        the step (and paying for it) again. The side file goes once the manifest line is written.
+        Step 0 (the source, free to redo) has none.
+        """
+        pending = self.run_dir / plan.chain_id / pending_record_name(step) if step > 0 else None
+        if pending is not None:
+            write_file_atomic(pending, json.dumps(record, ensure_ascii=False).encode("utf-8"))
         write_file_atomic(self.run_dir / record["image"], data)
         self._append(plan, step, record, pending)
 
     def _commit(self, plan: _Chain, step: int, data: bytes, rgb, **extra):
-        """Image first (atomically), then its record: a record exists only for a complete image.
-
-        The record is first written beside the image (`.step_NNN.record.json`, before the image's
-        atomic rename), so that a crash between the image and the manifest line loses nothing:
-        the next run finds the image with its record and adopts both instead of making the step
-        (and paying for it) again. The side file goes once the manifest line is written.
-        """
+        """Record the image `data` of `step` and write both (see `_write`)."""
         rel = f"{plan.chain_id}/{step_image_name(step)}"
-        sha = sha256_bytes(data)
         record = self._record(
-            plan, step, rel, sha, int(rgb.shape[1]), int(rgb.shape[0]), parent=plan.parent_sha256, **extra
+            plan, step, rel, sha256_bytes(data), int(rgb.shape[1]), int(rgb.shape[0]), parent=plan.parent_sha256, **extra
         )
-        pending = self.run_dir / plan.chain_id / pending_record_name(step)
-        if step > 0:
-            write_file_atomic(pending, json.dumps(record, ensure_ascii=False).encode("utf-8"))
-        write_file_atomic(self.run_dir / rel, data)
-        self._append(plan, step, record, pending)
+        self._write(plan, step, data, record)
 
     def _append(self, plan: _Chain, step: int, record: dict, pending: Path | None) -> None:
         self.writer.append(record)
