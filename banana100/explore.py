@@ -253,27 +253,26 @@ def _hub_dataset(repo_id: str, cache_dir) -> ChainImages:
     """A Hub dataset in the layout `dataset_script/` writes: its card's `default` config, read remotely."""
     from huggingface_hub import HfFileSystem, hf_hub_download
 
-    from banana100.dataset.reader import _card_configs, _patterns
+    from banana100.dataset.layout import DEFAULT_CONFIG
+    from banana100.dataset.reader import card_configs, config_patterns
 
     try:
         card = hf_hub_download(repo_id, "README.md", repo_type="dataset",
                                cache_dir=None if cache_dir is None else str(Path(cache_dir) / "hub"))
     except Exception as e:  # noqa: BLE001 - offline, not found, gated: say which
         raise DatasetError(f"cannot read the card of the Hub dataset {repo_id!r} ({type(e).__name__}: {e})") from None
-    configs = _card_configs(Path(card).parent)
+    configs = card_configs(Path(card).parent)
     if not configs:
         raise DatasetError(f"Hub dataset {repo_id!r}: its card has no YAML `configs` (not a Banana100 dataset layout)")
-    by_name = {c["config_name"]: c for c in configs}
-    config = by_name.get("default") or configs[0]
+    names = [c["config_name"] for c in configs]
+    config = DEFAULT_CONFIG if DEFAULT_CONFIG in names else names[0]
     fs = HfFileSystem()
     root = f"datasets/{repo_id}"
     files: set[str] = set()
-    for pattern in _patterns(config.get("data_files")):
-        if os.path.isabs(pattern) or ".." in Path(pattern).parts:
-            raise DatasetError(f"Hub dataset {repo_id!r}: data_files pattern {pattern!r} leaves the repository")
+    for pattern in config_patterns(configs, config, f"Hub dataset {repo_id!r}"):
         files.update(p for p in fs.glob(f"{root}/{pattern}") if p.endswith(".parquet"))
     if not files:
-        raise DatasetError(f"Hub dataset {repo_id!r}: config {config['config_name']!r} has no Parquet files")
+        raise DatasetError(f"Hub dataset {repo_id!r}: config {config!r} has no Parquet files")
     return _dataset(f"hf://{root}", "Hub dataset", fs, sorted(files))
 
 

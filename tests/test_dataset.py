@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
+from banana100.dataset.reader import config_patterns, count_dataset_rows, is_dataset_dir, iter_dataset_records
 from banana100.dataset.build import build_dataset
 from banana100.dataset.layout import ENDPOINT_STEPS, dataset_features
 from banana100.errors import DatasetError, ManifestError
@@ -310,6 +310,18 @@ def test_is_dataset_dir(tmp_path, run):
     assert not is_dataset_dir(run[0])
     with pytest.raises(DatasetError, match="not a dataset folder"):
         next(iter_dataset_records(run[0]))
+
+
+def test_config_patterns_read_every_form_and_stay_inside_the_dataset():
+    configs = [{"config_name": "a", "data_files": "data/a/*.parquet"},
+               {"config_name": "b", "data_files": ["p/*.parquet", {"split": "train", "path": ["q/*.parquet"]}]},
+               {"config_name": "up", "data_files": [{"split": "train", "path": "../x/*.parquet"}]}]
+    assert config_patterns(configs, "a", "ds") == ["data/a/*.parquet"]
+    assert config_patterns(configs, "b", "ds") == ["p/*.parquet", "q/*.parquet"]
+    with pytest.raises(DatasetError, match=r"ds: data_files pattern '\.\./x/\*\.parquet' leaves the dataset"):
+        config_patterns(configs, "up", "ds")
+    with pytest.raises(DatasetError, match="ds: no config 'c'; the card lists a, b, up"):
+        config_patterns(configs, "c", "ds")
 
 
 def test_corrupted_image_is_named_and_nothing_is_written(tmp_path, run):

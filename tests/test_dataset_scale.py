@@ -200,6 +200,23 @@ def test_verify_duplicate_step(two_models, tmp_path):
     assert any(p.kind == "counts" and p.where == "config default" for p in report.problems)
 
 
+def test_verify_reports_an_unreadable_shard(two_models, tmp_path):
+    from banana100.dataset.reader import iter_dataset_records
+
+    out, _, _ = two_models
+    ds = _damaged(out, tmp_path / "ds")
+    shard = sorted((ds / "data").rglob("*.parquet"))[0]
+    shard.write_bytes(b"not a parquet file " * 100)
+    report = verify_dataset(ds)  # reports, does not raise
+    bad = [p for p in report.problems if p.kind == "file"]
+    setting = shard.relative_to(ds / "data").parts[0]
+    assert {p.where.split(": ")[0] for p in bad} >= {"config default", f"config {setting}"}
+    assert all(shard.name in str(p) and "not a readable Parquet file" in p.message for p in bad)
+    assert any(p.kind == "counts" and p.where == "config default" for p in report.problems)
+    with pytest.raises(DatasetError, match=f"{shard.name}: not a readable Parquet file"):
+        list(iter_dataset_records(ds))
+
+
 def test_verify_refuses_a_non_dataset_folder(tmp_path):
     with pytest.raises(DatasetError, match="not a dataset folder"):
         verify_dataset(tmp_path)

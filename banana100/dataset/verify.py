@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from banana100.dataset.reader import _card_configs, dataset_files
+from banana100.dataset.reader import card_configs, card_row_counts, dataset_files, footer_rows, iter_file_batches
 from banana100.errors import DatasetError
 
 ENDPOINT_STEPS = (0, 1, 5, 10, 20, 100)
@@ -86,10 +86,8 @@ def _png_size(data: bytes, decode: bool) -> tuple[int, int]:
 
 
 def _scan(files: list[Path], with_images: bool, decode: bool, workers: int):
-    """Yield (meta dict, where, computed sha256 or None, size problem or None) for every row."""
-    import pyarrow.parquet as pq
-
-    cols = list(_META) + (["image"] if with_images else [])
+    """Yield (meta dict, where, computed sha256 or None, size problem or None) for every row;
+    (None, file name, None, why) for a file that cannot be read."""
 
     def check(data):
         if data is None:
@@ -103,37 +101,27 @@ def _scan(files: list[Path], with_images: bool, decode: bool, workers: int):
     with ThreadPoolExecutor(workers) as pool:
         for path in files:
             try:
-                pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-                missing = [c for c in cols if c not in pf.schema_arrow.names]
-                if missing:
-                    raise ValueError(f"missing columns {missing}")
-            except Exception as e:  # noqa: BLE001
-                yield None, f"{path.name}", None, f"not a readable Banana100 Parquet file ({e})"
-                continue
-            row = 0
-            for batch in pf.iter_batches(batch_size=16, columns=cols):
-                meta = {c: batch.column(c).to_pylist() for c in _META}
-                checks = [(None, None)] * batch.num_rows
-                if with_images:
-                    images = batch.column("image").field("bytes")
-                    checks = list(pool.map(check, (images[j].as_py() for j in range(batch.num_rows))))
-                for j in range(batch.num_rows):
-                    yield {c: meta[c][j] for c in _META}, f"{path.name} row {row + j}", *checks[j]
-                row += batch.num_rows
-                del batch
+                for row, records, images in iter_file_batches(path, _META, with_images):
+                    checks = [(None, None)] * len(records)
+                    if with_images:
+                        checks = list(pool.map(check, (images[j].as_py() for j in range(len(records)))))
+                    for j, meta in enumerate(records):
+                        yield meta, f"{path.name} row {row + j}", *checks[j]
+            except DatasetError as e:
+                yield None, path.name, None, str(e).removeprefix(f"{path}: ")
 
 
 def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers: int | None = None) -> VerifyReport:
     """Check a dataset folder (see the module doc); never raises for damaged data, only reports."""
     dataset_dir = Path(dataset_dir)
-    configs = _card_configs(dataset_dir)
+    configs = card_configs(dataset_dir)
     if configs is None:
         raise DatasetError(f"{dataset_dir} is not a dataset folder (no README.md with YAML `configs`)")
     workers = workers or min(8, os.cpu_count() or 1)
     report = VerifyReport(dataset_dir)
     add = report.problems.append
     names = [c["config_name"] for c in configs]
-    expected = _expected_counts(dataset_dir)
+    expected = card_row_counts(dataset_dir)
 
     files: dict[str, list[Path]] = {}
     for name in names:
@@ -150,7 +138,7 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
     rows: dict[tuple[str, int], dict] = {}
     for meta, where, digest, size in _scan(files["default"], True, decode, workers):
         if meta is None:
-            add(Problem("file", size, where=where))
+            add(Problem("file", size, where=f"config default: {where}"))
             continue
         report.rows += 1
         cid, step = meta["chain_id"], meta["step"]
@@ -249,23 +237,7 @@ def _check_row(meta: dict, where: str, digest, size, add) -> None:
 
 
 def _footer_rows(path: Path) -> int:
-    import pyarrow.parquet as pq
-
     try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except Exception:  # noqa: BLE001 - reported by the scan
+        return footer_rows(path)
+    except DatasetError:  # reported by the scan
         return 0
-
-
-def _expected_counts(dataset_dir: Path) -> dict[str, int]:
-    from huggingface_hub import DatasetCard
-
-    data = DatasetCard.load(dataset_dir / "README.md").data.to_dict()
-    infos = data.get("dataset_info") or []
-    if isinstance(infos, dict):
-        infos = [infos]
-    out = {}
-    for info in infos:
-        splits = info.get("splits") or []
-        out[info.get("config_name", "default")] = sum(s.get("num_examples", 0) for s in splits)
-    return out
