@@ -253,11 +253,11 @@ def _hub_dataset(repo_id: str, cache_dir) -> ChainImages:
     """A Hub dataset in the layout `dataset_script/` writes: its card's `default` config, read remotely."""
     from huggingface_hub import HfFileSystem, hf_hub_download
 
-    from banana100.dataset.layout import DEFAULT_CONFIG
+    from banana100.dataset.layout import CARD_NAME, DEFAULT_CONFIG
     from banana100.dataset.reader import card_configs, config_patterns
 
     try:
-        card = hf_hub_download(repo_id, "README.md", repo_type="dataset",
+        card = hf_hub_download(repo_id, CARD_NAME, repo_type="dataset",
                                cache_dir=None if cache_dir is None else str(Path(cache_dir) / "hub"))
     except Exception as e:  # noqa: BLE001 - offline, not found, gated: say which
         raise DatasetError(f"cannot read the card of the Hub dataset {repo_id!r} ({type(e).__name__}: {e})") from None
@@ -1085,7 +1085,7 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
     nothing is written to disk.
     """
     from banana100.chains.editors.base import EditRequest
-    from banana100.chains.runner import _result_image, step_seed
+    from banana100.chains.step import result_image, step_seed
     from banana100.chains.settings import get_setting
 
     s = get_setting(setting)
@@ -1095,7 +1095,7 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
         request = EditRequest(image=current, prompt=s.prompt(k), seed=step_seed(seed, chain_id, k),
                               config=dict(s.config), simulate=dict(s.simulate), step=k)
         result = editor.edit(request)
-        _, current = _result_image(result)
+        _, current = result_image(result)
         yield k, current, dict(result.metadata or {})
 
 

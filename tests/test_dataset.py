@@ -273,8 +273,11 @@ def test_cli_build_dataset_takes_provenance_and_push_writes_the_repo_id(tmp_path
             uploaded[repo_id] = (Path(folder_path) / "README.md").read_text()
 
     monkeypatch.setattr(huggingface_hub, "HfApi", Recorder)
+    before = (tmp_path / "ds" / "README.md").read_text()
+    assert 'REPO = "ORG/NAME"' in before and "stands for the Hub id" in before
     assert main(["push", str(tmp_path / "ds"), "--repo-id", "someone/chains"]) == 0
     assert 'REPO = "someone/chains"' in uploaded["someone/chains"]
+    assert "stands for the Hub id" not in uploaded["someone/chains"]  # the placeholder's note goes with it
     assert main(["push", str(tmp_path / "ds"), "--repo-id", "someone/chains", "--dry-run"]) == 0
     assert "card: loading lines name someone/chains" in capsys.readouterr().out
 

@@ -39,7 +39,10 @@ CARD_TEMPLATE = "card_template.md"
 #: The Hub id in the card's loading lines until the folder is pushed (`banana100 push` writes the
 #: real one into the `REPO = "..."` line; `build-dataset --repo-id` sets it at build time).
 REPO_PLACEHOLDER = "ORG/NAME"
-REPO_LINE = re.compile(r'^REPO = "[^"\n]*"', re.MULTILINE)
+_REPO_LINE = re.compile(r'^REPO = "[^"\n]*"', re.MULTILINE)
+#: Under the loading lines while the Hub id is not known (`with_repo_id` removes it).
+_REPO_NOTE = (f"(`{REPO_PLACEHOLDER}` stands for the Hub id: `banana100 push --repo-id ORG/NAME` writes it "
+              "into this line.)")
 
 
 @dataclass
@@ -305,7 +308,7 @@ def write_card(folder: Path, records: list[dict], stats: dict[str, ConfigStats],
     context = _card_context(records, {name: stats[name] for name in order}, shard_max_bytes, config_files,
                             model_configs)
     facts = provenance_facts or provenance(records)
-    context.update(facts, repo_id=repo_id or REPO_PLACEHOLDER, repo_known=bool(repo_id),
+    context.update(facts, repo_id=repo_id or REPO_PLACEHOLDER, repo_known=bool(repo_id), repo_note=_REPO_NOTE,
                    original_dataset=about.ORIGINAL_DATASET, toolkit_requirement=about.requirement())
     pretty_name = "Banana100 chains"
     if context["all_simulated"]:
@@ -343,3 +346,9 @@ def write_card(folder: Path, records: list[dict], stats: dict[str, ConfigStats],
     path = folder / CARD_NAME
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def with_repo_id(card_text: str, repo_id: str) -> str:
+    """The card's text with its loading lines (`REPO = "..."`) naming the Hub dataset `repo_id`."""
+    text = _REPO_LINE.sub(f'REPO = "{repo_id}"', card_text, count=1)
+    return text.replace(f"\n{_REPO_NOTE}\n", "\n")

@@ -22,12 +22,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from banana100.dataset.card import REPO_LINE, human_bytes
+from banana100.dataset.card import human_bytes, with_repo_id
+from banana100.dataset.layout import CARD_NAME, SHARD_MAX_BYTES
 from banana100.errors import DatasetError, UsageError
 
 HUB_MAX_FILES_PER_FOLDER = 10_000
 HUB_MAX_FILE_BYTES = 50 * 1000**3
-RECOMMENDED_PARQUET_BYTES = 500 * 1024**2
 FILES_PER_COMMIT = 50  # what upload_large_folder commits at most at once (it starts lower)
 _LARGE = (".parquet", ".png", ".jpg", ".jpeg", ".webp", ".tar", ".arrow")
 
@@ -75,8 +75,8 @@ def plan_push(dataset_dir: str | os.PathLike, repo_id: str, private: bool = Fals
     folder breaks a Hub limit."""
     dataset_dir = Path(dataset_dir)
     _check_repo_id(repo_id)
-    if not (dataset_dir / "README.md").is_file():
-        raise DatasetError(f"{dataset_dir} has no README.md (dataset card): build it with `banana100 build-dataset`")
+    if not (dataset_dir / CARD_NAME).is_file():
+        raise DatasetError(f"{dataset_dir} has no {CARD_NAME} (dataset card): build it with `banana100 build-dataset`")
     plan = PushPlan(repo_id, dataset_dir, private=private)
     per_folder: Counter = Counter()
     for root, dirs, names in os.walk(dataset_dir):
@@ -92,33 +92,32 @@ def plan_push(dataset_dir: str | os.PathLike, repo_id: str, private: bool = Fals
             per_folder[str(Path(rel).parent)] += 1
             if size > HUB_MAX_FILE_BYTES:
                 raise DatasetError(f"{rel} is {size} bytes: over the Hub's 50 GB limit per file")
-            if name.endswith(".parquet") and size > RECOMMENDED_PARQUET_BYTES * 1.1:
-                plan.warnings.append(f"{rel} is larger than the Hub's recommended {RECOMMENDED_PARQUET_BYTES} bytes")
+            if name.endswith(".parquet") and size > SHARD_MAX_BYTES * 1.1:
+                plan.warnings.append(f"{rel} is larger than the Hub's recommended {SHARD_MAX_BYTES} bytes")
     crowded = {d: n for d, n in per_folder.items() if n > HUB_MAX_FILES_PER_FOLDER}
     if crowded:
         raise DatasetError(f"folders with more than {HUB_MAX_FILES_PER_FOLDER} files (the Hub's limit): {crowded}")
-    card = (dataset_dir / "README.md").read_text(encoding="utf-8")
+    card = (dataset_dir / CARD_NAME).read_text(encoding="utf-8")
     if "licence of these images is not known" in card:
         plan.warnings.append("the card says the images' licence is not known: rebuild with --source-licences FILE, "
                              "--source-dataset HUB_ID or --licence ID before publishing")
-    data = [p for p, _, _ in plan.files if p != "README.md"]
+    data = [p for p, _, _ in plan.files if p != CARD_NAME]
     plan.commits = [data[i : i + files_per_commit] for i in range(0, len(data), files_per_commit)]
     if plan.commits and len(plan.commits[-1]) < files_per_commit:
-        plan.commits[-1].append("README.md")
+        plan.commits[-1].append(CARD_NAME)
     else:
-        plan.commits.append(["README.md"])
+        plan.commits.append([CARD_NAME])
     return plan
 
 
 def set_card_repo_id(dataset_dir: str | os.PathLike, repo_id: str) -> bool:
     """Point the card's loading lines (`REPO = "..."`) at `repo_id`; True when the card changed."""
-    card = Path(dataset_dir) / "README.md"
+    card = Path(dataset_dir) / CARD_NAME
     text = card.read_text(encoding="utf-8")
-    new = REPO_LINE.sub(f'REPO = "{repo_id}"', text, count=1)
-    new = new.replace("\n(`ORG/NAME` stands for the Hub id: `banana100 push --repo-id ORG/NAME` writes it into this line.)\n", "\n")
+    new = with_repo_id(text, repo_id)
     if new == text:
         return False
-    tmp = card.with_name(".README.md.tmp")
+    tmp = card.with_name(f".{CARD_NAME}.tmp")
     tmp.write_text(new, encoding="utf-8")
     os.replace(tmp, card)
     return True

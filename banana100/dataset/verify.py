@@ -16,8 +16,8 @@ What is checked:
   `parent_sha256` is the previous step's `sha256` (null at step 0), and a chain's rows agree
   on setting, source and repeat;
 - configs: a setting config holds exactly that setting's rows, a `model-*` config exactly the
-  chains of that editor model, `endpoints` exactly the rows of steps 0, 1, 5, 10, 20, 100, each
-  with the same hash as in `default`.
+  chains of that editor model (`layout.chain_models`), `endpoints` exactly the rows of the
+  endpoint steps (`layout.ENDPOINT_STEPS`), each with the same hash as in `default`.
 
 Every problem names its chain and step (or its file and config). Memory holds a few small
 fields per row, never the images: a batch of rows is read, hashed and dropped.
@@ -33,10 +33,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from banana100.dataset.layout import (
+    CARD_NAME,
+    DEFAULT_CONFIG,
+    ENDPOINT_STEPS,
+    ENDPOINTS_CONFIG,
+    MODEL_CONFIG_PREFIX,
+    chain_models,
+    model_config,
+)
 from banana100.dataset.reader import card_configs, card_row_counts, dataset_files, footer_rows, iter_file_batches
 from banana100.errors import DatasetError
 
-ENDPOINT_STEPS = (0, 1, 5, 10, 20, 100)
 _META = ("chain_id", "step", "sha256", "parent_sha256", "setting", "source_id", "repeat", "model", "width", "height")
 
 
@@ -116,7 +124,7 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
     dataset_dir = Path(dataset_dir)
     configs = card_configs(dataset_dir)
     if configs is None:
-        raise DatasetError(f"{dataset_dir} is not a dataset folder (no README.md with YAML `configs`)")
+        raise DatasetError(f"{dataset_dir} is not a dataset folder (no {CARD_NAME} with YAML `configs`)")
     workers = workers or min(8, os.cpu_count() or 1)
     report = VerifyReport(dataset_dir)
     add = report.problems.append
@@ -130,13 +138,13 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
         except DatasetError as e:
             add(Problem("counts", str(e), where=f"config {name}"))
             files[name] = []
-    if "default" not in files or not files["default"]:
+    if not files.get(DEFAULT_CONFIG):
         add(Problem("config", "no `default` config with data files", where=str(dataset_dir)))
         return report
 
     # ---- default: every row, every byte
     rows: dict[tuple[str, int], dict] = {}
-    for meta, where, digest, size in _scan(files["default"], True, decode, workers):
+    for meta, where, digest, size in _scan(files[DEFAULT_CONFIG], True, decode, workers):
         if meta is None:
             add(Problem("file", size, where=f"config default: {where}"))
             continue
@@ -156,7 +164,6 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
     for (cid, step), r in rows.items():
         chains[cid][step] = r
     report.chains = len(chains)
-    chain_model: dict[str, str] = {}
     for cid in sorted(chains):
         chain = chains[cid]
         steps = sorted(chain)
@@ -174,27 +181,24 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
         keys = {(r["setting"], r["source_id"], r["repeat"]) for r in chain.values()}
         if len(keys) > 1:
             add(Problem("chain", f"rows disagree on setting/source_id/repeat: {sorted(keys, key=str)}", cid))
-        models = Counter(r["model"] for s, r in chain.items() if s > 0)
-        chain_model[cid] = sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if models else "source"
 
     # ---- the other configs
     settings = {r["setting"] for r in rows.values()}
-    from banana100.dataset.layout import model_config  # one definition of the config names
-
+    chain_model = chain_models((cid, step, r["model"]) for (cid, step), r in rows.items())
     for name in names:
         n = sum(_footer_rows(f) for f in files[name])
         report.configs[name] = n
         if name in expected and expected[name] != n:
             add(Problem("counts", f"{n} rows, the card's dataset_info says {expected[name]}", where=f"config {name}"))
-        if name == "default" or not files[name]:
+        if name == DEFAULT_CONFIG or not files[name]:
             continue
-        if name == "endpoints":
+        if name == ENDPOINTS_CONFIG:
             want = {k for k in rows if k[1] in ENDPOINT_STEPS}
             scan = _scan(files[name], True, decode, workers)
         elif name in settings:
             want = {k for k, r in rows.items() if r["setting"] == name}
             scan = _scan(files[name], False, False, workers)
-        elif name.startswith("model-"):
+        elif name.startswith(MODEL_CONFIG_PREFIX):
             want = {k for k in rows if model_config(chain_model[k[0]]) == name}
             scan = _scan(files[name], False, False, workers)
         else:
