@@ -1085,7 +1085,7 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
     nothing is written to disk.
     """
     from banana100.chains.editors.base import EditRequest
-    from banana100.chains.runner import _result_image, step_seed
+    from banana100.chains.step import result_image, step_seed
     from banana100.chains.settings import get_setting
 
     s = get_setting(setting)
@@ -1095,7 +1095,7 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
         request = EditRequest(image=current, prompt=s.prompt(k), seed=step_seed(seed, chain_id, k),
                               config=dict(s.config), simulate=dict(s.simulate), step=k)
         result = editor.edit(request)
-        _, current = _result_image(result)
+        _, current = result_image(result)
         yield k, current, dict(result.metadata or {})
 
 

@@ -26,7 +26,9 @@ from banana100.chains.editors.simulated import SimulatedEditor
 from banana100.imageio import load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
 from banana100.chains.pricing import price_for
-from banana100.chains.runner import STOPPED_FILE, generate_chains, read_stopped, step_seed
+from banana100.chains.runner import generate_chains
+from banana100.chains.step import step_seed
+from banana100.chains.store import STOPPED_FILE, read_stopped
 from banana100.errors import ChainsFailedError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import load_settings
@@ -403,18 +405,18 @@ class Crash(BaseException):
 
 def test_crash_between_image_and_manifest_repeats_no_call(server, sources, tmp_path, monkeypatch):
     """The image and its side record are on disk, the manifest line is not: the rerun adopts them."""
-    from banana100.chains import runner
+    from banana100.chains.manifest import ManifestWriter
 
-    real = runner._Run._append
+    real = ManifestWriter.append
     state = {"crashed": False}
 
-    def crashing(self, plan, step, record, pending):
-        if step == 2 and not state["crashed"]:
+    def crashing(self, record):
+        if record["step"] == 2 and not state["crashed"]:
             state["crashed"] = True
             raise Crash()
-        return real(self, plan, step, record, pending)
+        return real(self, record)
 
-    monkeypatch.setattr(runner._Run, "_append", crashing)
+    monkeypatch.setattr(ManifestWriter, "append", crashing)
     out = tmp_path / "run"
     with pytest.raises(ChainsFailedError):
         run(editor(server), [sources / "alpha.png"], out, steps=3)

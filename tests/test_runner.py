@@ -20,7 +20,9 @@ from banana100.chains.editors.simulated import DELAY_ENV, SimulatedEditor
 from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
-from banana100.chains.runner import RUN_FILE, generate_chains, step_seed
+from banana100.chains.runner import generate_chains
+from banana100.chains.step import step_seed
+from banana100.chains.store import RUN_FILE
 from banana100.errors import ChainsFailedError, RunMismatchError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import Setting, get_setting
@@ -215,11 +217,11 @@ class Crash(BaseException):
 def test_side_record_is_written_atomically_before_the_image(sources, tmp_path, monkeypatch):
     """A crash before step 2's manifest line leaves its image and its side record, written
     through the atomic helper (record first); the rerun adopts them without a new edit."""
-    from banana100.chains import runner
+    from banana100.chains import store
     from banana100.chains.manifest import ManifestWriter
 
     atomic = []
-    real_atomic, real_append = runner.write_file_atomic, ManifestWriter.append
+    real_atomic, real_append = store.write_file_atomic, ManifestWriter.append
 
     def spy(path, data):
         atomic.append(Path(path).name)
@@ -230,7 +232,7 @@ def test_side_record_is_written_atomically_before_the_image(sources, tmp_path, m
             raise Crash()
         return real_append(self, record)
 
-    monkeypatch.setattr(runner, "write_file_atomic", spy)
+    monkeypatch.setattr(store, "write_file_atomic", spy)
     monkeypatch.setattr(ManifestWriter, "append", crashing)
     out = tmp_path / "run"
     with pytest.raises(ChainsFailedError):
@@ -252,11 +254,11 @@ def test_side_record_is_written_atomically_before_the_image(sources, tmp_path, m
 
 
 def test_one_run_per_folder_at_a_time(sources, tmp_path):
-    from banana100.chains.runner import _RunLock
+    from banana100.chains.store import RunLock
 
     out = tmp_path / "run"
     out.mkdir()
-    with _RunLock(out), pytest.raises(Banana100Error, match="in use by another"):
+    with RunLock(out), pytest.raises(Banana100Error, match="in use by another"):
         run(sources, out)
     assert run(sources, out, steps=1).written == 4
 

@@ -1,0 +1,240 @@
+"""A run folder on disk: its lock, its parameters (`run.json`), the writes of each step, and the
+ledger of chains an editor stopped.
+
+A run folder (see `banana100.chains.manifest` and the design's "Chains on disk") holds:
+- `run.json`: the parameters fixed for the folder (editor, model, setting, base seed), written
+  on the first run; a rerun with different ones is refused, while --steps and --repeats may grow;
+- `manifest.jsonl`: one record per image, appended only after the image is fully on disk;
+- `<chain_id>/step_000.png` (the source, decoded to RGB), `step_001.png`, ... one folder per
+  chain, `chain_id = {source_id}__{setting}__r{repeat}`;
+- `calls.jsonl`: every call of a service editor (banana100.chains.budget);
+- `stopped.jsonl`: chains an editor stopped (e.g. repeated safety blocks), with the reason.
+
+A step's record is also written beside its image (`.step_NNN.record.json`, before the image's
+atomic rename), so a step whose image reached the disk but whose manifest line did not (a
+crash between the two) is adopted on resume, not made (and paid for) again; an image with no
+such record is made again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from banana100 import __version__
+from banana100.chains.editors.base import Editor
+from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, sha256_bytes, utc_now, write_file_atomic
+from banana100.chains.settings import Setting
+from banana100.errors import Banana100Error, ManifestError, RunMismatchError
+
+RUN_FILE = "run.json"
+LOCK_FILE = ".generate.lock"
+STOPPED_FILE = "stopped.jsonl"  # chains an editor stopped (ChainStopped), with the reason
+RUN_FORMAT = 1
+FIXED_PARAMETERS = ("editor", "model", "setting", "seed")  # may not change within a run folder
+
+
+def image_rel(chain_id: str, step: int) -> str:
+    """The image of a step, relative to the run folder (the record's `image`)."""
+    return f"{chain_id}/step_{step:03d}.png"
+
+
+def pending_record_name(step: int) -> str:
+    """The record written next to an image before the image itself (see `RunStore.write`)."""
+    return f".step_{step:03d}.record.json"
+
+
+def run_parameters(editor: Editor, setting: Setting, seed: int) -> dict:
+    return {"editor": editor.name, "model": editor.model, "setting": setting.name, "seed": int(seed)}
+
+
+def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> None:
+    """Write run.json on the first run; refuse a rerun with different fixed parameters."""
+    path = run_dir / RUN_FILE
+    if not path.exists():
+        if has_records:
+            raise ManifestError(
+                f"{run_dir} has a {MANIFEST_NAME} but no {RUN_FILE}, so its editor, setting and seed are "
+                f"unknown; it was not made by `banana100 generate` or {RUN_FILE} was deleted. "
+                "Use a new --out folder."
+            )
+        record = {
+            "format": RUN_FORMAT,
+            **params,
+            "created_at": utc_now(),
+            "banana100_version": __version__,
+            "sources": str(sources) if isinstance(sources, (str, os.PathLike)) else None,
+        }
+        write_file_atomic(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+        return
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(stored, dict):
+            raise TypeError("not a JSON object")
+    except (OSError, ValueError, TypeError) as e:
+        raise ManifestError(f"{path}: cannot read the run parameters ({e})") from None
+    diffs = [k for k in FIXED_PARAMETERS if stored.get(k) != params[k]]
+    if diffs:
+        was = ", ".join(f"{k}={stored.get(k)!r}" for k in FIXED_PARAMETERS)
+        now = ", ".join(f"{k}={params[k]!r}" for k in FIXED_PARAMETERS)
+        raise RunMismatchError(
+            f"{run_dir} was made with {was}; this command asks for {now} (different {', '.join(diffs)}). "
+            "A run folder holds one editor, model, setting and seed (only --steps and --repeats may grow): "
+            "use another --out folder."
+        )
+
+
+class RunLock:
+    """An exclusive lock on a run folder, so that two runs never append to one manifest."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / LOCK_FILE
+        self._fd = None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            return self
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise Banana100Error(
+                f"{self.path.parent} is in use by another `banana100 generate`; wait for it to finish "
+                "(or stop it) before running into the same folder"
+            ) from None
+        return self
+
+    def __exit__(self, *exc):
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock
+            self._fd = None
+
+
+class RunStore:
+    """The writes of a locked run folder: each step's side record, image and manifest line.
+
+    `on_written()` is called once per image recorded (the progress bar). Safe to call from
+    several threads for different chains; the steps of one chain must be written in order.
+    """
+
+    def __init__(self, run_dir: Path, on_written: Callable[[], None]):
+        self.run_dir = run_dir
+        self.writer = ManifestWriter(run_dir)
+        self.on_written = on_written
+        self.lock = threading.Lock()  # for the stopped ledger
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def prepare_chain(self, chain_id: str, next_step: int) -> None:
+        """Make the chain's folder; drop what a crash left: temporary files, and side records of
+        steps already in the manifest (the run is locked, so nothing else is writing)."""
+        chain_dir = self.run_dir / chain_id
+        chain_dir.mkdir(parents=True, exist_ok=True)
+        for stale in chain_dir.glob("*.step_*.tmp-*"):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
+        for old in chain_dir.glob(".step_*.record.json"):
+            try:
+                if int(old.name[6:9]) < next_step:
+                    old.unlink()
+            except (OSError, ValueError):
+                pass
+
+    def write(self, record: dict, data: bytes) -> None:
+        """Side record, then the image, then the manifest line: a record exists only for a complete image.
+
+        The record is first written beside the image (`.step_NNN.record.json`, atomically, before
+        the image's atomic rename), so that a crash between the image and the manifest line loses
+        nothing: the next run finds the image with its record and adopts both instead of making
+        the step (and paying for it) again. The side file goes once the manifest line is written.
+        Step 0 (the source, free to redo) has none.
+        """
+        step = record["step"]
+        pending = self.run_dir / record["chain_id"] / pending_record_name(step) if step > 0 else None
+        if pending is not None:
+            write_file_atomic(pending, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+        write_file_atomic(self.run_dir / record["image"], data)
+        self._append(record, pending)
+
+    def adopt(self, chain_id: str, step: int, parent_sha256: str | None) -> tuple[dict, bytes] | None:
+        """A step whose image and record reached the disk but not the manifest (a crash): append
+        the record now and return it with the image bytes; None when there is nothing to adopt."""
+        pending = self.run_dir / chain_id / pending_record_name(step)
+        if not pending.is_file():
+            return None
+        try:
+            record = json.loads(pending.read_text(encoding="utf-8"))
+            data = (self.run_dir / image_rel(chain_id, step)).read_bytes()
+        except (OSError, ValueError):
+            return None
+        ok = (
+            isinstance(record, dict)
+            and record.get("chain_id") == chain_id
+            and record.get("step") == step
+            and record.get("parent_sha256") == parent_sha256
+            and record.get("sha256") == sha256_bytes(data)
+        )
+        if not ok:
+            return None
+        self._append(record, pending)
+        return record, data
+
+    def _append(self, record: dict, pending: Path | None) -> None:
+        self.writer.append(record)
+        if pending is not None:
+            try:
+                pending.unlink()
+            except FileNotFoundError:
+                pass
+        self.on_written()
+
+    def record_stopped(self, chain_id: str, step: int, reason: str, details) -> dict:
+        """Add a chain the editor stopped to the ledger; returns its entry."""
+        entry = {"event": "stopped", "chain_id": chain_id, "step": step, "reason": reason,
+                 "details": details, "time": utc_now()}
+        with self.lock:
+            _append_line(self.run_dir / STOPPED_FILE, entry)
+        return entry
+
+
+def clear_stopped(run_dir: Path, chain_ids) -> None:
+    """Take chains off the ledger (`--retry-stopped`): later reads no longer list them."""
+    for cid in sorted(chain_ids):
+        _append_line(run_dir / STOPPED_FILE, {"event": "cleared", "chain_id": cid, "time": utc_now()})
+
+
+def read_stopped(run_dir) -> dict[str, dict]:
+    """Chains stopped by the editor and not cleared since: chain_id -> its `stopped` entry."""
+    out: dict[str, dict] = {}
+    try:
+        raw = (Path(run_dir) / STOPPED_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return out
+    for line in raw.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") == "stopped":
+            out[rec["chain_id"]] = rec
+        elif rec.get("event") == "cleared":
+            out.pop(rec.get("chain_id"), None)
+    return out
+
+
+def _append_line(path: Path, record: dict) -> None:
+    """Append one JSON line and fsync it (small, rare files: stopped.jsonl)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
