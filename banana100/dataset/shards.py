@@ -96,7 +96,6 @@ class _ShardWriter:
 
     def __init__(self, folder: Path, features, max_bytes: int):
         self.folder = folder
-        self.features = features
         self.schema = features.arrow_schema
         self.options = _parquet_writer_options(features, self.schema)
         self.max_bytes = max_bytes
@@ -185,11 +184,10 @@ class _ShardWriter:
         self._shard_rows = self._shard_groups = self._shard_bytes = 0
         self._shard_key = hashlib.sha256()
 
-    def close(self) -> list[Path]:
+    def close(self) -> None:
         """Finish the last shard (its final `train-i-of-n` name comes from `finalize_shards`)."""
         self._flush()
         self._close_shard()
-        return self.parts
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):  # already failing: keep the first error
