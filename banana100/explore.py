@@ -1080,23 +1080,22 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
                  chain_id: str = "live__replicate__r0") -> Iterator[tuple[int, np.ndarray, dict]]:
     """Yield (step, rgb, metadata) for step 0 (the image) and each of `steps` edits, in memory.
 
-    Each step is made exactly as `banana100.chains.runner` makes it (the setting's prompt for that
-    step, the seed `runner.step_seed(seed, chain_id, step)`, the stored-image round trip), but
-    nothing is written to disk.
+    Each step is made by `banana100.chains.step`, as `generate_chains` makes it in the chain
+    `chain_id` with base seed `seed` (the setting's prompt, seed rule and transforms for that
+    step, the stored-PNG round trip), but nothing is written to disk.
     """
-    from banana100.chains.editors.base import EditRequest
-    from banana100.chains.step import result_image, step_seed
     from banana100.chains.settings import get_setting
+    from banana100.chains.step import edit_request, make_step
+    from banana100.imageio import encode_png
 
     s = get_setting(setting)
     current = np.ascontiguousarray(image)
+    current_bytes = encode_png(current)  # the runner stores step 0 as this PNG and sends its bytes
     yield 0, current, {}
     for k in range(1, int(steps) + 1):
-        request = EditRequest(image=current, prompt=s.prompt(k), seed=step_seed(seed, chain_id, k),
-                              config=dict(s.config), simulate=dict(s.simulate), step=k)
-        result = editor.edit(request)
-        _, current = result_image(result)
-        yield k, current, dict(result.metadata or {})
+        out = make_step(editor, edit_request(s, k, current, seed, chain_id, image_bytes=current_bytes))
+        current, current_bytes = out.rgb, out.data
+        yield k, current, out.metadata
 
 
 def scores_frame(rows: list[dict], chain_id: str = "live__replicate__r0") -> pd.DataFrame:

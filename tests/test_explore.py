@@ -9,10 +9,11 @@ from PIL import Image
 
 from banana100.errors import UploadError
 from banana100 import explore as ex
-from banana100.chains.editors import make_editor
 from banana100.imageio import load_rgb
 from banana100.chains.manifest import image_path, read_manifest
+from banana100.chains.editors.simulated import SimulatedEditor
 from banana100.chains.runner import generate_chains
+from banana100.chains.settings import load_settings
 from banana100.schema import chain_id
 
 
@@ -91,19 +92,53 @@ def test_chain_curves_orient_and_normalise():
     assert ex.chain_curves(df, "nothing").empty
 
 
-def test_stream_chain_makes_the_runner_images(tmp_path):
+class RecordingEditor(SimulatedEditor):
+    """The simulated editor, keeping every request it gets."""
+
+    def __init__(self):
+        super().__init__()
+        self.requests = []
+
+    def edit(self, request):
+        self.requests.append(request)
+        return super().edit(request)
+
+
+def _request_view(q):
+    """What a request asks for (the meter is the runner's own bookkeeping)."""
+    return (q.step, q.prompt, q.seed, q.config, q.simulate, q.chain_id, q.image.tobytes(), q.image_bytes)
+
+
+@pytest.mark.parametrize("setting", sorted(load_settings()))
+def test_stream_chain_makes_the_runner_steps(tmp_path, setting):
+    """For every setting (seed rules and transforms included) the live stream sends the runner's
+    requests and shows the runner's images."""
     src = tmp_path / "src"
     src.mkdir()
     rng = np.random.default_rng(0)
     Image.fromarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).save(src / "noise.png")
-    generate_chains(make_editor("simulated"), src, "replicate", steps=3, repeats=1, out_dir=tmp_path / "run",
-                    progress=False, seed=7)
+    runner_editor, live_editor = RecordingEditor(), RecordingEditor()
+    generate_chains(runner_editor, src, setting, steps=3, repeats=1, out_dir=tmp_path / "run", progress=False, seed=7)
     recs = {r["step"]: r for r in read_manifest(tmp_path / "run")}
-    streamed = list(ex.stream_chain(make_editor("simulated"), load_rgb(src / "noise.png"), 3, seed=7,
-                                    chain_id=chain_id("noise", "replicate", 0)))
+    streamed = list(ex.stream_chain(live_editor, load_rgb(src / "noise.png"), 3, setting=setting, seed=7,
+                                    chain_id=chain_id("noise", setting, 0)))
     assert [s for s, _, _ in streamed] == [0, 1, 2, 3]
-    for step, rgb, _ in streamed:
+    assert [_request_view(q) for q in live_editor.requests] == [_request_view(q) for q in runner_editor.requests]
+    for step, rgb, meta in streamed:
         assert np.array_equal(rgb, load_rgb(image_path(tmp_path / "run", recs[step])))
+        if step:
+            assert meta["finish_reason"] == recs[step]["finish_reason"]
+
+
+def test_stream_chain_follows_the_setting_rules():
+    """The rules the old live chain ignored: a fixed seed, and a cycled transform list."""
+    rgb = np.random.default_rng(1).integers(0, 255, (16, 16, 3), dtype=np.uint8)
+    ed = RecordingEditor()
+    list(ex.stream_chain(ed, rgb, 3, setting="replicate_seed_fixed"))
+    assert len({q.seed for q in ed.requests}) == 1
+    ed = RecordingEditor()
+    list(ex.stream_chain(ed, rgb, 3, setting="color_roundtrip"))
+    assert [q.simulate["transform"] for q in ed.requests] == ["desaturate", "recolor", "desaturate"]
 
 
 def test_check_upload(tmp_path):
