@@ -49,6 +49,7 @@ from banana100 import about
 from banana100.errors import Banana100Error, DatasetError, ImageReadError, UploadError
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 from banana100.metrics.table import METRICS
+from banana100.schema import chain_id as make_chain_id
 
 #: Environment variables the Space reads (see `SpaceConfig.from_env`).
 DATASET_ENV = "BANANA100_SPACE_DATASET"  # a dataset folder, a run folder, or a Hub dataset id
@@ -1076,19 +1077,26 @@ def shrink(rgb: np.ndarray, max_side: int) -> np.ndarray:
     return np.asarray(_thumbnail(Image.fromarray(rgb), max_side))
 
 
+# A live chain is named like any other (source "live", repeat 0); the Space runs `replicate`.
+LIVE_SOURCE_ID = "live"
+LIVE_CHAIN_ID = make_chain_id(LIVE_SOURCE_ID, "replicate", 0)
+
+
 def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicate", seed: int = 0,
-                 chain_id: str = "live__replicate__r0") -> Iterator[tuple[int, np.ndarray, dict]]:
+                 chain_id: str | None = None) -> Iterator[tuple[int, np.ndarray, dict]]:
     """Yield (step, rgb, metadata) for step 0 (the image) and each of `steps` edits, in memory.
 
     Each step is made by `banana100.chains.step`, as `generate_chains` makes it in the chain
-    `chain_id` with base seed `seed` (the setting's prompt, seed rule and transforms for that
-    step, the stored-PNG round trip), but nothing is written to disk.
+    `chain_id` (default: the live chain of `setting`) with base seed `seed` (the setting's
+    prompt, seed rule and transforms for that step, the stored-PNG round trip), but nothing is
+    written to disk.
     """
     from banana100.chains.settings import get_setting
     from banana100.chains.step import edit_request, make_step
     from banana100.imageio import encode_png
 
     s = get_setting(setting)
+    chain_id = chain_id or make_chain_id(LIVE_SOURCE_ID, s.name, 0)
     current = np.ascontiguousarray(image)
     current_bytes = encode_png(current)  # the runner stores step 0 as this PNG and sends its bytes
     yield 0, current, {}
@@ -1098,7 +1106,7 @@ def stream_chain(editor, image: np.ndarray, steps: int, setting: str = "replicat
         yield k, current, out.metadata
 
 
-def scores_frame(rows: list[dict], chain_id: str = "live__replicate__r0") -> pd.DataFrame:
+def scores_frame(rows: list[dict], chain_id: str = LIVE_CHAIN_ID) -> pd.DataFrame:
     """[{step, metric, score}] -> a scores table (the columns `chain_curves` and `analyse` read)."""
     df = pd.DataFrame(rows, columns=["step", "metric", "score"])
     df["chain_id"] = chain_id

@@ -304,14 +304,14 @@ def run_live(upload, sample, steps, editor_name, api_key):
             for metric, score in score_image(image).items():
                 rows.append({"step": step, "metric": metric, "score": score})
             gallery.append((ex.shrink(image, 160), f"step {step}"))
-            curves = ex.chain_curves(ex.scores_frame(rows), "live__replicate__r0")
+            curves = ex.chain_curves(ex.scores_frame(rows), ex.LIVE_CHAIN_ID)
             fig = _figure(curves, step, steps, title=f"Live chain from {origin}: step {step} of {steps}")
             status = f"Step {step} of {steps} done ({editor_name} editor)."
             verdicts = None
             if step == steps:
                 from banana100.report import analyse
 
-                verdicts = ex.verdict_table(analyse(ex.scores_frame(rows)), "live__replicate__r0")
+                verdicts = ex.verdict_table(analyse(ex.scores_frame(rows)), ex.LIVE_CHAIN_ID)
                 status = (f"Done: {steps} steps ({editor_name} editor). "
                           + ("" if steps >= 20 else "The protocol needs steps 1, 5, 10 and 20; run 20 steps for a verdict."))
             yield image, gallery, fig, verdicts, status

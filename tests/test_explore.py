@@ -136,6 +136,11 @@ def test_stream_chain_follows_the_setting_rules():
     ed = RecordingEditor()
     list(ex.stream_chain(ed, rgb, 3, setting="replicate_seed_fixed"))
     assert len({q.seed for q in ed.requests}) == 1
+    assert {q.chain_id for q in ed.requests} == {chain_id("live", "replicate_seed_fixed", 0)}
+    ed = RecordingEditor()
+    list(ex.stream_chain(ed, rgb, 1))  # the Space's live chain
+    assert ed.requests[0].chain_id == ex.LIVE_CHAIN_ID == "live__replicate__r0"
+    assert set(ex.scores_frame([{"step": 0, "metric": "piqe", "score": 1.0}])["chain_id"]) == {ex.LIVE_CHAIN_ID}
     ed = RecordingEditor()
     list(ex.stream_chain(ed, rgb, 3, setting="color_roundtrip"))
     assert [q.simulate["transform"] for q in ed.requests] == ["desaturate", "recolor", "desaturate"]
