@@ -212,22 +212,13 @@ _INDEX_COLUMNS = ["chain_id", "source_id", "setting", "repeat", "step"]
 
 def _dataset(location: str, kind: str, fs, files: list[str]) -> ChainImages:
     """Index the record columns of Parquet `files` on filesystem `fs`; read images per chain."""
-    import pyarrow.parquet as pq
+    from banana100.dataset.reader import index_rows, row_group_images
 
     records = []
     where: dict[str, list[tuple[int, int, int, int]]] = {}  # chain -> [(file, row group, row in group, step)]
-    for fi, name in enumerate(files):
-        with fs.open(name, "rb") as f:
-            pf = pq.ParquetFile(f)
-            cols = pf.read(columns=_INDEX_COLUMNS).to_pydict()  # one read of the small columns
-            sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
-        row = 0
-        for g, n in enumerate(sizes):
-            for j in range(n):
-                rec = {c: cols[c][row + j] for c in _INDEX_COLUMNS}
-                records.append(rec)
-                where.setdefault(rec["chain_id"], []).append((fi, g, j, int(rec["step"])))
-            row += n
+    for fi, g, j, rec in index_rows(files, _INDEX_COLUMNS, fs):
+        records.append(rec)
+        where.setdefault(rec["chain_id"], []).append((fi, g, j, int(rec["step"])))
     if not records:
         raise DatasetError(f"{location}: the dataset has no rows")
 
@@ -237,14 +228,12 @@ def _dataset(location: str, kind: str, fs, files: list[str]) -> ChainImages:
         for fi, g, j, step in where.get(chain_id, []):
             groups.setdefault((fi, g), []).append((j, step))
         for (fi, g), rows in sorted(groups.items()):
-            with fs.open(files[fi], "rb") as f:
-                column = pq.ParquetFile(f).read_row_group(g, columns=["image"]).column("image")
-                images = column.combine_chunks().field("bytes")
-                for j, step in rows:
-                    data = images[j].as_py()
-                    if data is None:
-                        raise DatasetError(f"{files[fi]}: chain {chain_id} step {step} has no image bytes")
-                    out[step] = data
+            images = row_group_images(files[fi], g, fs)
+            for j, step in rows:
+                data = images[j].as_py()
+                if data is None:
+                    raise DatasetError(f"{files[fi]}: chain {chain_id} step {step} has no image bytes")
+                out[step] = data
         return out
 
     return ChainImages(location, kind, _infos(records), load)

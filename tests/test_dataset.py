@@ -308,6 +308,20 @@ def test_iter_dataset_records(built):
         next(iter_dataset_records(out, "nope"))
 
 
+def test_index_rows_and_row_group_images(built):
+    from fsspec.implementations.local import LocalFileSystem
+
+    from banana100.dataset.reader import dataset_files, index_rows, row_group_images
+
+    out, records, _ = built
+    files = [str(f) for f in dataset_files(out)]
+    fs = LocalFileSystem()
+    index = list(index_rows(files, ["chain_id", "step", "sha256"], fs))
+    assert sorted((r["chain_id"], r["step"]) for *_, r in index) == sorted((r["chain_id"], r["step"]) for r in records)
+    fi, g, j, rec = index[-1]
+    assert sha256_bytes(row_group_images(files[fi], g, fs)[j].as_py()) == rec["sha256"]
+
+
 def test_is_dataset_dir(tmp_path, run):
     assert not is_dataset_dir(tmp_path / "missing")
     assert not is_dataset_dir(run[0])

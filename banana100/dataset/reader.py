@@ -9,8 +9,11 @@ flat however large the dataset:
         ...  # record: every schema field except `image`; image_bytes: the original file bytes
 
 The files of a config are the ones its YAML `configs` entry in the card (`README.md`) names
-(`card_configs`, `config_patterns`, `dataset_files`). This module is the one place that reads
-the card and the Parquet files: `verify`, `banana100.scoring` and `banana100.explore` use it.
+(`card_configs`, `config_patterns`, `dataset_files`). Rows are read in order
+(`iter_dataset_records`, `iter_file_batches`) or, for one chain at a time, through an index of
+row groups (`index_rows`, `row_group_images`; on any fsspec filesystem, the Hub's too). This
+module is the one place that reads the card and the Parquet files: `verify`,
+`banana100.scoring` and `banana100.explore` use it.
 """
 
 from __future__ import annotations
@@ -174,6 +177,34 @@ def iter_file_batches(path: Path, columns: Sequence[str] = RECORD_COLUMNS, with_
         del batch, meta
         yield row, records, images
         row += len(records)
+
+
+def index_rows(files: Sequence[str], columns: Sequence[str], fs) -> Iterator[tuple[int, int, int, dict]]:
+    """Yield `(file index, row group, row in the group, record of columns)` for every row of the
+    Parquet `files` on the fsspec filesystem `fs` (local, or the Hub's), reading only `columns`,
+    once per file: the index that random access to images (`row_group_images`) goes by."""
+    import pyarrow.parquet as pq
+
+    for fi, name in enumerate(files):
+        with fs.open(name, "rb") as f:
+            pf = pq.ParquetFile(f)
+            cols = pf.read(columns=list(columns)).to_pydict()
+            sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+        row = 0
+        for g, n in enumerate(sizes):
+            for j in range(n):
+                yield fi, g, j, {c: cols[c][row + j] for c in columns}
+            row += n
+
+
+def row_group_images(path: str, row_group: int, fs):
+    """The image bytes of one row group of a Parquet file on `fs`, as an Arrow array
+    (`images[j].as_py()`: the bytes of the group's row j, or None)."""
+    import pyarrow.parquet as pq
+
+    with fs.open(path, "rb") as f:
+        column = pq.ParquetFile(f).read_row_group(row_group, columns=[IMAGE_COLUMN]).column(IMAGE_COLUMN)
+    return column.combine_chunks().field("bytes")
 
 
 def iter_dataset_records(
