@@ -80,12 +80,13 @@ def _cmd_generate(args) -> None:
     options = {}
     if args.editor.strip().lower() == "gemini":
         options = {
-            "model": args.model or "gemini-3-pro-image-preview",
             "base_url": args.base_url,
             "timeout_s": args.timeout,
             "max_attempts": args.max_attempts,
             "safety_retries": args.safety_retries,
         }
+        if args.model:  # else the editor's default model
+            options["model"] = args.model
     elif args.model or args.base_url:
         raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
     editor = make_editor(args.editor, **options)
@@ -197,6 +198,8 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from banana100.chains.editors import gemini  # its defaults are the generate options' defaults
+
     p = Parser(prog="banana100", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -211,8 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--model",
         default=None,
-        help="gemini model id: gemini-3-pro-image-preview (Nano Banana Pro, the default) or "
-        "gemini-3.1-flash-image-preview (Nano Banana 2, fast)",
+        help=f"gemini model id: {gemini.DEFAULT_MODEL} (Nano Banana Pro, the default) or "
+        f"{gemini.FAST_MODEL} (Nano Banana 2, fast)",
     )
     g.add_argument(
         "--base-url", default=None, help="gemini: API base URL (default: $GOOGLE_GEMINI_BASE_URL, else Google's)"
@@ -230,9 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="client-side rate limit, requests per minute, all chains (default: no limit)")
     g.add_argument("--dry-run", action="store_true", help="show chains, steps, cost estimate and prompts; call nothing")
     g.add_argument("--retry-stopped", action="store_true", help="retry chains the editor stopped (safety blocks)")
-    g.add_argument("--timeout", type=POSITIVE, default=180.0, help="gemini: seconds per request before retrying")
-    g.add_argument("--max-attempts", type=POSITIVE_INT, default=6, help="gemini: calls per step on transient faults")
-    g.add_argument("--safety-retries", type=COUNT, default=3, help="gemini: new-seed retries after safety blocks")
+    g.add_argument("--timeout", type=POSITIVE, default=gemini.TIMEOUT_S, help="gemini: seconds per request before retrying")
+    g.add_argument("--max-attempts", type=POSITIVE_INT, default=gemini.MAX_ATTEMPTS,
+                   help="gemini: calls per step on transient faults")
+    g.add_argument("--safety-retries", type=COUNT, default=gemini.SAFETY_RETRIES,
+                   help="gemini: new-seed retries after safety blocks")
     g.set_defaults(func=_cmd_generate)
 
     b = command("build-dataset", "write a Hub-ready dataset folder from run folders")

@@ -342,6 +342,19 @@ def test_dry_run_calls_and_writes_nothing(server, sources, tmp_path, capsys, mon
     assert not out.exists() and not server.requests
 
 
+def test_cli_options_default_to_the_editors_defaults():
+    """`banana100 generate` takes the gemini editor's defaults from the editor (one home)."""
+    import inspect
+
+    from banana100.cli import build_parser
+
+    args = build_parser().parse_args(["generate", "--sources", ".", "--out", "o"])
+    params = inspect.signature(GeminiEditor).parameters
+    assert (args.timeout, args.max_attempts, args.safety_retries) == tuple(
+        params[k].default for k in ("timeout_s", "max_attempts", "safety_retries"))
+    assert args.model is None and params["model"].default == PRO  # no --model: the editor's default
+
+
 # -- settings --------------------------------------------------------------------------------
 
 

@@ -46,6 +46,10 @@ from banana100.errors import ChainStopped, EditError, RunStopped
 
 DEFAULT_MODEL = "gemini-3-pro-image-preview"
 FAST_MODEL = "gemini-3.1-flash-image-preview"
+# Defaults of the options `banana100 generate` also offers (its --timeout, --max-attempts, --safety-retries).
+TIMEOUT_S = 180.0  # per request
+MAX_ATTEMPTS = 6  # calls per step for transient faults
+SAFETY_RETRIES = 3  # new-seed retries after safety blocks
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 SAFETY_REASONS = frozenset(
@@ -123,9 +127,9 @@ class GeminiEditor(Editor):
         model: str = DEFAULT_MODEL,
         *,
         base_url: str | None = None,
-        timeout_s: float = 180.0,
-        max_attempts: int = 6,
-        safety_retries: int = 3,
+        timeout_s: float = TIMEOUT_S,
+        max_attempts: int = MAX_ATTEMPTS,
+        safety_retries: int = SAFETY_RETRIES,
         backoff_s: float = 2.0,
         backoff_max_s: float = 60.0,
         retry_after_max_s: float = 600.0,
