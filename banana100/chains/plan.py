@@ -40,10 +40,9 @@ class ChainPlan:
         self.next_step = record["step"] + 1
 
 
-def check_count(label: str, value, minimum: int) -> int:
+def _check_count(label: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise Banana100Error(f"{label} must be a whole number >= {minimum}, got {value!r}")
-    return value
 
 
 def check_arguments(editor, setting: Setting, steps, repeats, concurrency, seed, max_cost, rpm) -> None:
@@ -51,9 +50,9 @@ def check_arguments(editor, setting: Setting, steps, repeats, concurrency, seed,
     anything is read or written."""
     if not isinstance(editor, Editor):
         raise Banana100Error(f"editor must be a banana100 Editor, got {type(editor).__name__}")
-    check_count("steps", steps, 0)
-    check_count("repeats", repeats, 1)
-    check_count("concurrency", concurrency, 1)
+    _check_count("steps", steps, 0)
+    _check_count("repeats", repeats, 1)
+    _check_count("concurrency", concurrency, 1)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise Banana100Error(f"seed must be a whole number, got {seed!r}")
     if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost >= 0):

@@ -25,7 +25,7 @@ from banana100.schema import FIELD_NAMES, RECORD_FIELDS
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Fields the runner fills; an editor's metadata cannot override them.
-RUNNER_FIELDS = frozenset(
+_RUNNER_FIELDS = frozenset(
     {
         "chain_id",
         "source_id",
@@ -82,7 +82,7 @@ class StepOutput:
     data: bytes  # the PNG bytes to store
     rgb: np.ndarray  # the stored image decoded: what the next step sees
     seed: int  # the seed that produced the image (the editor's, when it had to change it)
-    fields: dict  # manifest fields from the editor's metadata (see `metadata_fields`)
+    fields: dict  # manifest fields from the editor's metadata (see `_metadata_fields`)
     metadata: dict  # the editor's metadata as it returned it
 
 
@@ -91,13 +91,13 @@ def make_step(editor: Editor, request: EditRequest) -> StepOutput:
     t0 = time.perf_counter()
     result = editor.edit(request)
     latency = time.perf_counter() - t0
-    data, rgb = result_image(result)
+    data, rgb = _result_image(result)
     seed = result.seed if isinstance(result.seed, int) and not isinstance(result.seed, bool) else request.seed
     metadata = dict(result.metadata or {})
-    return StepOutput(data, rgb, seed, metadata_fields(metadata, latency), metadata)
+    return StepOutput(data, rgb, seed, _metadata_fields(metadata, latency), metadata)
 
 
-def result_image(result: EditResult) -> tuple[bytes, np.ndarray]:
+def _result_image(result: EditResult) -> tuple[bytes, np.ndarray]:
     """(PNG bytes to store, RGB array the next step sees = the stored image decoded)."""
     raw = result.image_bytes
     if raw is not None and bytes(raw[:8]) == _PNG_SIGNATURE:
@@ -125,7 +125,7 @@ def _plain(value):
     return value
 
 
-def metadata_fields(metadata: dict | None, measured_latency: float) -> dict:
+def _metadata_fields(metadata: dict | None, measured_latency: float) -> dict:
     """Editor metadata -> manifest fields; anything not a schema field goes into editor_info."""
     fields, extra = {}, {}
     for key, value in (metadata or {}).items():
@@ -136,7 +136,7 @@ def metadata_fields(metadata: dict | None, measured_latency: float) -> dict:
         ok_type = value is None or (
             dtype is not None and not isinstance(value, bool) and isinstance(value, _FIELD_TYPES[dtype])
         )
-        if key in RUNNER_FIELDS or dtype is None or not ok_type:
+        if key in _RUNNER_FIELDS or dtype is None or not ok_type:
             extra[key] = value
         elif value is not None:
             if dtype == "float64" and isinstance(value, float) and not math.isfinite(value):

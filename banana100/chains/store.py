@@ -42,7 +42,7 @@ def image_rel(chain_id: str, step: int) -> str:
     return f"{chain_id}/step_{step:03d}.png"
 
 
-def pending_record_name(step: int) -> str:
+def _pending_record_name(step: int) -> str:
     """The record written next to an image before the image itself (see `RunStore.write`)."""
     return f".step_{step:03d}.record.json"
 
@@ -160,7 +160,7 @@ class RunStore:
         Step 0 (the source, free to redo) has none.
         """
         step = record["step"]
-        pending = self.run_dir / record["chain_id"] / pending_record_name(step) if step > 0 else None
+        pending = self.run_dir / record["chain_id"] / _pending_record_name(step) if step > 0 else None
         if pending is not None:
             write_file_atomic(pending, json.dumps(record, ensure_ascii=False).encode("utf-8"))
         write_file_atomic(self.run_dir / record["image"], data)
@@ -169,7 +169,7 @@ class RunStore:
     def adopt(self, chain_id: str, step: int, parent_sha256: str | None) -> tuple[dict, bytes] | None:
         """A step whose image and record reached the disk but not the manifest (a crash): append
         the record now and return it with the image bytes; None when there is nothing to adopt."""
-        pending = self.run_dir / chain_id / pending_record_name(step)
+        pending = self.run_dir / chain_id / _pending_record_name(step)
         if not pending.is_file():
             return None
         try:

@@ -74,6 +74,6 @@ class Editor(abc.ABC):
     def check_config(self, config: dict) -> None:
         """Refuse (raise) a setting config this editor cannot honour, before any work."""
 
-    def connect(self) -> None:
+    def connect(self):
         """Get ready to serve calls (a service client; a missing key fails here), before any
-        file is written."""
+        file is written. The runner does not use what it returns."""
