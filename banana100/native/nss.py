@@ -186,7 +186,8 @@ def mscn(
     c: float = 1.0,
     sigma_eps: float = 0.0,
     filtering: str = "conv",
-) -> torch.Tensor:
+    with_centred: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Mean-subtracted contrast-normalised coefficients of `(..., H, W)` images.
 
     (x - mu) / (sigma + c) with mu, sigma the local mean and deviation under the 2-D `window`,
@@ -199,6 +200,9 @@ def mscn(
       symmetric float32-valued window (`matlab.imfilter_moments_integer`);
     - "near_separable": rank-1 passes plus a float32 residual pass, same window values, fast
       (`matlab.imfilter_near_separable`).
+
+    `with_centred` also returns x - mu (the same values the coefficients divide), for
+    `repair_leftovers`, which would otherwise filter the image again.
     """
     if filtering == "exact_uint8":
         mu, mean_sq = matlab.imfilter_moments_integer(x, window, padding)
@@ -214,6 +218,9 @@ def mscn(
         )
     # in place on our own temporaries: same operations and rounding, fewer large allocations
     sigma = mean_sq.sub_(mu * mu).abs_().add_(sigma_eps).sqrt_().add_(c)
+    if with_centred:
+        centred = x - mu
+        return torch.div(centred, sigma, out=mu), centred
     return torch.sub(x, mu, out=mu).div_(sigma)
 
 
@@ -450,5 +457,9 @@ def leftover_share(y: torch.Tensor, size: int = 7, sigma: float = 7 / 6, padding
     window = matlab.fspecial_gaussian(size, sigma, float32=True)
     y32 = y.to(torch.float32)
     mu = matlab.imfilter_symmetric_separable(y32, matlab.gaussian_1d(size, sigma).to(y.device), padding)
-    flagged = (y32 - mu).abs() <= leftover_bound(window, torch.float32)
+    flagged = torch.sub(y32, mu, out=mu).abs_() <= leftover_bound(window, torch.float32)
+    if flagged.device.type == "cpu":
+        # what mean gives there (a float64 sum, exact for counts, then a division), without
+        # the float64 copy of the mask
+        return flagged.flatten(-2).sum(-1).to(torch.float64) / (flagged.shape[-2] * flagged.shape[-1])
     return flagged.flatten(-2).to(torch.float64).mean(-1)
