@@ -389,8 +389,10 @@ def repair_leftovers(
         flat = mask & flat_integer_windows(x, window.shape[-1])
         levels = pyiqa_mscn_levels(window, x.dtype, x.device).to(structdis.dtype)
         # a lookup over the whole image: index_select is several times faster than indexing by
-        # a mask or by index tensors (which pay a nonzero and a slow gather)
-        torch.where(flat, levels.index_select(0, x.reshape(-1).long()).view_as(x), structdis, out=structdis)
+        # a mask or by index tensors (which pay a nonzero and a slow gather); the clamp only keeps
+        # the lookup of pixels outside flat windows in range (their values are not used)
+        grey = x.reshape(-1).long().clamp_(0, levels.numel() - 1)
+        torch.where(flat, levels.index_select(0, grey).view_as(x), structdis, out=structdis)
         mask &= ~flat
         counts = mask.flatten(-2).sum(-1).tolist()
     few = mask
