@@ -8,6 +8,12 @@ both checkouts in fresh subprocesses, one after the other, on the same images: 4
 simulated-editor chain of coffee at 512 px (bench_native.chain_images) and the same frames with a
 clipped sky and contrast (bench_native.flat_chain_images). Reports the median over rounds of
 after / before. Writes bench/results_flat_cost.json.
+
+`--cpu-time` (for a machine shared with other work): one long-lived process per checkout, one
+thread each, the two asked in turn to score the 4 images once, `--rounds` times; each timing is
+the process's CPU time (time.process_time), which other jobs on the machine inflate far less than
+wall time. Reports the ratio of the two minima and of the two medians. Writes
+bench/results_flat_cost_cpu_time.json.
 """
 
 from __future__ import annotations
@@ -51,6 +57,66 @@ print(json.dumps({{"seconds": best / len(xs), "scores": scores}}))
 """
 
 
+WORKER = r"""
+import sys, time, json, torch, warnings
+sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
+torch.set_num_threads(1)
+warnings.simplefilter("ignore")
+from pathlib import Path
+from bench_native import chain_images, flat_chain_images
+from banana100 import native
+from banana100.engine import to_tensor
+files = {files!r}
+models = {{m: native.build(m, {{f: Path({params!r}) / f for f in files[m]}}, "pyiqa") for m in {metrics!r}}}
+images = {{kind: [to_tensor(a)[None] for a in fn(4, 512)] for kind, fn in (("chain", chain_images), ("flat", flat_chain_images))}}
+for line in sys.stdin:
+    metric, kind = line.split()
+    with torch.no_grad():
+        t = time.process_time()
+        scores = [float(models[metric](x)[0]) for x in images[kind]]
+        seconds = time.process_time() - t
+    print(json.dumps({{"seconds": seconds / len(images[kind]), "scores": scores}}), flush=True)
+"""
+
+
+def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path) -> list[dict]:
+    """Interleaved runs of two long-lived workers (`--cpu-time`)."""
+    def start(root: Path) -> subprocess.Popen:
+        code = WORKER.format(root=str(root), bench=str(REPO / "bench"), files=FILES, params=str(params), metrics=metrics)
+        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore"})
+
+    def ask(worker: subprocess.Popen, metric: str, kind: str) -> dict:
+        worker.stdin.write(f"{metric} {kind}\n")
+        worker.stdin.flush()
+        return json.loads(worker.stdout.readline())
+
+    old, new = start(before), start(REPO)
+    rows = []
+    try:
+        for metric in metrics:
+            for kind in ("chain", "flat"):
+                ask(old, metric, kind), ask(new, metric, kind)  # warm-up
+                b_s, a_s = [], []
+                for _ in range(rounds):
+                    b, a = ask(old, metric, kind), ask(new, metric, kind)
+                    b_s.append(b["seconds"])
+                    a_s.append(a["seconds"])
+                diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a["scores"], b["scores"]))
+                row = {"metric": metric, "images": kind, "min_after_over_min_before": min(a_s) / min(b_s),
+                       "median_after_over_median_before": statistics.median(a_s) / statistics.median(b_s),
+                       "before_cpu_s": b_s, "after_cpu_s": a_s, "max_score_change": diff}
+                rows.append(row)
+                print(f"{metric:8s} {kind:6s} after/before x{row['min_after_over_min_before']:.2f} (minima), "
+                      f"x{row['median_after_over_median_before']:.2f} (medians), {rounds} rounds; "
+                      f"score change up to {diff:.1e}", flush=True)
+    finally:
+        for worker in (old, new):
+            worker.stdin.close()
+            worker.wait()
+    return rows
+
+
 def timed(root: Path, metric: str, flat: bool, params: Path) -> dict:
     code = CHILD.format(root=str(root), bench=str(REPO / "bench"), flat=flat, metric=metric,
                         params=str(params), files=FILES[metric])
@@ -65,7 +131,17 @@ def main() -> None:
     ap.add_argument("--metrics", default="brisque,niqe,piqe")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--params", type=Path, default=PARAMS)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="interleaved long-lived workers, one thread, process CPU time (a shared machine)")
+    ap.add_argument("--out", type=Path, help="the JSON file (default bench/results_flat_cost[_cpu_time].json)")
     args = ap.parse_args()
+    if args.cpu_time:
+        rows = cpu_time_rows(args.before, args.metrics.split(","), args.rounds, args.params)
+        out = args.out or REPO / "bench" / "results_flat_cost_cpu_time.json"
+        out.write_text(json.dumps({"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows},
+                                  indent=1) + "\n")
+        print(f"written {out}", file=sys.stderr)
+        return
     rows = []
     for metric in args.metrics.split(","):
         for flat in (False, True):
@@ -82,7 +158,7 @@ def main() -> None:
             rows.append(row)
             print(f"{metric:8s} {row['images']:6s} after/before x{row['median_after_over_before']:.2f} "
                   f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}); score change up to {diff:.1e}", flush=True)
-    out = REPO / "bench" / "results_flat_cost.json"
+    out = args.out or REPO / "bench" / "results_flat_cost.json"
     out.write_text(json.dumps({"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows},
                               indent=1) + "\n")
     print(f"written {out}", file=sys.stderr)

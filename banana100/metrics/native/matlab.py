@@ -734,20 +734,44 @@ def conv2d_at(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, s
     float64, 5x5 and 7x7 windows, images from 16x16 to 2048x1536, one and two threads:
     tests/test_native_flat.py). Costs K windows, not the whole image.
     """
-    kh, kw = weight.shape[-2:]
-    n_idx, i_idx, j_idx = index.unbind(-1)
-    dy = torch.arange(kh, device=padded.device)
-    dx = torch.arange(kw, device=padded.device)
-    out = []
-    for s in range(0, index.shape[0], AT_CHUNK):
-        n, i, j = n_idx[s : s + AT_CHUNK], i_idx[s : s + AT_CHUNK], j_idx[s : s + AT_CHUNK]
-        k = n.numel()
-        win = padded.new_zeros(AT_CHUNK, kh, kw)
-        win[:k] = padded[n[:, None, None], 0, (i[:, None] + dy)[:, :, None], (j[:, None] + dx)[:, None, :]]
-        if square:
-            win.mul_(win)
-        row = win.permute(1, 0, 2).reshape(1, 1, kh, AT_CHUNK * kw)
-        out.append(F.conv2d(row, weight.to(padded.dtype), stride=(1, kw)).reshape(-1)[:k])
-    if not out:
+    rows = _window_rows(padded, weight, index)
+    w = weight.to(padded.dtype)
+    kw = weight.shape[-1]
+    if not rows:
         return padded.new_zeros(0)
-    return torch.cat(out)
+    return torch.cat([F.conv2d(row.mul_(row) if square else row, w, stride=(1, kw)).reshape(-1)[:k]
+                      for row, k in rows])
+
+
+def conv2d_at_moments(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(`conv2d_at(padded, weight, index)`, `conv2d_at(..., square=True)`), bit for bit, the
+    windows gathered once for both."""
+    w = weight.to(padded.dtype)
+    kw = weight.shape[-1]
+    plain, squared = [], []
+    for row, k in _window_rows(padded, weight, index):
+        plain.append(F.conv2d(row, w, stride=(1, kw)).reshape(-1)[:k])
+        squared.append(F.conv2d(row.mul_(row), w, stride=(1, kw)).reshape(-1)[:k])
+    if not plain:
+        return padded.new_zeros(0), padded.new_zeros(0)
+    return torch.cat(plain), torch.cat(squared)
+
+
+def _window_rows(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
+    """The (1, 1, kh, AT_CHUNK * kw) rows of `conv2d_at`, with how many windows each holds: one
+    gather from the flattened image per chunk (three broadcast indices cost several times more)."""
+    kh, kw = weight.shape[-2:]
+    hp, wp = padded.shape[-2:]
+    flat = padded.reshape(-1)
+    n_idx, i_idx, j_idx = index.unbind(-1)
+    start = (n_idx * (padded.shape[1] * hp) + i_idx) * wp + j_idx  # each window's top-left element
+    taps = (torch.arange(kh, device=padded.device)[:, None, None] * wp
+            + torch.arange(kw, device=padded.device)[None, None, :])  # (kh, 1, kw)
+    rows = []
+    for s in range(0, index.shape[0], AT_CHUNK):
+        part = start[s : s + AT_CHUNK]
+        k = part.numel()
+        row = padded.new_zeros(kh, AT_CHUNK, kw)
+        row[:, :k] = flat.index_select(0, (taps + part[None, :, None]).reshape(-1)).view(kh, k, kw)
+        rows.append((row.view(1, 1, kh, AT_CHUNK * kw), k))
+    return rows

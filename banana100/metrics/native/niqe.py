@@ -87,16 +87,18 @@ class NIQE(torch.nn.Module):
         for scale in (1, 2):
             # scale 1 holds 0..255 integers: exact filtering; scale 2 is resampled
             filtering = "exact_uint8" if scale == 1 else "near_separable"
+            # flat windows and exact ramps of the resampled image get pyiqa's own leftovers
+            repair = scale == 2 and self.mode == "pyiqa" and img.device.type == "cpu"
             structdis = nss.mscn(
                 img,
                 self.window,
                 "replicate",
                 sigma_eps=self.sigma_eps,
                 filtering=filtering,
+                with_centred=repair,
             )
-            if scale == 2 and self.mode == "pyiqa" and img.device.type == "cpu":
-                # flat windows and exact ramps of the resampled image: pyiqa's own leftovers
-                centred = img - matlab.imfilter_near_separable(img, self.window, "replicate")
+            if repair:
+                structdis, centred = structdis
                 nss.repair_leftovers(structdis, img, centred, self.window, "replicate")
             size = BLOCK // scale
             per_scale.append(block_features(nss.blocks(structdis, size, size)))

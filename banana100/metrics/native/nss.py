@@ -186,7 +186,8 @@ def mscn(
     c: float = 1.0,
     sigma_eps: float = 0.0,
     filtering: str = "conv",
-) -> torch.Tensor:
+    with_centred: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Mean-subtracted contrast-normalised coefficients of `(..., H, W)` images.
 
     (x - mu) / (sigma + c) with mu, sigma the local mean and deviation under the 2-D `window`,
@@ -199,6 +200,9 @@ def mscn(
       symmetric float32-valued window (`matlab.imfilter_moments_integer`);
     - "near_separable": rank-1 passes plus a float32 residual pass, same window values, fast
       (`matlab.imfilter_near_separable`).
+
+    `with_centred` also returns x - mu (the same values the coefficients divide), for
+    `repair_leftovers`, which would otherwise filter the image again.
     """
     if filtering == "exact_uint8":
         mu, mean_sq = matlab.imfilter_moments_integer(x, window, padding)
@@ -214,6 +218,9 @@ def mscn(
         )
     # in place on our own temporaries: same operations and rounding, fewer large allocations
     sigma = mean_sq.sub_(mu * mu).abs_().add_(sigma_eps).sqrt_().add_(c)
+    if with_centred:
+        centred = x - mu
+        return torch.div(centred, sigma, out=mu), centred
     return torch.sub(x, mu, out=mu).div_(sigma)
 
 
@@ -306,11 +313,9 @@ def pyiqa_mscn_at(
         centre = x
     else:
         at = F.pad(index, (1, 0))  # image 0 of `padded`
-        mu = matlab.conv2d_at(padded, weight, at)
-        mean_sq = matlab.conv2d_at(padded, weight, at, square=True)
+        mu, mean_sq = matlab.conv2d_at_moments(padded, weight, at)
         centre = x[index[:, 0], index[:, 1]]
-    sigma = torch.sqrt((mean_sq - mu**2).abs() + torch.finfo(x.dtype).eps)  # pyiqa's safe_sqrt
-    return (centre - mu) / (sigma + 1)
+    return _pyiqa_normalized(centre, mu, mean_sq)
 
 
 _LEVEL_TABLES: dict = {}
@@ -342,21 +347,24 @@ def pyiqa_mscn_levels(window: torch.Tensor, dtype: torch.dtype, device) -> torch
 
 def flat_integer_windows(x: torch.Tensor, size: int) -> torch.Tensor:
     """(N, H, W) bool: the size x size window (zero padding) of x (N, H, W), integers in [0, 255],
-    is constant. Exact: box sums of integers and their squares are exact in float32 here, and
-    size^2 * sum(x^2) == sum(x)^2 holds only for a constant window."""
+    is constant. Exact: runs of equal neighbours (no arithmetic), each row of the window along
+    its row, then the rows' centres down the window's centre column."""
     r = size // 2
     h, w = x.shape[-2:]
-    x32 = x.to(torch.float32).unsqueeze(-3)
-    both = F.pad(torch.cat([x32, x32 * x32], dim=-3), (r, r, r, r))
-    # box sums as shifted slices (a conv2d with a 1-wide kernel is slow on CPU)
-    rows = both[..., :, 0:w].clone()
-    for d in range(1, size):
-        rows += both[..., :, d : d + w]
-    sums = rows[..., 0:h, :].clone()
-    for d in range(1, size):
-        sums += rows[..., d : d + h, :]
-    s1, s2 = sums.to(torch.float64).unbind(-3)
-    return size * size * s2 == s1 * s1
+    p = F.pad(x, (r, r, r, r))
+    across = _all_runs(p[..., :, 1:] == p[..., :, :-1], size - 1, -1)  # (N, H + 2r, W): row of the window constant
+    down = p[..., 1:, r : r + w] == p[..., :-1, r : r + w]  # (N, H + 2r - 1, W): centre column, next row equal
+    return _all_runs(across[..., :-1, :] & down, size - 1, -2) & across[..., size - 1 :, :]
+
+
+def _all_runs(b: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+    """out[k] = b[k] & ... & b[k + n - 1] along `dim` (by doubling spans: log2(n) steps)."""
+    out, span = b, 1  # out[k] covers b[k : k + span]
+    while span < n:
+        step = min(span, n - span)
+        out = out.narrow(dim, 0, out.shape[dim] - step) & out.narrow(dim, step, out.shape[dim] - step)
+        span += step
+    return out
 
 
 def repair_leftovers(
@@ -371,23 +379,51 @@ def repair_leftovers(
     AT_WINDOWS_MAX) or from the row strips that hold them. In place; returns the share of
     coefficients flagged per image (N,) float64."""
     mask = centred.abs() <= leftover_bound(window, x.dtype)
-    counts = mask.flatten(-2).sum(-1).tolist()
-    share = torch.tensor(counts, dtype=torch.float64) / (x.shape[-2] * x.shape[-1])
+    flagged = mask.flatten(-2).sum(-1)
+    share = flagged.to(torch.float64) / (x.shape[-2] * x.shape[-1])
+    counts = flagged.tolist()
+    if not any(counts):  # nothing flat (most photographs): one pass over the image, no more
+        return share
     if integers and padding == "zeros" and x.device.type == "cpu" and max(counts) > matlab.AT_CHUNK:
         # flat windows of an integer image (most of a large flat area): pyiqa's value per level
         flat = mask & flat_integer_windows(x, window.shape[-1])
-        levels = pyiqa_mscn_levels(window, x.dtype, x.device)
-        structdis[flat] = levels[x[flat].long()].to(structdis.dtype)
+        levels = pyiqa_mscn_levels(window, x.dtype, x.device).to(structdis.dtype)
+        # a lookup over the whole image: index_select is several times faster than indexing by
+        # a mask or by index tensors (which pay a nonzero and a slow gather); the clamp only keeps
+        # the lookup of pixels outside flat windows in range (their values are not used)
+        grey = x.reshape(-1).long().clamp_(0, levels.numel() - 1)
+        torch.where(flat, levels.index_select(0, grey).view_as(x), structdis, out=structdis)
         mask &= ~flat
         counts = mask.flatten(-2).sum(-1).tolist()
+    few = mask
     for n, count in enumerate(counts):
-        if count > AT_WINDOWS_MAX:
+        if count > AT_WINDOWS_MAX:  # many: from the row strips that hold them, image by image
             exact = pyiqa_mscn_at(x[n], window, padding, None, mask[n].any(-1)).to(structdis.dtype)
             torch.where(mask[n], exact, structdis[n], out=structdis[n])
-        elif count:
-            index = mask[n].nonzero()
-            structdis[n, index[:, 0], index[:, 1]] = pyiqa_mscn_at(x[n], window, padding, index).to(structdis.dtype)
+            if few is mask:
+                few = mask.clone()
+            few[n] = False
+    if any(0 < c <= AT_WINDOWS_MAX for c in counts):
+        # the others from their windows, all images of the batch in the same calls
+        index = few.nonzero()  # (K, 3): image, row, column
+        kh, kw = window.shape[-2:]
+        padded = matlab.pad_same(x[:, None], kh, kw, padding)
+        weight = window.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
+        mu, mean_sq = matlab.conv2d_at_moments(padded, weight, index)
+        n, i, j = index.unbind(-1)
+        at = (n * x.shape[-2] + i) * x.shape[-1] + j
+        value = _pyiqa_normalized(x.reshape(-1).index_select(0, at), mu, mean_sq).to(structdis.dtype)
+        if structdis.is_contiguous():
+            structdis.view(-1).index_copy_(0, at, value)
+        else:
+            structdis[n, i, j] = value
     return share
+
+
+def _pyiqa_normalized(centre: torch.Tensor, mu: torch.Tensor, mean_sq: torch.Tensor) -> torch.Tensor:
+    """pyiqa's (x - mu) / (sigma + 1), sigma its safe_sqrt with its dtype's eps."""
+    sigma = torch.sqrt((mean_sq - mu**2).abs() + torch.finfo(mu.dtype).eps)
+    return (centre - mu) / (sigma + 1)
 
 
 def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, padding: str, bound: float) -> torch.Tensor:
@@ -423,5 +459,9 @@ def leftover_share(y: torch.Tensor, size: int = 7, sigma: float = 7 / 6, padding
     window = matlab.fspecial_gaussian(size, sigma, float32=True)
     y32 = y.to(torch.float32)
     mu = matlab.imfilter_symmetric_separable(y32, matlab.gaussian_1d(size, sigma).to(y.device), padding)
-    flagged = (y32 - mu).abs() <= leftover_bound(window, torch.float32)
+    flagged = torch.sub(y32, mu, out=mu).abs_() <= leftover_bound(window, torch.float32)
+    if flagged.device.type == "cpu":
+        # what mean gives there (a float64 sum, exact for counts, then a division), without
+        # the float64 copy of the mask
+        return flagged.flatten(-2).sum(-1).to(torch.float64) / (flagged.shape[-2] * flagged.shape[-1])
     return flagged.flatten(-2).to(torch.float64).mean(-1)
