@@ -64,8 +64,12 @@ torch.set_num_threads(1)
 warnings.simplefilter("ignore")
 from pathlib import Path
 from bench_native import chain_images, flat_chain_images
-from banana100 import native
-from banana100.engine import to_tensor
+try:
+    from banana100.metrics import native
+    from banana100.metrics.engine import to_tensor
+except ImportError:  # a checkout from before the regroup of issue 14
+    from banana100 import native
+    from banana100.engine import to_tensor
 files = {files!r}
 models = {{m: native.build(m, {{f: Path({params!r}) / f for f in files[m]}}, "pyiqa") for m in {metrics!r}}}
 images = {{kind: [to_tensor(a)[None] for a in fn(4, 512)] for kind, fn in (("chain", chain_images), ("flat", flat_chain_images))}}

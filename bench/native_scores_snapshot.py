@@ -51,8 +51,12 @@ def _floats(t: torch.Tensor) -> list:
 
 
 def save(path: Path, metrics: list[str], params: Path) -> None:
-    from banana100 import native
-    from banana100.engine import to_tensor
+    try:
+        from banana100.metrics import native
+        from banana100.metrics.engine import to_tensor
+    except ImportError:  # a checkout from before the regroup of issue 14
+        from banana100 import native
+        from banana100.engine import to_tensor
 
     torch.set_num_threads(2)
     imgs = images()
