@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
-from nativetools import IMAGES, REFERENCE_IMAGES, load, rel
+from nativetools import IMAGES, REFERENCE_IMAGES, image, load, rel
 from nativetools import pyiqa_nrqm_features as pyiqa_features
 from PIL import Image
 
@@ -46,13 +46,14 @@ def feature_model() -> nrqm.NRQM:
 
 @pytest.fixture(scope="module")
 def pepper() -> torch.Tensor:
-    return load(REFERENCE_IMAGES / "ilniqe" / "pepper_0.png")
+    return image("pepper_0.png").clone()  # skips, naming the file, without ../shared
 
 
 # -- feature stage -----------------------------------------------------------------------------
 
 
 def test_features_match_pyiqa_on_odd_thin_small_and_gray_images(feature_model, pepper):
+    image("I04.bmp")  # skips, naming the file, without ../shared
     gray = to_tensor(np.asarray(Image.open(REFERENCE_IMAGES / "tid2013" / "I04.bmp").convert("L").convert("RGB")))[None]
     cases = {
         "97x131": pepper[..., 200:297, 150:281],
@@ -136,7 +137,7 @@ def write_synthetic_model(path: Path, feature_samples, seed: int = 0, trees: int
 
 @pytest.fixture(scope="module")
 def nrqm_images(pepper) -> torch.Tensor:
-    tid = [load(REFERENCE_IMAGES / "tid2013" / n) for n in ("I03.bmp", "I04.bmp")]
+    tid = [image(n).clone() for n in ("I03.bmp", "I04.bmp")]
     return torch.cat([im[..., 100:212, 60:180] for im in (pepper, *tid)])  # 112x120: PI's NIQE fits
 
 
