@@ -134,7 +134,9 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
     n_chains = df["chain_id"].nunique()
     if n_chains <= 8:
         axes.flat[0].legend(fontsize=6, loc="best")
-    fig.suptitle("Banana100 sensitivity: a metric that sees the damage goes down; dotted lines = check steps",
+    # one line when the panels are wide enough for it, two otherwise (one panel: PIQE alone)
+    sep = " " if ncols >= 2 else "\n"
+    fig.suptitle(f"Banana100 sensitivity: a metric that sees the damage goes down;{sep}dotted lines = check steps",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
