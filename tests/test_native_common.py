@@ -164,6 +164,22 @@ def test_pyiqa_y_channel_is_bit_exact(space):
     )
 
 
+@pytest.mark.parametrize("space", ["yiq", "ycbcr"])
+def test_pyiqa_y_channel_matches_pyiqa_on_every_rgb_triple(space):
+    """The CPU path multiplies by the Y column alone; every pixel value that can reach it (the
+    2^24 uint8 triples: batches of two 1024x1024 images, each of 16 red levels) must round as
+    pyiqa's 3-column product does (a value on .5 goes up or down by the float32 arithmetic)."""
+    from pyiqa.utils.color_util import to_y_channel
+
+    levels = torch.arange(256)
+    red, green, blue = torch.meshgrid(torch.arange(32), levels, levels, indexing="ij")
+    for red0 in range(0, 256, 32):
+        rgb = torch.stack([red + red0, green, blue]).reshape(3, 2, 1024, 1024).transpose(0, 1)
+        x = rgb.to(torch.float32) / 255
+        ours, theirs = matlab.pyiqa_y_channel(x, space), to_y_channel(x, 255, space).to(torch.float64)
+        assert torch.equal(ours, theirs), (space, red0, int((ours != theirs).sum()))
+
+
 # --------------------------------------------------------------------------- filtering
 
 

@@ -122,9 +122,13 @@ def pyiqa_y_channel(x: torch.Tensor, color_space: str = "yiq") -> torch.Tensor:
 
     pyiqa computes this in the input's float32 and rounds half to even; the rounding of values
     that land on .5 depends on that float32 arithmetic, so it is repeated here as pyiqa does it
-    (same weights, same matmul) before going to float64.
+    (same weights, same matmul) before going to float64. On CPU only the weights' first column
+    goes into the matmul: pyiqa's Y column bit for bit (every one of the 2^24 RGB triples,
+    tests/test_native_common.py) and ~25x faster at 512 px than the 3-column product, whose
+    3-wide output takes a slow BLAS path (bench/bench_y_channel.py).
     """
     x = x.to(torch.float32)
+    y_only = x.device.type == "cpu"
     if color_space == "yiq":
         weights = torch.tensor(
             [
@@ -135,6 +139,8 @@ def pyiqa_y_channel(x: torch.Tensor, color_space: str = "yiq") -> torch.Tensor:
             dtype=torch.float32,
             device=x.device,
         ).t()
+        if y_only:
+            weights = weights[:, :1]
         y = torch.matmul(x.permute(0, 2, 3, 1), weights).permute(0, 3, 1, 2)[:, 0:1]
     elif color_space == "ycbcr":
         weights = torch.tensor(
@@ -149,6 +155,8 @@ def pyiqa_y_channel(x: torch.Tensor, color_space: str = "yiq") -> torch.Tensor:
         bias = torch.tensor(
             [16.0, 128.0, 128.0], dtype=torch.float32, device=x.device
         ).view(1, 3, 1, 1)
+        if y_only:
+            weights, bias = weights[:, :1], bias[:, :1]
         y = (
             (torch.matmul(x.permute(0, 2, 3, 1), weights).permute(0, 3, 1, 2) + bias)
             / 255.0
