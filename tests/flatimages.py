@@ -39,6 +39,18 @@ def flat_patch_image(h: int, w: int, colour: bool, patch: int = 11, seed: int = 
     return base
 
 
+def large_patch_image(levels: list[int], size: int = 320, patch: int = 30) -> np.ndarray:
+    """skimage's camera (grey) cropped to size x size with a flat patch x patch square per level,
+    in rows: large enough that the half scale keeps flat 7x7 windows (resampled, non-integer
+    values), one distinct value per level."""
+    base = grey3(skimage_data.camera())[:size, :size].copy()
+    per_row = size // (patch + 2)
+    for k, level in enumerate(levels):
+        top, left = 1 + (k // per_row) * (patch + 2), 1 + (k % per_row) * (patch + 2)
+        base[top : top + patch, left : left + patch] = level
+    return base
+
+
 def flat_images() -> list[tuple[str, np.ndarray]]:
     return [(f"{'colour' if c else 'grey'}-{h}x{w}", flat_patch_image(h, w, c))
             for c in (True, False) for h, w in ((224, 240), (213, 331))]

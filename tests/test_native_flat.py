@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from flatimages import flat_images, flat_patch_image, synthetic_images
+from flatimages import flat_images, flat_patch_image, large_patch_image, synthetic_images
 from nativetools import rel
 
 from banana100.metrics.engine import to_tensor
@@ -86,11 +86,16 @@ def test_conv2d_at_and_rows_equal_the_whole_image_call(dtype, size, threads):
                 x = x / 255.0 * 0.7  # not integers
             full = F.conv2d(x, weight)
             oh, ow = full.shape[-2:]
-            pick = torch.randperm(oh * ow, generator=gen)[: 2 * matlab.AT_CHUNK + 7]
-            index = torch.stack([torch.zeros_like(pick), pick // ow, pick % ow], dim=-1)
-            assert torch.equal(matlab.conv2d_at(x, weight, index), full.reshape(-1)[pick]), (h, w)
-            assert torch.equal(matlab.conv2d_at(x, weight, index, square=True),
-                               F.conv2d(x * x, weight).reshape(-1)[pick]), (h, w)
+            # every call size `matlab.at_chunks` makes: the smallest, powers of two, full calls
+            for count in (1, 5, 100, 2 * matlab.AT_CHUNK + 7):
+                pick = torch.randperm(oh * ow, generator=gen)[:count]
+                index = torch.stack([torch.zeros_like(pick), pick // ow, pick % ow], dim=-1)
+                assert torch.equal(matlab.conv2d_at(x, weight, index), full.reshape(-1)[pick]), (h, w, count)
+                assert torch.equal(matlab.conv2d_at(x, weight, index, square=True),
+                                   F.conv2d(x * x, weight).reshape(-1)[pick]), (h, w, count)
+                mu, mean_sq = matlab.conv2d_at_moments(x, weight, index)
+                assert torch.equal(mu, full.reshape(-1)[pick]), (h, w, count)
+                assert torch.equal(mean_sq, F.conv2d(x * x, weight).reshape(-1)[pick]), (h, w, count)
             need = torch.zeros(oh, dtype=torch.bool)
             need[oh // 3] = True
             rows = matlab.conv2d_rows(x, weight, need)
@@ -113,6 +118,75 @@ def test_flat_window_leftover_depends_on_the_grey_level_only():
         per_size.append(out[:, 0, 0, 0])
     assert torch.equal(per_size[0], per_size[1])
     assert 100 < int((per_size[0] != 0).sum()) < 256
+
+
+def test_at_chunks_cover_every_window_once():
+    for count in (0, 1, 15, 16, 17, 130, 1023, 1024, 1025, 3000):
+        calls = matlab.at_chunks(count)
+        assert sum(min(size, count - start) for start, size in calls) == count
+        assert all(matlab.AT_MIN_CHUNK <= size <= matlab.AT_CHUNK for _, size in calls)
+        assert [start for start, _ in calls] == list(range(0, count, matlab.AT_CHUNK))
+
+
+def test_true_positions_equal_nonzero():
+    """The word-at-a-time search of sparse masks (and the plain one of dense or odd-sized ones)
+    lists the same positions in the same order as nonzero."""
+    g = torch.Generator().manual_seed(0)
+    masks = [torch.rand(2, 64, 96, generator=g) < p for p in (0.0, 0.001, 0.01, 0.5)]
+    block = torch.zeros(1, 40, 40, dtype=torch.bool)
+    block[0, 3:9, 5:30] = True
+    masks += [block, torch.rand(3, 7, 9, generator=g) < 0.01, torch.ones(1, 8, 8, dtype=torch.bool)]
+    for mask in masks:
+        expected = mask.reshape(-1).nonzero()[:, 0]
+        assert torch.equal(nss.true_positions(mask, int(mask.sum())), expected)
+
+
+def test_flat_windows_match_min_equals_max_with_each_padding():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 3, (2, 40, 50), generator=g).to(torch.float64) * 0.37
+    x[0, 5:20, 10:40] = 1.25
+    x[1, :12, :12] = 0.0
+    x[1, 30:, 35:] = float("nan")
+    for padding in ("zeros", "replicate"):
+        p = matlab.pad_same(x[:, None], 7, 7, padding)
+        low, high = -F.max_pool2d(-p, 7, 1)[:, 0], F.max_pool2d(p, 7, 1)[:, 0]
+        assert torch.equal(nss.flat_windows(x, 7, padding), (low == high) & ~torch.isnan(high)), padding
+
+
+LARGE_SQUARES = [([40, 153, 255], 320, 100), (list(range(5, 250, 7)), 480, 40)]
+
+
+@pytest.mark.parametrize("levels, size, patch", LARGE_SQUARES, ids=["3 levels", "35 levels"])
+def test_flat_windows_of_the_half_scale_take_pyiqa_values(brisque_pair, levels, size, patch):
+    """Large flat squares keep flat 7x7 windows at BRISQUE's half scale, where the values are
+    resampled (not integers): up to nss.FLAT_VALUES_MAX distinct values are put by value, more
+    by their windows or row strips. Every coefficient has pyiqa's sign; flat windows its value."""
+    from pyiqa.archs.func_util import normalize_img_with_gauss
+    from pyiqa.matlab_utils import imresize
+    from pyiqa.utils.color_util import to_y_channel
+
+    ours, _ = brisque_pair
+    x = _x(large_patch_image(levels, size, patch))
+    half = matlab.imresize_half(ours.luminance(x).float())
+    theirs = normalize_img_with_gauss(imresize(to_y_channel(x, 255.0), scale=0.5, antialiasing=True),
+                                      7, 7 / 6, padding="same")[:, 0]
+    ours._share = torch.zeros(1)  # as after the full scale: the half scale's path
+    native = ours.mscn_float32(half)
+    flat = nss.flat_windows(half, 7)
+    assert int(flat.sum()) > matlab.AT_CHUNK  # the by-value path runs
+    assert torch.equal(torch.sign(native), torch.sign(theirs)), levels
+    assert torch.equal(native[flat], theirs[flat]), levels
+
+
+@pytest.mark.parametrize("levels, size, patch", LARGE_SQUARES, ids=["3 levels", "35 levels"])
+def test_niqe_scores_equal_pyiqa_with_large_flat_squares(niqe_pair, levels, size, patch):
+    """NIQE on large flat squares. Its float64 filtering with pyiqa's float32-valued window (sum
+    1 + 1.1e-8) leaves a flat window's coefficient at about -1.1e-8 times its value, far above
+    rounding, so its sign is the image's and nothing there needs repairing (measured: no
+    coefficient flagged at the half scale of these images); the score must still agree."""
+    ours, theirs = niqe_pair
+    x = _x(large_patch_image(levels, size, patch))
+    assert rel(ours(x), theirs(x)) < min(TOL, 1e-5), levels
 
 
 # ----------------------------------------------------------------------------- BRISQUE
@@ -194,7 +268,7 @@ def test_leftover_bound_separates_flat_from_structure():
     # the exact integer test the repair uses agrees with min == max (borders: zero padding)
     padded0 = F.pad(y[:, None], (3, 3, 3, 3))
     flat0 = (F.max_pool2d(padded0, 7, 1) == -F.max_pool2d(-padded0, 7, 1))[:, 0]
-    assert torch.equal(nss.flat_integer_windows(y, 7), flat0)
+    assert torch.equal(nss.flat_windows(y, 7), flat0)
     # and its per-level values are pyiqa's own on a flat image of each level
     from pyiqa.archs.func_util import normalize_img_with_gauss
 

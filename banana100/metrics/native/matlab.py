@@ -725,10 +725,22 @@ def conv2_same(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- exact outputs at chosen pixels
 
-# Windows per conv2d call of `conv2d_at`; every call has this one shape, so the backend picks one
-# algorithm for all of them (single windows or a few go through other CPU code paths that sum in
-# another order: measured in float64, tests/test_native_flat.py).
+# Windows per conv2d call of `conv2d_at`: full calls of AT_CHUNK, the last one of the next power
+# of two from AT_MIN_CHUNK (a photo has a few hundred leftovers: a 1024-window call for 130 of
+# them cost 4x the convolution). A single window goes through other CPU code that sums in another
+# order (measured in float64); 4 and more windows a call round as the whole-image call
+# (float32 and float64, 5x5 to 11x11 windows, 1 and 2 threads: tests/test_native_flat.py).
 AT_CHUNK = 1024
+AT_MIN_CHUNK = 16
+
+
+def at_chunks(count: int) -> list[tuple[int, int]]:
+    """(start, windows in the call) of the `conv2d_at` calls for `count` windows."""
+    calls = [(s, AT_CHUNK) for s in range(0, count - count % AT_CHUNK, AT_CHUNK)]
+    if count % AT_CHUNK:
+        last = max(AT_MIN_CHUNK, 1 << (count % AT_CHUNK - 1).bit_length())
+        calls.append((count - count % AT_CHUNK, min(last, AT_CHUNK)))
+    return calls
 
 
 def conv2d_at(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, square: bool = False) -> torch.Tensor:
@@ -737,7 +749,7 @@ def conv2d_at(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, s
 
     `padded` is (N, 1, Hp, Wp), `weight` (1, 1, kh, kw). The K windows are laid side by side in
     one kh-row image convolved with stride (1, kw), AT_CHUNK windows a call (the last call
-    padded with zero windows): on CPU each output then gets the same arithmetic, bit for bit,
+    padded with zero windows to `at_chunks`' size): on CPU each output then gets the same arithmetic, bit for bit,
     as in the one-image call over the whole picture that pyiqa makes (measured for float32 and
     float64, 5x5 and 7x7 windows, images from 16x16 to 2048x1536, one and two threads:
     tests/test_native_flat.py). Costs K windows, not the whole image.
@@ -753,20 +765,23 @@ def conv2d_at(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, s
 
 def conv2d_at_moments(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(`conv2d_at(padded, weight, index)`, `conv2d_at(..., square=True)`), bit for bit, the
-    windows gathered once for both."""
+    windows gathered once for both and convolved in one call: each row's windows, then their
+    squares, side by side (a call of twice the windows, which rounds as any other: a call costs
+    ~0.1 ms of set-up on CPU whatever its size, more than a photo's few hundred windows)."""
     w = weight.to(padded.dtype)
     kw = weight.shape[-1]
     plain, squared = [], []
     for row, k in _window_rows(padded, weight, index):
-        plain.append(F.conv2d(row, w, stride=(1, kw)).reshape(-1)[:k])
-        squared.append(F.conv2d(row.mul_(row), w, stride=(1, kw)).reshape(-1)[:k])
+        both = F.conv2d(torch.cat([row, row * row], dim=-1), w, stride=(1, kw)).reshape(2, -1)
+        plain.append(both[0, :k])
+        squared.append(both[1, :k])
     if not plain:
         return padded.new_zeros(0), padded.new_zeros(0)
     return torch.cat(plain), torch.cat(squared)
 
 
 def _window_rows(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
-    """The (1, 1, kh, AT_CHUNK * kw) rows of `conv2d_at`, with how many windows each holds: one
+    """The (1, 1, kh, size * kw) rows of `conv2d_at` (sizes: `at_chunks`), with how many windows each holds: one
     gather from the flattened image per chunk (three broadcast indices cost several times more)."""
     kh, kw = weight.shape[-2:]
     hp, wp = padded.shape[-2:]
@@ -776,10 +791,10 @@ def _window_rows(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor
     taps = (torch.arange(kh, device=padded.device)[:, None, None] * wp
             + torch.arange(kw, device=padded.device)[None, None, :])  # (kh, 1, kw)
     rows = []
-    for s in range(0, index.shape[0], AT_CHUNK):
-        part = start[s : s + AT_CHUNK]
+    for s, size in at_chunks(index.shape[0]):
+        part = start[s : s + size]
         k = part.numel()
-        row = padded.new_zeros(kh, AT_CHUNK, kw)
+        row = padded.new_zeros(kh, size, kw)
         row[:, :k] = flat.index_select(0, (taps + part[None, :, None]).reshape(-1)).view(kh, k, kw)
-        rows.append((row.view(1, 1, kh, AT_CHUNK * kw), k))
+        rows.append((row.view(1, 1, kh, size * kw), k))
     return rows

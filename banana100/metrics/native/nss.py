@@ -323,35 +323,42 @@ _LEVEL_TABLES: dict = {}
 # about 0.7 ms per 1024 on two cores); more, from the row strips that hold them (a one-channel
 # conv2d of a 512x512 image: about 3 ms).
 AT_WINDOWS_MAX = 4 * matlab.AT_CHUNK
+# Flat windows of a non-integer image (a resampled scale) take pyiqa's value for each distinct
+# value, up to this many values per batch (a resampled flat area keeps one value; more distinct
+# values than this are left to the windows or strips).
+FLAT_VALUES_MAX = 8
+
+
+def pyiqa_flat_mscn(values: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    """pyiqa's MSCN coefficient (c = 1) of a constant window of each of `values` (K,), in their
+    dtype, with its whole-image conv2d arithmetic (`matlab.conv2d_at` on constant windows: a
+    window's output depends on its values only, so a flat window's on its one value)."""
+    kh, kw = window.shape[-2:]
+    k = values.numel()
+    # K constant windows side by side: (1, 1, kh, K * kw), centres at (kh // 2, kw // 2 + i kw)
+    row = values.repeat_interleave(kw).view(1, 1, 1, -1).expand(1, 1, kh, -1).contiguous()
+    index = torch.stack([torch.zeros(k, dtype=torch.long), torch.zeros(k, dtype=torch.long),
+                         torch.arange(k) * kw], dim=-1).to(values.device)
+    weight = window.to(device=values.device, dtype=values.dtype).reshape(1, 1, kh, kw)
+    mu, mean_sq = matlab.conv2d_at_moments(row, weight, index)
+    return _pyiqa_normalized(values, mu, mean_sq)
 
 
 def pyiqa_mscn_levels(window: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
-    """pyiqa's MSCN coefficient of a flat window at each grey level 0..255 (256,), with its
-    whole-image conv2d arithmetic (`matlab.conv2d_at` on constant windows: the leftover of a flat
-    window depends on its value only). Cached."""
+    """`pyiqa_flat_mscn` at each grey level 0..255 (256,). Cached."""
     key = (window.shape, float(window.sum()), dtype, str(device))
     if key not in _LEVEL_TABLES:
-        kh, kw = window.shape[-2:]
-        levels = torch.arange(256, dtype=dtype, device=device)
-        # 256 constant windows side by side: (1, 1, kh, 256 * kw), centres at (kh // 2, kw // 2 + k kw)
-        row = levels.repeat_interleave(kw).view(1, 1, 1, -1).expand(1, 1, kh, -1).contiguous()
-        index = torch.stack([torch.zeros(256, dtype=torch.long), torch.zeros(256, dtype=torch.long),
-                             torch.arange(256) * kw], dim=-1).to(device)
-        weight = window.to(device=device, dtype=dtype).reshape(1, 1, kh, kw)
-        mu = matlab.conv2d_at(row, weight, index)
-        mean_sq = matlab.conv2d_at(row, weight, index, square=True)
-        sigma = torch.sqrt((mean_sq - mu**2).abs() + torch.finfo(dtype).eps)
-        _LEVEL_TABLES[key] = (levels - mu) / (sigma + 1)
+        _LEVEL_TABLES[key] = pyiqa_flat_mscn(torch.arange(256, dtype=dtype, device=device), window)
     return _LEVEL_TABLES[key]
 
 
-def flat_integer_windows(x: torch.Tensor, size: int) -> torch.Tensor:
-    """(N, H, W) bool: the size x size window (zero padding) of x (N, H, W), integers in [0, 255],
-    is constant. Exact: runs of equal neighbours (no arithmetic), each row of the window along
-    its row, then the rows' centres down the window's centre column."""
+def flat_windows(x: torch.Tensor, size: int, padding: str = "zeros") -> torch.Tensor:
+    """(N, H, W) bool: the size x size window of x (N, H, W) (`padding` as `matlab.pad_same`) is
+    constant. Exact: runs of equal neighbours (no arithmetic), each row of the window along its
+    row, then the rows' centres down the window's centre column. NaN is never flat."""
     r = size // 2
     h, w = x.shape[-2:]
-    p = F.pad(x, (r, r, r, r))
+    p = matlab.pad_same(x[:, None], size, size, padding)[:, 0]
     across = _all_runs(p[..., :, 1:] == p[..., :, :-1], size - 1, -1)  # (N, H + 2r, W): row of the window constant
     down = p[..., 1:, r : r + w] == p[..., :-1, r : r + w]  # (N, H + 2r - 1, W): centre column, next row equal
     return _all_runs(across[..., :-1, :] & down, size - 1, -2) & across[..., size - 1 :, :]
@@ -367,33 +374,61 @@ def _all_runs(b: torch.Tensor, n: int, dim: int) -> torch.Tensor:
     return out
 
 
+def _put_flat_levels(structdis: torch.Tensor, x: torch.Tensor, flat: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    """pyiqa's values into `structdis` at the `flat` windows of an image of 0..255 integers, by
+    grey level; returns the windows done (all of `flat`)."""
+    levels = pyiqa_mscn_levels(window, x.dtype, x.device).to(structdis.dtype)
+    # a lookup over the whole image: index_select is several times faster than indexing by
+    # a mask or by index tensors (which pay a nonzero and a slow gather); the clamp only keeps
+    # the lookup of pixels outside flat windows in range (their values are not used)
+    grey = x.reshape(-1).long().clamp_(0, levels.numel() - 1)
+    torch.where(flat, levels.index_select(0, grey).view_as(x), structdis, out=structdis)
+    return flat
+
+
+def _put_flat_values(structdis: torch.Tensor, x: torch.Tensor, flat: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    """pyiqa's values into `structdis` at the `flat` windows of any image, value by value (the
+    first FLAT_VALUES_MAX distinct values, in the order met); returns the windows done."""
+    remaining = x.masked_select(flat)  # the flat windows' values (their centres')
+    values = []
+    while remaining.numel() and len(values) < FLAT_VALUES_MAX:
+        values.append(remaining[0])
+        remaining = remaining[remaining != remaining[0]]
+    if not values:
+        return flat
+    coefficients = pyiqa_flat_mscn(torch.stack(values), window).to(structdis.dtype)
+    done = flat if not remaining.numel() else torch.zeros_like(flat)
+    for value, coefficient in zip(values, coefficients):
+        same = flat & (x == value)
+        structdis.masked_fill_(same, coefficient)
+        if done is not flat:
+            done |= same
+    return done
+
+
 def repair_leftovers(
     structdis: torch.Tensor, x: torch.Tensor, centred: torch.Tensor, window: torch.Tensor, padding: str,
     integers: bool = False,
 ) -> torch.Tensor:
     """Put pyiqa's own MSCN values (c = 1) into `structdis` (N, H, W) wherever `centred` (x minus
     the fast local mean, N, H, W) is within `leftover_bound`: there the coefficient is a rounding
-    leftover and its sign, which the AGGD fits count, is decided by pyiqa's arithmetic. With
-    `integers` (x holds 0..255 integers, zero padding), exactly flat windows take pyiqa's value
-    for their grey level (`pyiqa_mscn_levels`); the others are recomputed from their windows (up to
-    AT_WINDOWS_MAX) or from the row strips that hold them. In place; returns the share of
-    coefficients flagged per image (N,) float64."""
+    leftover and its sign, which the AGGD fits count, is decided by pyiqa's arithmetic. Where an
+    image has many (a large flat area), its flat windows take pyiqa's value of a constant window:
+    by grey level with `integers` (x holds 0..255 integers: `pyiqa_mscn_levels`), else by value
+    (`pyiqa_flat_mscn`). The others are recomputed from their windows (up to AT_WINDOWS_MAX) or
+    from the row strips that hold them. In place; returns the share of coefficients flagged per
+    image (N,) float64."""
     mask = centred.abs() <= leftover_bound(window, x.dtype)
     flagged = mask.flatten(-2).sum(-1)
     share = flagged.to(torch.float64) / (x.shape[-2] * x.shape[-1])
     counts = flagged.tolist()
     if not any(counts):  # nothing flat (most photographs): one pass over the image, no more
         return share
-    if integers and padding == "zeros" and x.device.type == "cpu" and max(counts) > matlab.AT_CHUNK:
-        # flat windows of an integer image (most of a large flat area): pyiqa's value per level
-        flat = mask & flat_integer_windows(x, window.shape[-1])
-        levels = pyiqa_mscn_levels(window, x.dtype, x.device).to(structdis.dtype)
-        # a lookup over the whole image: index_select is several times faster than indexing by
-        # a mask or by index tensors (which pay a nonzero and a slow gather); the clamp only keeps
-        # the lookup of pixels outside flat windows in range (their values are not used)
-        grey = x.reshape(-1).long().clamp_(0, levels.numel() - 1)
-        torch.where(flat, levels.index_select(0, grey).view_as(x), structdis, out=structdis)
-        mask &= ~flat
+    if x.device.type == "cpu" and max(counts) > matlab.AT_CHUNK:
+        # most of a large flat area: its flat windows by value, not window by window
+        flat = mask & flat_windows(x, window.shape[-1], padding)
+        put = _put_flat_levels if integers else _put_flat_values
+        mask &= ~put(structdis, x, flat, window)
         counts = mask.flatten(-2).sum(-1).tolist()
     few = mask
     for n, count in enumerate(counts):
@@ -405,19 +440,33 @@ def repair_leftovers(
             few[n] = False
     if any(0 < c <= AT_WINDOWS_MAX for c in counts):
         # the others from their windows, all images of the batch in the same calls
-        index = few.nonzero()  # (K, 3): image, row, column
+        h, w = x.shape[-2:]
+        at = true_positions(few, sum(c for c in counts if c <= AT_WINDOWS_MAX))
+        index = torch.stack([at // (h * w), at // w % h, at % w], dim=-1)  # (K, 3): image, row, column
         kh, kw = window.shape[-2:]
         padded = matlab.pad_same(x[:, None], kh, kw, padding)
         weight = window.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
         mu, mean_sq = matlab.conv2d_at_moments(padded, weight, index)
-        n, i, j = index.unbind(-1)
-        at = (n * x.shape[-2] + i) * x.shape[-1] + j
         value = _pyiqa_normalized(x.reshape(-1).index_select(0, at), mu, mean_sq).to(structdis.dtype)
         if structdis.is_contiguous():
             structdis.view(-1).index_copy_(0, at, value)
         else:
+            n, i, j = index.unbind(-1)
             structdis[n, i, j] = value
     return share
+
+
+def true_positions(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """The flat positions of the `count` True values of a bool `mask`, ascending, as
+    `mask.reshape(-1).nonzero()[:, 0]`. A sparse mask on CPU is searched 8 bytes at a time: the
+    nonzero words first, then their bytes (nonzero over every byte of a 512x512 mask costs as
+    much as the convolutions of the repair when only a few hundred values are set)."""
+    flat = mask.reshape(-1)
+    if flat.device.type != "cpu" or flat.numel() % 8 or count * 64 > flat.numel():
+        return flat.nonzero()[:, 0]
+    words = flat.view(torch.int64).nonzero()[:, 0]
+    candidates = (words[:, None] * 8 + torch.arange(8)).reshape(-1)
+    return candidates[flat.index_select(0, candidates)]
 
 
 def _pyiqa_normalized(centre: torch.Tensor, mu: torch.Tensor, mean_sq: torch.Tensor) -> torch.Tensor:
