@@ -10,10 +10,11 @@ clipped sky and contrast (bench_native.flat_chain_images). Reports the median ov
 after / before. Writes bench/results_flat_cost.json.
 
 `--cpu-time` (for a machine shared with other work): one long-lived process per checkout, one
-thread each, the two asked in turn to score the 4 images once, `--rounds` times; each timing is
-the process's CPU time (time.process_time), which other jobs on the machine inflate far less than
-wall time. Reports the ratio of the two minima and of the two medians. Writes
-bench/results_flat_cost_cpu_time.json.
+thread each, the two asked in turn (which goes first alternates) to score the 4 images once,
+`--rounds` times; each timing is the process's CPU time (time.process_time), which other jobs on
+the machine inflate far less than wall time. `--pairs K` splits the rounds over K fresh pairs of
+processes (a process's memory layout can make it faster or slower for its whole life). Reports the
+ratio of the two minima and of the two medians. Writes bench/results_flat_cost_cpu_time.json.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ from pathlib import Path
 from bench_native import chain_images, flat_chain_images
 try:
     from banana100.metrics import native
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine import keep_freed_memory, to_tensor
 except ImportError:  # a checkout from before the regroup of issue 14
     from banana100 import native
-    from banana100.engine import to_tensor
+    from banana100.engine import keep_freed_memory, to_tensor
+keep_freed_memory()  # as the engine runs the metrics (bench/bench_malloc.py)
 imgs = (flat_chain_images if {flat} else chain_images)(4, 512)
 xs = [to_tensor(a)[None] for a in imgs]
 model = native.build({metric!r}, {{f: Path({params!r}) / f for f in {files!r}}}, "pyiqa")
@@ -66,10 +68,11 @@ from pathlib import Path
 from bench_native import chain_images, flat_chain_images
 try:
     from banana100.metrics import native
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine import keep_freed_memory, to_tensor
 except ImportError:  # a checkout from before the regroup of issue 14
     from banana100 import native
-    from banana100.engine import to_tensor
+    from banana100.engine import keep_freed_memory, to_tensor
+keep_freed_memory()  # as the engine runs the metrics (bench/bench_malloc.py)
 files = {files!r}
 models = {{m: native.build(m, {{f: Path({params!r}) / f for f in files[m]}}, "pyiqa") for m in {metrics!r}}}
 images = {{kind: [to_tensor(a)[None] for a in fn(4, 512)] for kind, fn in (("chain", chain_images), ("flat", flat_chain_images))}}
@@ -83,8 +86,8 @@ for line in sys.stdin:
 """
 
 
-def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path) -> list[dict]:
-    """Interleaved runs of two long-lived workers (`--cpu-time`)."""
+def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path, pairs: int = 1) -> list[dict]:
+    """Interleaved runs of long-lived workers (`--cpu-time`): `pairs` fresh pairs, `rounds` in all."""
     def start(root: Path) -> subprocess.Popen:
         code = WORKER.format(root=str(root), bench=str(REPO / "bench"), files=FILES, params=str(params), metrics=metrics)
         return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -95,29 +98,39 @@ def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path) -
         worker.stdin.flush()
         return json.loads(worker.stdout.readline())
 
-    old, new = start(before), start(REPO)
+    cases = [(metric, kind) for metric in metrics for kind in ("chain", "flat")]
+    times = {case: ([], []) for case in cases}  # (before, after) CPU seconds an image
+    scores = {}
+    for pair in range(pairs):
+        # a fresh pair of workers each time: one process's memory layout can make it faster or
+        # slower for its whole life, which rounds within it cannot average out
+        old, new = start(before), start(REPO)
+        try:
+            for case in cases:
+                ask(old, *case), ask(new, *case)  # warm-up
+                for r in range(max(1, rounds // pairs)):
+                    # which goes first alternates: the second finds the caches the first left
+                    order = ((0, old), (1, new)) if (r + pair) % 2 == 0 else ((1, new), (0, old))
+                    for side, worker in order:
+                        answer = ask(worker, *case)
+                        times[case][side].append(answer["seconds"])
+                        scores[case, side] = answer["scores"]
+        finally:
+            for worker in (old, new):
+                worker.stdin.close()
+                worker.wait()
     rows = []
-    try:
-        for metric in metrics:
-            for kind in ("chain", "flat"):
-                ask(old, metric, kind), ask(new, metric, kind)  # warm-up
-                b_s, a_s = [], []
-                for _ in range(rounds):
-                    b, a = ask(old, metric, kind), ask(new, metric, kind)
-                    b_s.append(b["seconds"])
-                    a_s.append(a["seconds"])
-                diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a["scores"], b["scores"]))
-                row = {"metric": metric, "images": kind, "min_after_over_min_before": min(a_s) / min(b_s),
-                       "median_after_over_median_before": statistics.median(a_s) / statistics.median(b_s),
-                       "before_cpu_s": b_s, "after_cpu_s": a_s, "max_score_change": diff}
-                rows.append(row)
-                print(f"{metric:8s} {kind:6s} after/before x{row['min_after_over_min_before']:.2f} (minima), "
-                      f"x{row['median_after_over_median_before']:.2f} (medians), {rounds} rounds; "
-                      f"score change up to {diff:.1e}", flush=True)
-    finally:
-        for worker in (old, new):
-            worker.stdin.close()
-            worker.wait()
+    for metric, kind in cases:
+        b_s, a_s = times[metric, kind]
+        a, b = scores[(metric, kind), 1], scores[(metric, kind), 0]
+        diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a, b))
+        row = {"metric": metric, "images": kind, "min_after_over_min_before": min(a_s) / min(b_s),
+               "median_after_over_median_before": statistics.median(a_s) / statistics.median(b_s),
+               "worker_pairs": pairs, "before_cpu_s": b_s, "after_cpu_s": a_s, "max_score_change": diff}
+        rows.append(row)
+        print(f"{metric:8s} {kind:6s} after/before x{row['min_after_over_min_before']:.2f} (minima), "
+              f"x{row['median_after_over_median_before']:.2f} (medians), {len(a_s)} rounds over {pairs} "
+              f"worker pairs; score change up to {diff:.1e}", flush=True)
     return rows
 
 
@@ -137,10 +150,12 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--cpu-time", action="store_true",
                     help="interleaved long-lived workers, one thread, process CPU time (a shared machine)")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="with --cpu-time: start this many fresh pairs of workers, the rounds split between them")
     ap.add_argument("--out", type=Path, help="the JSON file (default bench/results_flat_cost[_cpu_time].json)")
     args = ap.parse_args()
     if args.cpu_time:
-        rows = cpu_time_rows(args.before, args.metrics.split(","), args.rounds, args.params)
+        rows = cpu_time_rows(args.before, args.metrics.split(","), args.rounds, args.params, args.pairs)
         out = args.out or REPO / "bench" / "results_flat_cost_cpu_time.json"
         out.write_text(json.dumps({"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows},
                                   indent=1) + "\n")
