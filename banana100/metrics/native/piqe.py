@@ -48,10 +48,12 @@ class PIQE(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gray = self._pyiqa_gray(x) if self.mode == "pyiqa" else self._matlab_gray(x)
+        normalized, mu = local_normalization(gray, self.gauss, float32=self.mode == "pyiqa")
         # share of 7x7 windows that are flat or exact ramps (PIQE itself is insensitive there:
-        # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py)
-        self.last_flat_share = nss.leftover_share(gray[:, 0]).cpu()
-        return piqe_score(gray, self.gauss, float32_normalization=self.mode == "pyiqa")
+        # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py),
+        # from PIQE's own local mean: the same window and padding as the share's definition
+        self.last_flat_share = nss.leftover_share(gray[:, 0], mean=mu[:, 0]).cpu()
+        return piqe_score(normalized)
 
     def _pyiqa_gray(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
@@ -82,18 +84,15 @@ def _symmetric_post(x: torch.Tensor, pad_h: int, pad_w: int) -> torch.Tensor:
     return x[..., rows[:, None], cols[None, :]]
 
 
-def piqe_score(gray: torch.Tensor, gauss: torch.Tensor, float32_normalization: bool = False) -> torch.Tensor:
-    """PIQE of (B, 1, H, W) gray images on the 0-255 scale; only whole 16x16 blocks count.
+def piqe_score(normalized: torch.Tensor) -> torch.Tensor:
+    """PIQE of (B, 1, H, W) locally normalised gray images (`local_normalization`); only whole
+    16x16 blocks count.
 
-    `float32_normalization` computes the local normalisation in float32 as pyiqa does: its
-    sigma = sqrt(E[x^2] - mu^2) cancels badly in float32 on flat areas, which moves block
-    statistics across the 0.1 thresholds, so matching pyiqa needs the same arithmetic.
     Block statistics come from per-column sums in float64 (one pass over the image) rather than
     per-block `std` calls on strided views; in float64 they stay within 1e-12 of the two-pass
     values, far from the thresholds' resolution.
     """
-    b, _, h, w = gray.shape
-    normalized = _local_normalization(gray, gauss, float32_normalization)
+    b, _, h, w = normalized.shape
     rows, cols = h // BLOCK, w // BLOCK
     # (B, rows, 16, cols, 16): pixel (i, j) of block (r, c) at [:, r, i, c, j]
     grid = normalized[:, 0, : rows * BLOCK, : cols * BLOCK].reshape(b, rows, BLOCK, cols, BLOCK)
@@ -112,11 +111,14 @@ def piqe_score(gray: torch.Tensor, gauss: torch.Tensor, float32_normalization: b
     return (dist.flatten(1).sum(dim=1) + 1) / (active.flatten(1).sum(dim=1) + 1) * 100
 
 
-def _local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) -> torch.Tensor:
-    """(x - mu) / (sigma + 1) with a 7x7 Gaussian window and replicated borders, as float64.
+def local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x - mu) / (sigma + 1) of (B, 1, H, W) gray images on the 0-255 scale with a 7x7 Gaussian
+    window and replicated borders, as float64; and mu, in the arithmetic's dtype.
 
     In float32 (pyiqa) the two windows are one grouped convolution with pyiqa's 2-D kernel,
-    which keeps pyiqa's arithmetic bit for bit; in float64 (MATLAB) a separable pair of 1-D
+    which keeps pyiqa's arithmetic bit for bit: its sigma = sqrt(E[x^2] - mu^2) cancels badly
+    in float32 on flat areas, which moves block statistics across the 0.1 thresholds, so
+    matching pyiqa needs the same arithmetic. In float64 (MATLAB) a separable pair of 1-D
     passes (the Gaussian is an outer product), equal to the 2-D filter to ~1e-13.
     """
     dtype = torch.float32 if float32 else torch.float64
@@ -132,7 +134,7 @@ def _local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool)
         moments = matlab.conv2d(moments, taps.view(1, 1, 1, 7).repeat(2, 1, 1, 1), groups=2)
     mu, second = moments[:, :1], moments[:, 1:]
     sigma = torch.sqrt((second - mu * mu).abs())
-    return ((gray - mu) / (sigma + 1)).to(torch.float64)
+    return ((gray - mu) / (sigma + 1)).to(torch.float64), mu
 
 
 def _variance(total: torch.Tensor, total_sq: torch.Tensor, n: int) -> torch.Tensor:
