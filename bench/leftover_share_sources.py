@@ -1,13 +1,14 @@
-"""PIQE's flat share from its own local mean vs from `nss.leftover_share`'s separate filtering.
+"""Flat shares from the metrics' own filtering (`nss.centred_share`) vs `nss.leftover_share`'s
+separate pass.
 
     python bench/leftover_share_sources.py
 
-`nss.leftover_share` flags a pixel when |y - local mean| <= `leftover_bound` (4x the rounding of
-any summation order). PIQE filters the same 7x7 window with the same replicated borders itself
-(pyiqa mode: float32 2-D convolution; official: float64 separable passes), so it can hand its
-mean over instead of filtering again. This counts, per image and mode, the pixels the two
-flag differently (the shares are equal only if that is 0), and the smallest distance of an
-unflagged |y - mean| above the bound (how close any pixel came to flipping). Images: the bench
+A pixel is flagged when |y - local mean| <= `leftover_bound` (4x the rounding of any summation
+order) under a 7x7 Gaussian window. PIQE (both modes), NIQE (both) and BRISQUE's official mode
+filter the same window with the same borders themselves, so they pass their y - mean on
+instead of filtering again. Near-flat windows (one pixel a grey level off) sit near the bound,
+where another arithmetic can flip them. This reports, per image, metric and mode, both shares
+and how many pixels apart they are at least. Images: the bench
 chain and its flat frames at 512 px, the flat-patch and synthetic images of tests/flatimages.py,
 exact ramps, tiny and 2K images, noise, a uniform image. Writes bench/results_leftover_share_sources.json.
 """
@@ -46,35 +47,56 @@ def images() -> list[tuple[str, np.ndarray]]:
     return out
 
 
+def luminance_and_padding(metric: str, model, x: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """The luminance map (B, H, W) whose flat share `metric` reports, and its padding."""
+    if metric == "piqe":
+        gray = model._pyiqa_gray(x) if model.mode == "pyiqa" else model._matlab_gray(x)
+        return gray[:, 0], "replicate"
+    y = model.luminance(x)
+    if metric == "niqe":
+        from banana100.metrics.native.niqe import BLOCK
+
+        h, w = y.shape[-2:]
+        return y[..., : h // BLOCK * BLOCK, : w // BLOCK * BLOCK].squeeze(-3), "replicate"
+    return y, "zeros"
+
+
 def main() -> None:
     from banana100.metrics.engine import to_tensor
-    from banana100.metrics.native import matlab, nss, piqe
+    from banana100.metrics.native import build, nss
 
-    window = matlab.fspecial_gaussian(7, 7 / 6, float32=True)
-    bound = nss.leftover_bound(window, torch.float32)
-    rows, worst = [], 0
+    params = REPO.parent / "shared" / "iqa-params"
+    files = {"piqe": (), "niqe": ("niqe_modelparameters.mat",), "brisque": ("brisque_live_allmodel", "brisque_live_allrange")}
+    # the metric/mode pairs whose share now comes from the metric's own filtering
+    pairs = [("piqe", "pyiqa"), ("piqe", "official"), ("niqe", "pyiqa"), ("niqe", "official"), ("brisque", "official")]
+    models = {}
+    for metric, mode in pairs:
+        if all((params / f).is_file() for f in files[metric]):
+            models[metric, mode] = build(metric, {f: params / f for f in files[metric]}, mode)
+        else:
+            print(f"{metric}: parameter files not in {params}, skipped")
+    rows, worst = [], 0.0
     for name, rgb in images():
         x = to_tensor(rgb)[None]
-        for mode in ("pyiqa", "official"):
-            model = piqe.build(mode=mode)
-            gray = model._pyiqa_gray(x) if mode == "pyiqa" else model._matlab_gray(x)
-            _, mu = piqe.local_normalization(gray, model.gauss, float32=mode == "pyiqa")
-            y = gray[:, 0]
-            y32 = y.to(torch.float32)
-            separate = (y32 - matlab.imfilter_symmetric_separable(y32, matlab.gaussian_1d(7, 7 / 6), "replicate")).abs()
-            own = (y.to(mu.dtype) - mu[:, 0]).abs()
-            differ = int(((separate <= bound) != (own <= bound)).sum())
-            above = torch.cat([separate[separate > bound].double(), own[own > bound].double()])
-            margin = float(above.min() / bound) if above.numel() else None
-            same = torch.equal(nss.leftover_share(y), nss.leftover_share(y, mean=mu[:, 0]))
-            rows.append({"image": name, "mode": mode, "pixels": y.numel(), "flagged": int((own <= bound).sum()),
-                         "flags_differ": differ, "shares_equal": same, "nearest_unflagged_over_bound": margin})
-            worst = max(worst, differ)
-            print(f"{name:32s} {mode:8s} flagged {rows[-1]['flagged']:8d}  differ {differ}  "
-                  f"nearest unflagged {margin if margin is None else round(margin, 2)}x the bound")
+        for (metric, mode), model in models.items():
+            if min(rgb.shape[:2]) < 96 and metric == "niqe":
+                continue  # below NIQE's one block
+            with torch.no_grad():
+                model(x)
+            own = float(model.last_flat_share[0])
+            y, padding = luminance_and_padding(metric, model, x)
+            separate = float(nss.leftover_share(y, padding=padding)[0])
+            pixels = y.shape[-2] * y.shape[-1]
+            rows.append({"image": name, "metric": metric, "mode": mode, "pixels": pixels,
+                         "share_own_filtering": own, "share_separate_pass": separate,
+                         "pixels_differ_at_least": round(abs(own - separate) * pixels)})
+            worst = max(worst, abs(own - separate))
+            print(f"{name:32s} {metric:8s} {mode:8s} share {own:.6f} vs {separate:.6f}  "
+                  f"({rows[-1]['pixels_differ_at_least']} pixels)")
     out = REPO / "bench" / "results_leftover_share_sources.json"
-    out.write_text(json.dumps({"bound": bound, "rows": rows}, indent=1) + "\n")
-    print(f"{len(rows) // 2} images x 2 modes: at most {worst} pixels flagged differently; written {out}")
+    out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    equal = sum(r["share_own_filtering"] == r["share_separate_pass"] for r in rows)
+    print(f"{len(rows)} image/metric/mode rows: {equal} equal, largest difference {worst:.2e}; written {out}")
 
 
 if __name__ == "__main__":

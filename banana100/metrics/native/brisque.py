@@ -130,11 +130,12 @@ class BRISQUE(torch.nn.Module):
         self._share = None
         if self.mode == "pyiqa":
             return self.features_float32(y.to(torch.float32))
-        self._share = nss.leftover_share(y, padding="zeros")
         per_scale = []
         for scale in (1, 2):
             filtering = "exact_uint8" if scale == 1 else "near_separable"
-            structdis = nss.mscn(y, self.window, "zeros", filtering=filtering)
+            structdis, centred = nss.mscn(y, self.window, "zeros", filtering=filtering, with_centred=True)
+            if scale == 1:  # the flat share, from this filtering's x - mu (no second pass)
+                self._share = nss.centred_share(centred)
             per_scale.append(scale_features(structdis))
             if scale == 1:
                 y = matlab.imresize(y, scale=0.5)

@@ -82,23 +82,23 @@ class NIQE(torch.nn.Module):
                 f"NIQE needs at least {BLOCK}x{BLOCK} pixels, got {w}x{h} (width x height)"
             )
         img = y[..., : nh * BLOCK, : nw * BLOCK].squeeze(-3)
-        self._share = nss.leftover_share(img, padding="replicate")
         per_scale = []
         for scale in (1, 2):
             # scale 1 holds 0..255 integers: exact filtering; scale 2 is resampled
             filtering = "exact_uint8" if scale == 1 else "near_separable"
             # flat windows and exact ramps of the resampled image get pyiqa's own leftovers
             repair = scale == 2 and self.mode == "pyiqa" and img.device.type == "cpu"
-            structdis = nss.mscn(
+            structdis, centred = nss.mscn(
                 img,
                 self.window,
                 "replicate",
                 sigma_eps=self.sigma_eps,
                 filtering=filtering,
-                with_centred=repair,
+                with_centred=True,
             )
+            if scale == 1:  # the flat share, from this filtering's x - mu (no second pass)
+                self._share = nss.centred_share(centred)
             if repair:
-                structdis, centred = structdis
                 nss.repair_leftovers(structdis, img, centred, self.window, "replicate")
             size = BLOCK // scale
             per_scale.append(block_features(nss.blocks(structdis, size, size)))

@@ -497,28 +497,29 @@ def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, pa
     return torch.tensor(counts, dtype=torch.float64) / (x.shape[-2] * x.shape[-1])
 
 
-def leftover_share(
-    y: torch.Tensor, size: int = 7, sigma: float = 7 / 6, padding: str = "replicate", mean: torch.Tensor | None = None
-) -> torch.Tensor:
+def leftover_share(y: torch.Tensor, size: int = 7, sigma: float = 7 / 6, padding: str = "replicate") -> torch.Tensor:
     """Share of the pixels of luminance maps y (B, H, W) (0-255 scale) whose size x size Gaussian
     window has a local mean equal to the pixel within `leftover_bound`: flat windows and exact
     ramps, where MSCN coefficients are rounding leftovers -> (B,) float64.
 
     The regime in which a score depends on the arithmetic (pyiqa's own scores move with its
     convolution backend there, the original MATLAB ones cannot be reproduced exactly; see the
-    metric cards). One float32 separable pass: cheap next to any of the metrics. `mean`: y's
-    local mean under that window and padding, from a metric that filters y so itself (PIQE),
-    which saves the pass. Near-flat windows (one pixel a grey level off) sit near the bound, so
-    another filtering flips a few of them: PIQE's own mean moved the share by at most 2.9e-4
-    (77 of 262,144 pixels; 0 on 40 of 50 image/mode pairs: bench/leftover_share_sources.py)."""
+    metric cards). One float32 separable pass: cheap next to any of the metrics; a metric that
+    filters y with that window itself passes its own y - mean to `centred_share` instead."""
+    y32 = y.to(torch.float32)
+    mu = matlab.imfilter_symmetric_separable(y32, matlab.gaussian_1d(size, sigma).to(y.device), padding)
+    return centred_share(torch.sub(y32, mu, out=mu), size, sigma)
+
+
+def centred_share(centred: torch.Tensor, size: int = 7, sigma: float = 7 / 6) -> torch.Tensor:
+    """`leftover_share` from y minus its local mean (B, H, W) under the same window and padding,
+    for a metric that computes it anyway (PIQE, NIQE, BRISQUE's official mode): no second
+    filtering. Near-flat windows (one pixel a grey level off) sit near the bound, so another
+    filtering's arithmetic flips a few of them: against the separate pass, at most 2.9e-4 of
+    the share (PIQE, 77 of 262,144 pixels), NIQE 3.0e-5, BRISQUE 1.1e-5; 101 of 121
+    image/metric/mode rows equal (bench/leftover_share_sources.py)."""
     window = matlab.fspecial_gaussian(size, sigma, float32=True)
-    if mean is None:
-        y32 = y.to(torch.float32)
-        mu = matlab.imfilter_symmetric_separable(y32, matlab.gaussian_1d(size, sigma).to(y.device), padding)
-        distance = torch.sub(y32, mu, out=mu).abs_()
-    else:
-        distance = torch.sub(y.to(mean.dtype), mean).abs_()
-    flagged = distance <= leftover_bound(window, torch.float32)
+    flagged = centred.abs() <= leftover_bound(window, torch.float32)
     if flagged.device.type == "cpu":
         # what mean gives there (a float64 sum, exact for counts, then a division), without
         # the float64 copy of the mask
