@@ -48,11 +48,11 @@ class PIQE(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gray = self._pyiqa_gray(x) if self.mode == "pyiqa" else self._matlab_gray(x)
-        normalized, mu = local_normalization(gray, self.gauss, float32=self.mode == "pyiqa")
+        normalized, centred = local_normalization(gray, self.gauss, float32=self.mode == "pyiqa")
         # share of 7x7 windows that are flat or exact ramps (PIQE itself is insensitive there:
         # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py),
-        # from PIQE's own local mean: the same window and padding as the share's definition
-        self.last_flat_share = nss.centred_share(gray[:, 0].to(mu.dtype) - mu[:, 0]).cpu()
+        # from PIQE's own x - mu: the same window and padding as the share's definition
+        self.last_flat_share = nss.centred_share(centred[:, 0]).cpu()
         return piqe_score(normalized)
 
     def _pyiqa_gray(self, x: torch.Tensor) -> torch.Tensor:
@@ -113,7 +113,7 @@ def piqe_score(normalized: torch.Tensor) -> torch.Tensor:
 
 def local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(x - mu) / (sigma + 1) of (B, 1, H, W) gray images on the 0-255 scale with a 7x7 Gaussian
-    window and replicated borders, as float64; and mu, in the arithmetic's dtype.
+    window and replicated borders, as float64; and x - mu, in the arithmetic's dtype.
 
     In float32 (pyiqa) the two windows are one grouped convolution with pyiqa's 2-D kernel,
     which keeps pyiqa's arithmetic bit for bit: its sigma = sqrt(E[x^2] - mu^2) cancels badly
@@ -134,7 +134,8 @@ def local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) 
         moments = matlab.conv2d(moments, taps.view(1, 1, 1, 7).repeat(2, 1, 1, 1), groups=2)
     mu, second = moments[:, :1], moments[:, 1:]
     sigma = torch.sqrt((second - mu * mu).abs())
-    return ((gray - mu) / (sigma + 1)).to(torch.float64), mu
+    centred = gray - mu
+    return (centred / (sigma + 1)).to(torch.float64), centred
 
 
 def _variance(total: torch.Tensor, total_sq: torch.Tensor, n: int) -> torch.Tensor:
