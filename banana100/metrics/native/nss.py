@@ -381,7 +381,7 @@ def _put_flat_levels(structdis: torch.Tensor, x: torch.Tensor, flat: torch.Tenso
     # a lookup over the whole image: index_select is several times faster than indexing by
     # a mask or by index tensors (which pay a nonzero and a slow gather); the clamp only keeps
     # the lookup of pixels outside flat windows in range (their values are not used)
-    grey = x.reshape(-1).long().clamp_(0, levels.numel() - 1)
+    grey = x.reshape(-1).to(torch.int32).clamp_(0, levels.numel() - 1)  # int32: half the bytes of int64
     torch.where(flat, levels.index_select(0, grey).view_as(x), structdis, out=structdis)
     return flat
 
@@ -426,7 +426,8 @@ def repair_leftovers(
         return share
     if x.device.type == "cpu" and max(counts) > matlab.AT_CHUNK:
         # most of a large flat area: its flat windows by value, not window by window
-        flat = mask & flat_windows(x, window.shape[-1], padding)
+        # grey levels compare as bytes: a quarter of the memory traffic of float32
+        flat = mask & flat_windows(x.to(torch.uint8) if integers else x, window.shape[-1], padding)
         put = _put_flat_levels if integers else _put_flat_values
         mask &= ~put(structdis, x, flat, window)
         counts = mask.flatten(-2).sum(-1).tolist()
