@@ -476,11 +476,21 @@ def _pyiqa_normalized(centre: torch.Tensor, mu: torch.Tensor, mean_sq: torch.Ten
     return (centre - mu) / (sigma + 1)
 
 
+# Above this share of a map's values, `repair_filtered` convolves the row strips that hold them
+# rather than each window: a float64 11x11 window costs ~0.4-1.4 us in `conv2d_at`, a pixel of
+# the strips ~0.13-0.7 us (one thread; bench/bench_repair_paths.py).
+FILTERED_WINDOWS_SHARE = 0.25
+
+
 def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, padding: str, bound: float) -> torch.Tensor:
     """Put pyiqa's own `F.conv2d` outputs (correlation with `weight`, `padding`) of the maps x
     (N, H, W) into `out` (N, H, W, the same filter computed another way) wherever |out| <= bound:
     rounding leftovers of a kernel summing to zero (a derivative on a flat window), whose signs
-    the AGGD fits count. In place; returns the share of values repaired per map (N,) float64."""
+    the AGGD fits count. Window by window (`matlab.conv2d_at`) unless a map has more than
+    FILTERED_WINDOWS_SHARE of its values to repair: on IL-NIQE's flat frames (~4,000-5,000 values
+    a map) its float64 11x11 windows took x0.012-0.027 of the time of the row strips that hold
+    them (bench/bench_repair_paths.py).
+    In place; returns the share of values repaired per map (N,) float64."""
     kh, kw = weight.shape[-2:]
     w4 = weight.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
     mask = out.abs() <= bound
@@ -489,7 +499,7 @@ def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, pa
         if not count:
             continue
         padded = matlab.pad_same(x[n][None, None], kh, kw, padding)
-        if count > matlab.AT_CHUNK:
+        if count > FILTERED_WINDOWS_SHARE * x.shape[-2] * x.shape[-1]:
             exact = matlab.conv2d_rows(padded, w4, mask[n].any(-1))[0, 0]
             torch.where(mask[n], exact.to(out.dtype), out[n], out=out[n])
         else:

@@ -1,0 +1,88 @@
+"""The two ways `nss.repair_filtered` recomputes pyiqa's convolution outputs, on the maps where
+IL-NIQE needs them: window by window (`matlab.conv2d_at`) vs the row strips that hold them
+(`matlab.conv2d_rows`), same values bit for bit.
+
+    python bench/bench_repair_paths.py [--rounds 3]
+
+Runs the native IL-NIQE (mode "pyiqa", CPU, one thread) on the second frame of
+`bench_native.flat_chain_images(2, 512)` (a clipped sky: thousands of flat windows), captures the
+maps and masks of its full-scale derivative repair, and times both paths per map (CPU time,
+best of `--rounds`). Writes bench/results_repair_paths.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+
+def best(fn, rounds: int):
+    out, seconds = None, float("inf")
+    for _ in range(rounds):
+        t = time.process_time()
+        out = fn()
+        seconds = min(seconds, time.process_time() - t)
+    return out, seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    from bench_native import flat_chain_images
+
+    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.native import build, ilniqe, matlab, nss
+
+    params = REPO.parent / "shared" / "iqa-params"
+    if not (params / ilniqe.PARAM_FILE).is_file():
+        raise SystemExit(f"{ilniqe.PARAM_FILE} not found in {params}")
+    model = build("ilniqe", {ilniqe.PARAM_FILE: params / ilniqe.PARAM_FILE}, "pyiqa")
+    captured = []
+    repair = nss.repair_filtered
+
+    def capture(out, x, weight, padding, bound):
+        captured.append((out.clone(), x.clone(), weight, padding, bound))
+        return repair(out, x, weight, padding, bound)
+
+    nss.repair_filtered = capture
+    with torch.no_grad():
+        model(to_tensor(flat_chain_images(2, 512)[1])[None])
+    nss.repair_filtered = repair
+
+    rows = []
+    for call, (out, x, weight, padding, bound) in enumerate(captured):
+        kh, kw = weight.shape[-2:]
+        w4 = weight.to(x.dtype).reshape(1, 1, kh, kw)
+        for n in range(x.shape[0]):
+            mask = out[n].abs() <= bound
+            if int(mask.sum()) <= matlab.AT_CHUNK:
+                continue  # small repairs took the windows before and after the change
+            padded = matlab.pad_same(x[n][None, None], kh, kw, padding)
+            strips, t_strips = best(lambda: matlab.conv2d_rows(padded, w4, mask.any(-1))[0, 0], args.rounds)
+            index = F.pad(mask.nonzero(), (1, 0))
+            windows, t_windows = best(lambda: matlab.conv2d_at(padded, w4, index), args.rounds)
+            if not torch.equal(strips[mask], windows):
+                raise SystemExit(f"call {call} map {n}: the two paths differ")
+            rows.append({"call": call, "map": n, "kernel": [kh, kw], "dtype": str(x.dtype), "values": int(mask.sum()),
+                         "pixels": mask.numel(), "strips_s": t_strips, "windows_s": t_windows})
+            print(f"call {call} map {n}: {rows[-1]['values']:6d} values of {mask.numel()}: strips {t_strips * 1e3:7.1f} ms, "
+                  f"windows {t_windows * 1e3:6.1f} ms (x{t_windows / t_strips:.3f})")
+    out_file = REPO / "bench" / "results_repair_paths.json"
+    out_file.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    print(f"written {out_file}")
+
+
+if __name__ == "__main__":
+    main()
