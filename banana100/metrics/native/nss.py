@@ -386,24 +386,24 @@ def _put_flat_levels(structdis: torch.Tensor, x: torch.Tensor, flat: torch.Tenso
     return flat
 
 
-def _put_flat_values(structdis: torch.Tensor, x: torch.Tensor, flat: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
-    """pyiqa's values into `structdis` at the `flat` windows of any image, value by value (the
-    first FLAT_VALUES_MAX distinct values, in the order met); returns the windows done."""
+def _flat_value_groups(x: torch.Tensor, flat: torch.Tensor) -> tuple[list[tuple[torch.Tensor, int]], torch.Tensor]:
+    """The `flat` windows of any image grouped by value (the first FLAT_VALUES_MAX distinct
+    values, in the order met): per value its windows (a mask like x) and the flat position of
+    one of them, whose pyiqa value all take (a constant window's output depends on its value
+    only); and the windows grouped."""
     remaining = x.masked_select(flat)  # the flat windows' values (their centres')
     values = []
     while remaining.numel() and len(values) < FLAT_VALUES_MAX:
         values.append(remaining[0])
         remaining = remaining[remaining != remaining[0]]
-    if not values:
-        return flat
-    coefficients = pyiqa_flat_mscn(torch.stack(values), window).to(structdis.dtype)
+    groups = []
     done = flat if not remaining.numel() else torch.zeros_like(flat)
-    for value, coefficient in zip(values, coefficients):
+    for value in values:
         same = flat & (x == value)
-        structdis.masked_fill_(same, coefficient)
+        groups.append((same, int(same.view(-1).view(torch.uint8).argmax())))  # its first window
         if done is not flat:
             done |= same
-    return done
+    return groups, done
 
 
 def repair_leftovers(
@@ -415,21 +415,25 @@ def repair_leftovers(
     leftover and its sign, which the AGGD fits count, is decided by pyiqa's arithmetic. Where an
     image has many (a large flat area), its flat windows take pyiqa's value of a constant window:
     by grey level with `integers` (x holds 0..255 integers: `pyiqa_mscn_levels`), else by value
-    (`pyiqa_flat_mscn`). The others are recomputed from their windows (up to AT_WINDOWS_MAX) or
-    from the row strips that hold them. In place; returns the share of coefficients flagged per
-    image (N,) float64."""
+    (one window of each value computed with the others). The others are recomputed from their
+    windows (up to AT_WINDOWS_MAX) or from the row strips that hold them. In place; returns the
+    share of coefficients flagged per image (N,) float64."""
     mask = centred.abs() <= leftover_bound(window, x.dtype)
     flagged = mask.flatten(-2).sum(-1)
     share = flagged.to(torch.float64) / (x.shape[-2] * x.shape[-1])
     counts = flagged.tolist()
     if not any(counts):  # nothing flat (most photographs): one pass over the image, no more
         return share
+    groups = []  # flat windows of one value, each with one window to compute
     if x.device.type == "cpu" and max(counts) > matlab.AT_CHUNK:
         # most of a large flat area: its flat windows by value, not window by window
         # grey levels compare as bytes: a quarter of the memory traffic of float32
         flat = mask & flat_windows(x.to(torch.uint8) if integers else x, window.shape[-1], padding)
-        put = _put_flat_levels if integers else _put_flat_values
-        mask &= ~put(structdis, x, flat, window)
+        if integers:
+            done = _put_flat_levels(structdis, x, flat, window)
+        else:
+            groups, done = _flat_value_groups(x, flat)
+        mask &= ~done
         counts = mask.flatten(-2).sum(-1).tolist()
     few = mask
     for n, count in enumerate(counts):
@@ -439,20 +443,25 @@ def repair_leftovers(
             if few is mask:
                 few = mask.clone()
             few[n] = False
-    if any(0 < c <= AT_WINDOWS_MAX for c in counts):
-        # the others from their windows, all images of the batch in the same calls
+    if any(0 < c <= AT_WINDOWS_MAX for c in counts) or groups:
+        # the others from their windows, all images of the batch in the same calls, and one
+        # window of each flat value with them
         h, w = x.shape[-2:]
         at = true_positions(few, sum(c for c in counts if c <= AT_WINDOWS_MAX))
+        at = torch.cat([at, torch.tensor([first for _, first in groups], dtype=at.dtype, device=at.device)])
         index = torch.stack([at // (h * w), at // w % h, at % w], dim=-1)  # (K, 3): image, row, column
         kh, kw = window.shape[-2:]
         padded = matlab.pad_same(x[:, None], kh, kw, padding)
         weight = window.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
         mu, mean_sq = matlab.conv2d_at_moments(padded, weight, index)
         value = _pyiqa_normalized(x.reshape(-1).index_select(0, at), mu, mean_sq).to(structdis.dtype)
+        for (same, _), flat_value in zip(groups, value[value.numel() - len(groups) :]):
+            structdis.masked_fill_(same, flat_value)
+        at, value = at[: at.numel() - len(groups)], value[: value.numel() - len(groups)]
         if structdis.is_contiguous():
             structdis.view(-1).index_copy_(0, at, value)
         else:
-            n, i, j = index.unbind(-1)
+            n, i, j = index[: at.numel()].unbind(-1)
             structdis[n, i, j] = value
     return share
 
