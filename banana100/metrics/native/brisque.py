@@ -69,14 +69,14 @@ def round_significant(x: torch.Tensor, digits: int = 6) -> torch.Tensor:
     return torch.where(x == 0, x, rounded)
 
 
-class BRISQUE(torch.nn.Module):
-    """forward(Bx3xHxW float32 in [0, 1]) -> B float64 BRISQUE scores (lower is better)."""
+class BRISQUE(nss.ChunkedScoring):
+    """forward(Bx3xHxW float32 in [0, 1]) -> B float64 BRISQUE scores (lower is better);
+    `last_flat_share` (B,) then holds each image's share of full-scale windows where the MSCN
+    coefficient is a rounding leftover."""
 
     def __init__(self, model, ranges, mode: str):
         super().__init__()
         self.mode = mode
-        self._share: torch.Tensor | None = None
-        self.last_flat_share: torch.Tensor | None = None
         self.gamma = float(model.gamma)
         self.rho = float(model.rho)
         self.lower, self.upper = float(ranges.lower), float(ranges.upper)
@@ -194,16 +194,6 @@ class BRISQUE(torch.nn.Module):
             feats == self.feature_max, torch.full_like(scaled, self.upper), scaled
         )
         return torch.where(span == 0, torch.zeros_like(scaled), scaled)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Scores (B,); `last_flat_share` (B,) then holds each image's share of full-scale
-        windows where the MSCN coefficient is a rounding leftover (`nss.leftover_share`)."""
-        scores, shares = [], []
-        for part in x.split(nss.images_per_chunk(x, self.chunk_pixels)):
-            scores.append(self.score(part))
-            shares.append(self._share.cpu())
-        self.last_flat_share = torch.cat(shares)
-        return torch.cat(scores)
 
     def score(self, x: torch.Tensor) -> torch.Tensor:
         """Scores of a batch, in one pass."""

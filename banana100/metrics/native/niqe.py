@@ -52,8 +52,10 @@ def block_features(mscn_blocks: torch.Tensor) -> torch.Tensor:
     return torch.cat(feats, dim=-1)
 
 
-class NIQE(torch.nn.Module):
-    """forward(Bx3xHxW float32 in [0, 1]) -> B float64 NIQE scores (lower is better)."""
+class NIQE(nss.ChunkedScoring):
+    """forward(Bx3xHxW float32 in [0, 1]) -> B float64 NIQE scores (lower is better);
+    `last_flat_share` (B,) then holds each image's share of (cropped, full-scale) windows where
+    the MSCN coefficient is a rounding leftover."""
 
     def __init__(self, mu: torch.Tensor, cov: torch.Tensor, mode: str):
         super().__init__()
@@ -64,8 +66,6 @@ class NIQE(torch.nn.Module):
             "window", matlab.fspecial_gaussian(7, 7 / 6, float32=mode == "pyiqa")
         )
         self.sigma_eps = torch.finfo(torch.float64).eps if mode == "pyiqa" else 0.0
-        self._share: torch.Tensor | None = None
-        self.last_flat_share: torch.Tensor | None = None
 
     def luminance(self, x: torch.Tensor) -> torch.Tensor:
         """Bx3xHxW [0, 1] -> Bx1xHxW float64 luminance on 0-255, rounded as the mode's original."""
@@ -110,16 +110,6 @@ class NIQE(torch.nn.Module):
             elif scale == 1:
                 img = matlab.imresize(img, scale=0.5)
         return torch.cat(per_scale, dim=-1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Scores (B,); `last_flat_share` (B,) then holds each image's share of (cropped,
-        full-scale) windows where the MSCN coefficient is a rounding leftover."""
-        scores, shares = [], []
-        for part in x.split(nss.images_per_chunk(x)):
-            scores.append(self.score(part))
-            shares.append(self._share.cpu())
-        self.last_flat_share = torch.cat(shares)
-        return torch.cat(scores)
 
     def score(self, x: torch.Tensor) -> torch.Tensor:
         """Scores of a batch, in one pass."""

@@ -77,6 +77,27 @@ def images_per_chunk(x: torch.Tensor, pixels: int = 1 << 21) -> int:
     return max(1, pixels // (x.shape[-2] * x.shape[-1]))
 
 
+class ChunkedScoring(torch.nn.Module):
+    """`forward` for a metric that scores a batch a piece at a time (`images_per_chunk` of
+    `chunk_pixels`): its `score(part)` returns the piece's scores and leaves the piece's flat
+    shares in `_share`; `last_flat_share` (B,) then holds the whole batch's."""
+
+    chunk_pixels = 1 << 21
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._share: torch.Tensor | None = None
+        self.last_flat_share: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores, shares = [], []
+        for part in x.split(images_per_chunk(x, self.chunk_pixels)):
+            scores.append(self.score(part))
+            shares.append(self._share.cpu())
+        self.last_flat_share = torch.cat(shares)
+        return torch.cat(scores)
+
+
 def _signed_moments(x: torch.Tensor) -> torch.Tensor:
     """Sums over the last axis of x (..., n) -> (5, ...): negatives' squares, positives' squares,
     negative count, positive count, sum of |x|."""
