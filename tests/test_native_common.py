@@ -178,6 +178,10 @@ def test_pyiqa_y_channel_matches_pyiqa_on_every_rgb_triple(space):
         x = rgb.to(torch.float32) / 255
         ours, theirs = matlab.pyiqa_y_channel(x, space), to_y_channel(x, 255, space).to(torch.float64)
         assert torch.equal(ours, theirs), (space, red0, int((ours != theirs).sum()))
+        if red0 == 0 and space == "yiq":
+            # the check can fail: the same sum in float64 rounds some ties the other way
+            exact = sum(w * x[:, c : c + 1].double() for c, w in enumerate(matlab.YIQ_Y))
+            assert (torch.round(exact * 255) != theirs).any()
 
 
 # --------------------------------------------------------------------------- filtering

@@ -728,8 +728,8 @@ def conv2_same(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
 # Windows per conv2d call of `conv2d_at`: full calls of AT_CHUNK, the last one of the next power
 # of two from AT_MIN_CHUNK (a photo has a few hundred leftovers: a 1024-window call for 130 of
 # them cost 4x the convolution). A single window goes through other CPU code that sums in another
-# order (measured in float64); 4 and more windows a call round as the whole-image call
-# (float32 and float64, 5x5 to 11x11 windows, 1 and 2 threads: tests/test_native_flat.py).
+# order (measured in float64); calls of AT_MIN_CHUNK windows and more round as the whole-image
+# call (float32 and float64, 5x5 to 11x11 windows, 1 and 2 threads: tests/test_native_flat.py).
 AT_CHUNK = 1024
 AT_MIN_CHUNK = 16
 
