@@ -170,8 +170,7 @@ def test_flat_windows_of_the_half_scale_take_pyiqa_values(brisque_pair, levels, 
     half = matlab.imresize_half(ours.luminance(x).float())
     theirs = normalize_img_with_gauss(imresize(to_y_channel(x, 255.0), scale=0.5, antialiasing=True),
                                       7, 7 / 6, padding="same")[:, 0]
-    ours._share = torch.zeros(1)  # as after the full scale: the half scale's path
-    native = ours.mscn_float32(half)
+    native = ours.mscn_float32(half, full_scale=False)
     flat = nss.flat_windows(half, 7)
     assert int(flat.sum()) > matlab.AT_CHUNK  # the by-value path runs
     assert torch.equal(torch.sign(native), torch.sign(theirs)), levels
@@ -208,7 +207,7 @@ def test_brisque_mscn_signs_equal_pyiqa_on_flat_patches(brisque_pair, label, rgb
             y = imresize(y, scale=0.5, antialiasing=True)
             mine = matlab.imresize_half(mine)
         theirs = normalize_img_with_gauss(y, 7, 7 / 6, padding="same")[:, 0]
-        native = ours.mscn_float32(mine)
+        native = ours.mscn_float32(mine, full_scale=scale == 1)
         assert torch.equal(torch.sign(native), torch.sign(theirs)), (label, scale)
         # magnitudes: float32 cancellation in E[x^2] - mu^2 moves a near-flat window's sigma
         # (measured up to 0.026 on one coefficient of a noisy sky); the fits' sums of squares agree closely

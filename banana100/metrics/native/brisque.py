@@ -127,7 +127,6 @@ class BRISQUE(nss.ChunkedScoring):
             raise ValueError(
                 f"BRISQUE needs at least {MIN_SIZE}x{MIN_SIZE} pixels, got {w}x{h} (width x height)"
             )
-        self._share = None
         if self.mode == "pyiqa":
             return self.features_float32(y.to(torch.float32))
         per_scale = []
@@ -147,18 +146,20 @@ class BRISQUE(nss.ChunkedScoring):
         for scale in (1, 2):
             if scale == 2:
                 y = matlab.imresize_half(y)
-            structdis = self.mscn_float32(y)
+            structdis = self.mscn_float32(y, full_scale=scale == 1)
             n = structdis.shape[-2] * structdis.shape[-1]
             alpha, mean_sq = nss.ggd_from_moments(nss.signed_moments_rows(structdis), n)
             pairs = nss.signed_moments_rows(nss.paired_products(structdis, nss.BRISQUE_SHIFTS))
             per_scale.append(aggd_features(alpha, mean_sq, *nss.aggd_from_moments(pairs, n)))
         return torch.cat(per_scale, dim=-1)
 
-    def mscn_float32(self, y: torch.Tensor) -> torch.Tensor:
+    def mscn_float32(self, y: torch.Tensor, full_scale: bool = True) -> torch.Tensor:
         """pyiqa's MSCN coefficients of BxHxW float32 luminance (its `normalize_img_with_gauss`).
 
         Fast separable filtering, except where a coefficient is a rounding leftover (flat
         windows, exact ramps): there pyiqa's own float32 convolution, so the signs agree.
+        `full_scale`: y is the full-scale luminance (0..255 integers), whose flat share the
+        forward reports (left in `_share`).
         """
         if y.device.type != "cpu":
             # pyiqa's own 2-D float32 convolution: on GPUs it is fast, and only it rounds
@@ -174,10 +175,10 @@ class BRISQUE(nss.ChunkedScoring):
             structdis = torch.div(centred, sigma, out=sigma)
             # flat windows and exact ramps: pyiqa's own leftovers (their signs are counted)
             # the full scale holds integers: its flat windows take pyiqa's value per grey level
-            share = nss.repair_leftovers(structdis, y, centred, self.window_2d, "zeros", integers=self._share is None)
-            if self._share is None:  # the full scale's
+            share = nss.repair_leftovers(structdis, y, centred, self.window_2d, "zeros", integers=full_scale)
+            if full_scale:
                 self._share = share
-        if self._share is None:
+        if full_scale and y.device.type != "cpu":
             self._share = nss.leftover_share(y, padding="zeros")
         return structdis
 

@@ -350,26 +350,21 @@ AT_WINDOWS_MAX = 4 * matlab.AT_CHUNK
 FLAT_VALUES_MAX = 8
 
 
-def pyiqa_flat_mscn(values: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
-    """pyiqa's MSCN coefficient (c = 1) of a constant window of each of `values` (K,), in their
-    dtype, with its whole-image conv2d arithmetic (`matlab.conv2d_at` on constant windows: a
-    window's output depends on its values only, so a flat window's on its one value)."""
-    kh, kw = window.shape[-2:]
-    k = values.numel()
-    # K constant windows side by side: (1, 1, kh, K * kw), centres at (kh // 2, kw // 2 + i kw)
-    row = values.repeat_interleave(kw).view(1, 1, 1, -1).expand(1, 1, kh, -1).contiguous()
-    index = torch.stack([torch.zeros(k, dtype=torch.long), torch.zeros(k, dtype=torch.long),
-                         torch.arange(k) * kw], dim=-1).to(values.device)
-    weight = window.to(device=values.device, dtype=values.dtype).reshape(1, 1, kh, kw)
-    mu, mean_sq = matlab.conv2d_at_moments(row, weight, index)
-    return _pyiqa_normalized(values, mu, mean_sq)
-
-
 def pyiqa_mscn_levels(window: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
-    """`pyiqa_flat_mscn` at each grey level 0..255 (256,). Cached."""
+    """pyiqa's MSCN coefficient (c = 1) of a flat window at each grey level 0..255 (256,), with
+    its whole-image conv2d arithmetic (`matlab.conv2d_at` on constant windows: a window's output
+    depends on its values only, so a flat window's on its one value). Cached."""
     key = (window.shape, float(window.sum()), dtype, str(device))
     if key not in _LEVEL_TABLES:
-        _LEVEL_TABLES[key] = pyiqa_flat_mscn(torch.arange(256, dtype=dtype, device=device), window)
+        kh, kw = window.shape[-2:]
+        levels = torch.arange(256, dtype=dtype, device=device)
+        # 256 constant windows side by side: (1, 1, kh, 256 * kw), centres at (kh // 2, kw // 2 + k kw)
+        row = levels.repeat_interleave(kw).view(1, 1, 1, -1).expand(1, 1, kh, -1).contiguous()
+        index = torch.stack([torch.zeros(256, dtype=torch.long), torch.zeros(256, dtype=torch.long),
+                             torch.arange(256) * kw], dim=-1).to(device)
+        weight = window.to(device=device, dtype=dtype).reshape(1, 1, kh, kw)
+        mu, mean_sq = matlab.conv2d_at_moments(row, weight, index)
+        _LEVEL_TABLES[key] = _pyiqa_normalized(levels, mu, mean_sq)
     return _LEVEL_TABLES[key]
 
 

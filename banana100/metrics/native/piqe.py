@@ -48,7 +48,7 @@ class PIQE(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gray = self._pyiqa_gray(x) if self.mode == "pyiqa" else self._matlab_gray(x)
-        normalized, centred = local_normalization(gray, self.gauss, float32=self.mode == "pyiqa")
+        normalized, centred = _local_normalization(gray, self.gauss, float32=self.mode == "pyiqa")
         # share of 7x7 windows that are flat or exact ramps (PIQE itself is insensitive there:
         # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py),
         # from PIQE's own x - mu: the same window and padding as the share's definition
@@ -85,7 +85,7 @@ def _symmetric_post(x: torch.Tensor, pad_h: int, pad_w: int) -> torch.Tensor:
 
 
 def piqe_score(normalized: torch.Tensor) -> torch.Tensor:
-    """PIQE of (B, 1, H, W) locally normalised gray images (`local_normalization`); only whole
+    """PIQE of (B, 1, H, W) locally normalised gray images (`_local_normalization`); only whole
     16x16 blocks count.
 
     Block statistics come from per-column sums in float64 (one pass over the image) rather than
@@ -111,7 +111,7 @@ def piqe_score(normalized: torch.Tensor) -> torch.Tensor:
     return (dist.flatten(1).sum(dim=1) + 1) / (active.flatten(1).sum(dim=1) + 1) * 100
 
 
-def local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _local_normalization(gray: torch.Tensor, gauss: torch.Tensor, float32: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(x - mu) / (sigma + 1) of (B, 1, H, W) gray images on the 0-255 scale with a 7x7 Gaussian
     window and replicated borders, as float64; and x - mu, in the arithmetic's dtype.
 
