@@ -29,8 +29,11 @@ Run locally: `python space/app.py` (http://127.0.0.1:7860; GRADIO_SERVER_PORT to
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no call home at start
 
@@ -46,6 +49,7 @@ except ImportError:  # anywhere else: a no-op decorator
 
 import gradio as gr
 import matplotlib.pyplot as plt
+from PIL import Image
 
 from banana100 import about
 from banana100 import explore as ex
@@ -262,6 +266,17 @@ def _redact(text: str, secret: str) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+def _still(rgb, path: Path) -> str:
+    """`rgb` written once to `path` (WebP, as Gradio would), for the live tab to hand out.
+
+    Yielded as arrays, every earlier thumbnail was re-encoded into the same cache file at each
+    step, truncating it while the page (or a client) was still downloading it: an empty image.
+    Gradio copies a yielded file into its cache under a temporary name, so no reader sees it half
+    written."""
+    Image.fromarray(rgb).save(path, format="WEBP")
+    return str(path)
+
+
 def run_live(upload, sample, steps, editor_name, api_key):
     """Stream a live chain: (current image, gallery, curves, verdicts, status) after every step."""
     api_key = (api_key or "").strip()
@@ -299,11 +314,13 @@ def run_live(upload, sample, steps, editor_name, api_key):
         editor = make_editor("simulated")
 
     rows, gallery = [], []
+    stills = Path(tempfile.mkdtemp(prefix="banana100-live-"))
     try:
         for step, image, _meta in ex.stream_chain(editor, rgb, steps):
             for metric, score in score_image(image).items():
                 rows.append({"step": step, "metric": metric, "score": score})
-            gallery.append((ex.shrink(image, 160), f"step {step}"))
+            shown = _still(image, stills / f"step-{step:03d}.webp")
+            gallery.append((_still(ex.shrink(image, 160), stills / f"thumb-{step:03d}.webp"), f"step {step}"))
             curves = ex.chain_curves(ex.scores_frame(rows), ex.LIVE_CHAIN_ID)
             fig = _figure(curves, step, steps, title=f"Live chain from {origin}: step {step} of {steps}")
             status = f"Step {step} of {steps} done ({editor_name} editor)."
@@ -314,11 +331,13 @@ def run_live(upload, sample, steps, editor_name, api_key):
                 verdicts = ex.verdict_table(analyse(ex.scores_frame(rows)), ex.LIVE_CHAIN_ID)
                 status = (f"Done: {steps} steps ({editor_name} editor). "
                           + ("" if steps >= 20 else "The protocol needs steps 1, 5, 10 and 20; run 20 steps for a verdict."))
-            yield image, gallery, fig, verdicts, status
+            yield shown, gallery, fig, verdicts, status
     except gr.Error:
         raise
     except Exception as e:  # noqa: BLE001 - show the editor's error, without the key
         raise gr.Error(f"the chain stopped: {_redact(str(e), api_key)}") from None
+    finally:  # Gradio copied every yielded file into its cache before asking for the next step
+        shutil.rmtree(stills, ignore_errors=True)
 
 
 # -- the page -----------------------------------------------------------------------------------

@@ -27,10 +27,8 @@ from spacetools import browser_page, launched_app, wait_first_load  # noqa: E402
 DEMO = "2x20x128"  # 2 chains x 20 steps, generated sources 128 px wide: the demo set builds in seconds
 
 
-@pytest.fixture(scope="module")
-def space(tmp_path_factory):
-    work = tmp_path_factory.mktemp("space")
-    env = {
+def _demo_env(work: Path) -> dict[str, str]:
+    return {
         "BANANA100_SPACE_CACHE": str(work / "cache"),
         "BANANA100_SPACE_DEMO": DEMO,
         "BANANA100_SPACE_DEMO_METRICS": "piqe",
@@ -38,8 +36,31 @@ def space(tmp_path_factory):
         "BANANA100_SPACE_SCORES": "",
         "GRADIO_ANALYTICS_ENABLED": "False",
     }
-    with launched_app(work, env) as (url, netlog, log):
-        yield {"url": url, "netlog": netlog, "log": log, "cache": work / "cache"}
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory):
+    work = tmp_path_factory.mktemp("space")
+    with launched_app(work, _demo_env(work)) as (url, netlog, log):
+        yield {"url": url, "netlog": netlog, "log": log, "cache": work / "cache", "env": _demo_env(work)}
+
+
+@pytest.fixture(scope="module")
+def app_module(space):
+    """`space/app.py` imported in this process, on the demo set the launched app built."""
+    import importlib.util
+
+    from spacetools import APP
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in space["env"].items():
+            mp.setenv(name, value)
+        mp.delenv("SPACE_ID", raising=False)
+        mp.delenv("BANANA100_SPACE_RELEASE", raising=False)
+        spec = importlib.util.spec_from_file_location("banana100_space_app", APP)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +149,21 @@ def test_run_live_streams_every_step_from_a_sample(client):
     assert status.startswith("Done: 3 steps") and "run 20 steps" in status
     assert [r[0] for r in verdicts["data"]] == ["PIQE"] and verdicts["data"][0][2] == "incomplete"
     assert "Step 1 of 3" in outputs[1][4]
+
+
+def test_run_live_never_rewrites_a_file_it_handed_out(app_module):
+    # Gradio reads a yielded file while the next step runs; rewriting it (as re-yielding the same
+    # thumbnail arrays did) let readers see an empty file. Each file is written once, kept while
+    # the chain streams, and removed when it ends.
+    handed_out = {}
+    for image, gallery, *_ in app_module.run_live(None, "coffee", 3, "simulated", ""):
+        for path in [image] + [item[0] for item in gallery]:
+            assert isinstance(path, str), f"yielded {type(path).__name__}, not a file written once"
+            stat = os.stat(path)
+            assert handed_out.setdefault(path, (stat.st_ino, stat.st_mtime_ns)) == (stat.st_ino, stat.st_mtime_ns), \
+                f"{path} was rewritten after it was handed out"
+    assert len(handed_out) == 8  # steps 0-3: the copy and its thumbnail
+    assert not any(os.path.exists(p) for p in handed_out)
 
 
 def test_run_live_from_an_upload(client, tmp_path):
