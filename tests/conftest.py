@@ -8,6 +8,7 @@ offline flags once, at import, so setting them later (per test) would not take e
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,25 @@ os.environ.update(
     # two test runs at once then read each other's half-written files
     GRADIO_TEMP_DIR=str(_SESSION_CACHE / "gradio"),
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _library_temp_files_in_the_session_folder(tmp_path_factory):
+    """Temporary files the libraries make in this process go under the session's folder, which
+    is removed at the end (gradio_client leaves an empty folder in the temp dir per download).
+    pytest's own tmp_path is placed first, so it stays where pytest keeps it."""
+    tmp_path_factory.getbasetemp()
+    folder = _SESSION_CACHE / "tmp"
+    folder.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tempfile, "tempdir", str(folder))
+        yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
 # The user's weights folder reaches only the tests marked `needs_weights` (see below).
 USER_WEIGHTS = os.environ.pop("BANANA100_WEIGHTS", None)
 

@@ -426,8 +426,14 @@ def manifest_lines(out: Path) -> int:
         return 0
 
 
+def _ctrl_c_delivered():
+    # pytest started as a background job (`cmd &` in a script) inherits an ignored SIGINT, and so
+    # would the run; an interactive Ctrl-C reaches it, which is what the test plays
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_and_wait(cmd, out, min_lines, env, log):
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log, preexec_fn=_ctrl_c_delivered)
     deadline = time.monotonic() + 60
     while manifest_lines(out) < min_lines:
         if proc.poll() is not None or time.monotonic() > deadline:
