@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
 CASES = ((512, 36, 80), (2048, 100, 200), (2048, 400, 96))
 
 
@@ -38,22 +38,13 @@ def many_squares(size: int, n: int, patch: int) -> np.ndarray:
     return np.repeat(img[..., None], 3, axis=2)
 
 
-def best(fn, rounds: int) -> tuple[float, float]:
-    fn()
-    score, seconds = None, float("inf")
-    for _ in range(rounds):
-        t = time.process_time()
-        score = fn()
-        seconds = min(seconds, time.process_time() - t)
-    return score, seconds
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(1)
     import pyiqa
+    from bench_native import best_time
 
     from banana100.metrics.engine import keep_freed_memory, to_tensor
     from banana100.metrics.native import brisque, build
@@ -66,8 +57,8 @@ def main() -> None:
     for size, n, patch in CASES:
         x = to_tensor(many_squares(size, n, patch))[None]
         with torch.no_grad():
-            a, t_native = best(lambda: float(ours(x)[0]), args.rounds)
-            b, t_pyiqa = best(lambda: float(theirs(x)), args.rounds)
+            t_native, a = best_time(lambda: float(ours(x)[0]), args.rounds, clock=time.process_time)
+            t_pyiqa, b = best_time(lambda: float(theirs(x)), args.rounds, clock=time.process_time)
         rows.append({"size": size, "squares": n, "patch": patch, "flat_share": float(ours.last_flat_share[0]),
                      "native_s": t_native, "pyiqa_s": t_pyiqa, "native": a, "pyiqa": b,
                      "abs_rel_diff": abs(a - b) / max(abs(b), 1.0)})

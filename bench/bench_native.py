@@ -61,14 +61,16 @@ def flat_chain_images(n: int, size: int) -> list[np.ndarray]:
     return out
 
 
-def best_time(fn, repeats: int) -> tuple[float, list[float]]:
-    fn()  # warm-up (caches, allocator)
-    best, scores = float("inf"), []
+def best_time(fn, repeats: int, clock=time.perf_counter, warm_up: bool = True):
+    """(shortest of `repeats` timed calls of fn on `clock`, what the last call returned)."""
+    if warm_up:
+        fn()  # caches, allocator
+    best, out = float("inf"), None
     for _ in range(repeats):
-        t = time.perf_counter()
-        scores = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, scores
+        t = clock()
+        out = fn()
+        best = min(best, clock() - t)
+    return best, out
 
 
 def per_image(metric: str, backend: str, images, batch: int, device: str, repeats: int) -> tuple[float, list[float]]:

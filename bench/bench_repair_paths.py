@@ -25,22 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 
-def best(fn, rounds: int):
-    out, seconds = None, float("inf")
-    for _ in range(rounds):
-        t = time.process_time()
-        out = fn()
-        seconds = min(seconds, time.process_time() - t)
-    return out, seconds
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from bench_native import flat_chain_images
+    from bench_native import best_time, flat_chain_images
 
     from banana100.metrics.engine import to_tensor
     from banana100.metrics.native import build, ilniqe, matlab, nss
@@ -70,9 +61,11 @@ def main() -> None:
             if int(mask.sum()) <= matlab.AT_CHUNK:
                 continue  # small repairs took the windows before and after the change
             padded = matlab.pad_same(x[n][None, None], kh, kw, padding)
-            strips, t_strips = best(lambda: matlab.conv2d_rows(padded, w4, mask.any(-1))[0, 0], args.rounds)
+            t_strips, strips = best_time(lambda: matlab.conv2d_rows(padded, w4, mask.any(-1))[0, 0], args.rounds,
+                                         clock=time.process_time, warm_up=False)
             index = F.pad(mask.nonzero(), (1, 0))
-            windows, t_windows = best(lambda: matlab.conv2d_at(padded, w4, index), args.rounds)
+            t_windows, windows = best_time(lambda: matlab.conv2d_at(padded, w4, index), args.rounds,
+                                           clock=time.process_time, warm_up=False)
             if not torch.equal(strips[mask], windows):
                 raise SystemExit(f"call {call} map {n}: the two paths differ")
             rows.append({"call": call, "map": n, "kernel": [kh, kw], "dtype": str(x.dtype), "values": int(mask.sum()),
