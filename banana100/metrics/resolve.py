@@ -117,10 +117,13 @@ def _resolve_pyiqa(name: str) -> ResolvedMetric:
 
 
 def _range(text) -> tuple[float | None, float | None]:
+    """pyiqa's "low, high" score range ("~" marks an approximate or open end) as numbers or None."""
+    parts = [p.strip().lstrip("~").strip() for p in str(text).split(",")]
+    if len(parts) != 2:
+        return None, None
     try:
-        low, high = (float(v) for v in str(text).replace("~", ",").split(","))
-        return low, high
-    except (TypeError, ValueError):
+        return tuple(float(p) if p else None for p in parts)  # type: ignore[return-value]
+    except ValueError:
         return None, None
 
 
