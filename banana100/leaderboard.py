@@ -130,7 +130,7 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
         rate[i, j] = r["failure_rate"] if r["failure_rate"] is not None else np.nan
         text[i][j] = f"{r['failed']}/{complete}" if complete else "n/a"
     labels = [board.loc[board["metric"] == m, "label"].iloc[0] for m in metrics]
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(groups) + 2.5), max(2.2, 0.42 * len(metrics) + 1.4)))
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(groups) + 2.5), max(2.2, 0.42 * len(metrics) + 1.4)))
     cmap = matplotlib.colormaps["RdYlGn_r"].copy()
     cmap.set_bad("0.85")
     im = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=1, aspect="auto")
@@ -144,7 +144,7 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
     fig.colorbar(im, ax=ax, label="failure rate", fraction=0.05)
     ax.set_title("Banana100: share of chains whose damage the metric missed", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")
     plt.close(fig)
     return path
 

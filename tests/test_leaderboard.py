@@ -85,3 +85,20 @@ def test_cli(tmp_path):
     b = _scores(tmp_path / "b.parquet", "flux", "flux2-dev", ["replicate"])
     assert main(["report", str(a), str(b), "--by", "editor", "--out", str(tmp_path / "lb")]) in (0, None)
     assert (tmp_path / "lb" / "leaderboard.png").is_file() and (tmp_path / "lb" / "report.md").is_file()
+
+
+def test_space_explorer_leaderboard(tmp_path):
+    """What the Space's Leaderboard tab shows: the table and heatmap of the scores it holds."""
+    from banana100 import explore as ex
+    from banana100.scoring import score_to_parquet
+    from runfolder import make_run_folder
+
+    run = tmp_path / "run"
+    make_run_folder(run, sources=("a", "b"), steps=20, size=(96, 96))
+    scores = score_to_parquet(run, ["piqe"], tmp_path / "s.parquet", device="cpu", progress=False)
+    explorer = ex.Explorer.open(run, scores, cache_dir=tmp_path / "cache")
+    table = explorer.leaderboard()
+    assert list(table.columns) == ["metric", "setting", "editor", "chains", "failed", "failure rate", "mean rho"]
+    assert table.iloc[0]["metric"] == "PIQE" and table.iloc[0]["chains"] == 2
+    png = explorer.leaderboard_png(tmp_path / "board.tmp")  # any name: written as PNG
+    assert Image.open(png).format == "PNG"

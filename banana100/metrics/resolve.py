@@ -156,7 +156,7 @@ def _resolve_module(name: str) -> ResolvedMetric:
         raise UnknownMetricError(f"{name}: breaks the metric-module contract: {problem}")
     label = str(out.get("metric") or getattr(module, "name", "") or Path(name).name)
     spec = MetricSpec(name, label, "user", bool(out["lower_better"]), (None, None), batchable=True,
-                      original_code=name)
+                      original_code=name, model_backend="evaluate")
     return ResolvedMetric(name, "module", spec, module)
 
 
