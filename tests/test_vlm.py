@@ -150,3 +150,19 @@ def test_missing_weights_name_the_repository(tmp_path, monkeypatch):
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
     with pytest.raises(WeightsNotFoundError, match="TianheWu/VisualQuality-R1-7B"):
         vlm.VLMScorer(device="cpu")
+
+
+def test_evaluate_module(tiny):
+    """metrics/visualquality_r1 through evaluate.load, with the tiny model handed over."""
+    from pathlib import Path
+
+    import evaluate
+
+    folder = Path(__file__).resolve().parents[1] / "metrics" / "visualquality_r1"
+    module = evaluate.load(str(folder))
+    module.use_model(*tiny)
+    with pytest.raises(ScoreUndefinedError) as info:
+        module.compute(images=_images(2), device="cpu", max_pixels=112 * 112, max_new_tokens=8, keep_text=True)
+    assert all(isinstance(e, AnswerParseError) for e in info.value.errors.values())
+    with pytest.raises(TypeError, match="unexpected"):
+        module.compute(images=_images(1), backend="pyiqa")
