@@ -166,3 +166,24 @@ def test_evaluate_module(tiny):
     assert all(isinstance(e, AnswerParseError) for e in info.value.errors.values())
     with pytest.raises(TypeError, match="unexpected"):
         module.compute(images=_images(1), backend="pyiqa")
+
+
+def test_scoring_rows_and_texts_file(tiny, tmp_path):
+    """`banana100 score`'s chunk scoring with VisualQuality-R1: per-image errors, the answers file."""
+    import json
+
+    from banana100 import scoring
+
+    scorer = _scorer(tiny, batch_size=2, keep_text=True)
+    images = _images(3)
+    chunk = [scoring.Decoded({"chain_id": "c", "step": k}, f"c/step_{k}.png", ["visualquality_r1"], rgb=img)
+             for k, img in enumerate(images)]
+    rows = scoring._score_chunk(chunk, {"visualquality_r1": scorer})
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert all(np.isnan(r["score"]) and "gave no score" in r["error"] and "c/step_" in r["error"] for r in rows)
+    assert all(r["mode"] == scorer.mode and r["backend"] == "transformers" for r in rows)
+    out = tmp_path / "texts.jsonl"
+    scoring._append_texts(out, rows)
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [k["step"] for k in kept] == [0, 1, 2] and all(k["text"] for k in kept)
+    assert kept[0]["text"] == scorer.last_texts[0]
