@@ -331,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, type=Path, help="report folder (required)")
     r.add_argument("--by", default=None,
                    help="comma-separated manifest columns to group the leaderboard by (e.g. setting,editor); "
-                        "writes leaderboard.csv, leaderboard.md and leaderboard.png")
+                        "writes leaderboard.csv, leaderboard.md and leaderboard.png (default: none; with several "
+                        "scores files, the leaderboard of all chains)")
     r.set_defaults(func=_cmd_report)
 
     d = command("demo", "generate, build, score and report on bundled sample images, offline")
@@ -341,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d.add_argument("--chains", type=_number(int, 1, high=len(SAMPLE_IMAGES)), default=4,
                    help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
-    d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids; 'auto' = the classical metrics "
+    d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids, pyiqa:<id>, or the folder / Hub id "
+                                                     "of your own evaluate module; 'auto' = the classical metrics "
                                                      "whose files are at hand")
     d.set_defaults(func=_cmd_demo)
 
