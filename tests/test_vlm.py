@@ -187,3 +187,16 @@ def test_scoring_rows_and_texts_file(tiny, tmp_path):
     kept = [json.loads(line) for line in out.read_text().splitlines()]
     assert [k["step"] for k in kept] == [0, 1, 2] and all(k["text"] for k in kept)
     assert kept[0]["text"] == scorer.last_texts[0]
+
+
+def test_resume_with_another_max_pixels_is_refused(tiny, tmp_path):
+    """The scores file's `mode` carries max_pixels: scores made at another size are not mixed in."""
+    import pyarrow as pa
+
+    from banana100.errors import Banana100Error
+    from banana100.scoring import _check_same_method
+
+    before = pa.table({"metric": ["visualquality_r1"], "backend": ["transformers"], "mode": [_scorer(tiny).mode]})
+    _check_same_method(before, {"visualquality_r1": _scorer(tiny)}, tmp_path / "s.parquet")  # same: resumes
+    with pytest.raises(Banana100Error, match="max_pixels=50176"):
+        _check_same_method(before, {"visualquality_r1": _scorer(tiny, max_pixels=224 * 224)}, tmp_path / "s.parquet")
