@@ -200,3 +200,21 @@ def test_resume_with_another_max_pixels_is_refused(tiny, tmp_path):
     _check_same_method(before, {"visualquality_r1": _scorer(tiny)}, tmp_path / "s.parquet")  # same: resumes
     with pytest.raises(Banana100Error, match="max_pixels=50176"):
         _check_same_method(before, {"visualquality_r1": _scorer(tiny, max_pixels=224 * 224)}, tmp_path / "s.parquet")
+
+
+def test_files_scored_like_arrays(tiny, tmp_path):
+    """Paths are checked by header, decoded a batch at a time, and answer as their arrays do."""
+    from PIL import Image
+
+    images = _images(3)
+    paths = []
+    for k, a in enumerate(images):
+        paths.append(tmp_path / f"{k}.png")
+        Image.fromarray(a).save(paths[-1])
+    s = _scorer(tiny, batch_size=2, keep_text=True)
+    with pytest.raises(ScoreUndefinedError):
+        s.score_arrays(images)
+    from_arrays = list(s.last_texts)
+    with pytest.raises(ScoreUndefinedError) as info:
+        s.score([str(p) for p in paths])
+    assert s.last_texts == from_arrays and str(paths[0]) in str(info.value.errors[0])

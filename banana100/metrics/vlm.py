@@ -156,20 +156,22 @@ class VLMScorer:
 
     # --- the engine's interface (MetricScorer.score / score_arrays) ---
     def score(self, images: Sequence[ImageLike]) -> list[float]:
-        """Scores of `images` (paths, bytes, PIL images or arrays) in input order; see `score_arrays`."""
-        arrays, names, failed = [], [], {}
+        """Scores of `images` (paths, bytes, PIL images or arrays) in input order; see `score_arrays`.
+
+        Files are checked by their header first (a missing or too small file fails at once) and
+        decoded one batch at a time, so memory holds one batch of images, not the whole list.
+        """
+        images, names, sizes = list(images), [], []
         for i, img in enumerate(images):
             name = describe(img) if isinstance(img, (str, os.PathLike)) else f"image {i} {describe(img)}"
             names.append(name)
             if isinstance(img, (str, os.PathLike, bytes)):
-                check_size(self.spec, image_size(img, self.max_image_pixels), name)
-        for i, img in enumerate(images):
-            try:
-                arrays.append(load_rgb(img, self.max_image_pixels))
-            except ImageReadError as e:
-                failed[i] = e
-                arrays.append(None)
-        return self._score(arrays, names, failed)
+                sizes.append(image_size(img, self.max_image_pixels))
+            else:  # in memory already
+                images[i] = load_rgb(img)
+                sizes.append(images[i].shape[:2])
+            check_size(self.spec, sizes[-1], name)
+        return self._score(images, names, sizes)
 
     def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
         """Scores of HxWx3 uint8 arrays in input order.
@@ -182,19 +184,26 @@ class VLMScorer:
         for a, name in zip(arrays, names):
             if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
                 raise ImageReadError(f"{name}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
-        return self._score(list(arrays), names, {})
+            check_size(self.spec, a, name)
+        return self._score(list(arrays), names, [a.shape[:2] for a in arrays])
 
-    def _score(self, arrays: list, names: list[str], failed: dict[int, Banana100Error]) -> list[float]:
-        for i, a in enumerate(arrays):
-            if a is not None:
-                check_size(self.spec, a, names[i])
-        todo = sorted((i for i, a in enumerate(arrays) if a is not None), key=lambda i: arrays[i].shape[:2])
-        texts: list[str | None] = [None] * len(arrays)
-        for k in range(0, len(todo), self.batch_size):
-            idx = todo[k : k + self.batch_size]
-            for i, text in zip(idx, self.generate([arrays[i] for i in idx])):
-                texts[i] = text
-        scores: list[float | None] = [None] * len(arrays)
+    def _score(self, images: list, names: list[str], sizes: list) -> list[float]:
+        failed: dict[int, Banana100Error] = {}
+        order = sorted(range(len(images)), key=lambda i: tuple(sizes[i]))  # similar prompts share a batch
+        texts: list[str | None] = [None] * len(images)
+        for k in range(0, len(order), self.batch_size):
+            idx, arrays = [], []
+            for i in order[k : k + self.batch_size]:
+                try:
+                    arrays.append(images[i] if isinstance(images[i], np.ndarray)
+                                  else load_rgb(images[i], self.max_image_pixels))
+                    idx.append(i)
+                except ImageReadError as e:  # corrupt pixel data: that image only
+                    failed[i] = e
+            if arrays:
+                for i, text in zip(idx, self.generate(arrays)):
+                    texts[i] = text
+        scores: list[float | None] = [None] * len(images)
         for i, text in enumerate(texts):
             if text is None:
                 continue
@@ -203,10 +212,10 @@ class VLMScorer:
             except ValueError as e:
                 failed[i] = AnswerParseError(f"{names[i]}: {self.spec.display_name} gave no score ({e}); "
                                              f"it answered {text[:200]!r}")
-        self.last_texts = texts if self.keep_text else [None] * len(arrays)
-        self.flat_shares = [None] * len(arrays)
+        self.last_texts = texts if self.keep_text else [None] * len(images)
+        self.flat_shares = [None] * len(images)
         if failed:
-            raise image_failures(len(arrays), failed, scores, self.spec.display_name)
+            raise image_failures(len(images), failed, scores, self.spec.display_name)
         return scores  # type: ignore[return-value]
 
     def inputs(self, arrays: Sequence[np.ndarray]):
