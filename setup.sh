@@ -2,8 +2,9 @@
 # Create .venv/ in the repository root and install banana100 into it (editable).
 #   bash setup.sh                the light core: CLI, dataset tools, protocol, native hand-crafted metrics
 #   bash setup.sh --space        ... plus Gradio, to run the Space (python space/app.py)
-#   bash setup.sh --all          ... plus every extra: deep (pyiqa), gemini (google-genai), space
-#   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,space)
+#   bash setup.sh --all          ... plus every extra: deep (pyiqa), gemini (google-genai), space,
+#                                    vlm (transformers: VisualQuality-R1)
+#   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,space,vlm)
 #   bash setup.sh --dev          every extra plus what the tests need (pytest, gradio_client, playwright)
 # Install sizes of the core and of each extra: BENCHMARKS.md ("Install size").
 set -euo pipefail

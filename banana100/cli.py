@@ -159,19 +159,19 @@ def _cmd_publish_metrics(args) -> None:
 
 
 def _cmd_score(args) -> None:
-    from banana100.metrics.table import get_metric, parse_metric_list
+    from banana100.metrics.resolve import parse_metrics, resolve
     from banana100.scoring import score_to_parquet
 
-    metrics = parse_metric_list(args.metrics)
+    metrics = parse_metrics(args.metrics)
     if args.backend == "native":  # checked here, before any image is read
-        plain = [m for m in metrics if "native" not in get_metric(m).backends]
+        plain = [m for m in metrics if "native" not in resolve(m).spec.backends]
         if plain:
             raise UsageError(f"--backend native: {', '.join(plain)} ha{'s' if len(plain) == 1 else 've'} no native "
                              "backend (only the six hand-crafted metrics do); leave --backend out to score each "
                              "metric with its default backend")
     out = score_to_parquet(
         args.source, metrics, args.out, device=args.device, batch_size=args.batch_size,
-        backend=args.backend, mode=args.mode,
+        backend=args.backend, mode=args.mode, keep_text=args.keep_text, max_pixels=args.max_pixels,
     )
     print(f"scores written to {out}")
 
@@ -179,8 +179,16 @@ def _cmd_score(args) -> None:
 def _cmd_report(args) -> None:
     from banana100.report import write_report
 
-    path = write_report(args.scores, args.out)
-    print(f"report written to {path}")
+    if len(args.scores) == 1 and not args.by:  # the single-file report, as before
+        path = write_report(args.scores[0], args.out)
+        print(f"report written to {path}")
+        return
+    from banana100.leaderboard import write_leaderboard
+
+    by = [c.strip() for c in (args.by or "").split(",") if c.strip()]
+    paths = write_leaderboard(args.scores, args.out, by=by)
+    print(f"report written to {paths['report']}")
+    print(f"leaderboard written to {paths['csv']}, {paths['md']} and {paths['png']}")
 
 
 def _cmd_demo(args) -> None:
@@ -299,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = command("score", "score every image of a run or dataset folder (resumable)")
     s.add_argument("source", type=Path, help="run folder or dataset folder")
-    s.add_argument("--metrics", default="piqe,niqe,brisque", help="comma-separated pyiqa ids, or 'all'")
+    s.add_argument("--metrics", default="piqe,niqe,brisque",
+                   help="comma-separated: metric-table ids, 'all' (the 21), visualquality_r1, pyiqa:<id> (any "
+                        "pyiqa NR metric), or a folder / Hub id of your own evaluate module (docs/own-metric.md)")
     s.add_argument("--out", required=True, type=Path, help="scores .parquet file (required)")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
@@ -308,11 +318,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: native for the hand-crafted metrics, pyiqa for the deep ones)")
     s.add_argument("--mode", choices=("pyiqa", "official"), default="pyiqa",
                    help="pyiqa's scores or the original releases' (hand-crafted metrics, native backend)")
+    s.add_argument("--keep-text", action="store_true",
+                   help="visualquality_r1: keep what the model answered per image in <out>.texts.jsonl")
+    s.add_argument("--max-pixels", type=POSITIVE_INT, default=None,
+                   help="visualquality_r1: largest image area given to the model (default 4194304 = 2048x2048; "
+                        "see metrics/visualquality_r1/README.md)")
     s.set_defaults(func=_cmd_score)
 
-    r = command("report", "sensitivity report (markdown + plot) from a scores file")
-    r.add_argument("scores", type=Path, help="scores .parquet file written by `banana100 score`")
+    r = command("report", "sensitivity report (markdown + plot) and leaderboard from scores files")
+    r.add_argument("scores", type=Path, nargs="+",
+                   help="scores .parquet files written by `banana100 score` (several: merged, e.g. one per editor)")
     r.add_argument("--out", required=True, type=Path, help="report folder (required)")
+    r.add_argument("--by", default=None,
+                   help="comma-separated manifest columns to group the leaderboard by (e.g. setting,editor); "
+                        "writes leaderboard.csv, leaderboard.md and leaderboard.png (default: none; with several "
+                        "scores files, the leaderboard of all chains)")
     r.set_defaults(func=_cmd_report)
 
     d = command("demo", "generate, build, score and report on bundled sample images, offline")
@@ -322,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d.add_argument("--chains", type=_number(int, 1, high=len(SAMPLE_IMAGES)), default=4,
                    help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
-    d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids; 'auto' = the classical metrics "
+    d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids, pyiqa:<id>, or the folder / Hub id "
+                                                     "of your own evaluate module; 'auto' = the classical metrics "
                                                      "whose files are at hand")
     d.set_defaults(func=_cmd_demo)
 

@@ -227,11 +227,11 @@ def generated_sources(folder: Path, n: int, side: int = 2048) -> Path:
 
 def pick_metrics(requested: str) -> list[str]:
     """'auto' -> the fast classical metrics whose files are at hand (no download); else the list."""
-    from banana100.metrics.table import parse_metric_list
+    from banana100.metrics.resolve import parse_metrics
     from banana100.metrics.weights import missing
 
     if requested != "auto":
-        return parse_metric_list(requested)
+        return parse_metrics(requested)  # the table, pyiqa:<id>, or the user's own evaluate module
     chosen = []
     for m in AUTO_METRICS:
         absent = missing(m)

@@ -45,6 +45,11 @@ class ScoreUndefinedError(Banana100Error):
     """
 
 
+class AnswerParseError(ScoreUndefinedError):
+    """A language-model evaluator (VisualQuality-R1) answered without a score that parses: that
+    image has no score (never a random one); its generated text is in the message."""
+
+
 class DatasetError(Banana100Error):
     """A dataset cannot be built or read."""
 

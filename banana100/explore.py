@@ -35,6 +35,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -64,8 +65,9 @@ _THUMB_QUALITY = 95
 
 
 def metric_label(metric: str) -> str:
-    spec = METRICS.get(metric)
-    return spec.display_name if spec else metric
+    from banana100.metrics.resolve import label
+
+    return label(metric)  # the table's name, or a user's metric (pyiqa:<id>, a module) as resolved
 
 
 def _thumbnail(img: Image.Image, max_side: int) -> Image.Image:
@@ -428,12 +430,13 @@ _SCORERS_LOCK = threading.Lock()
 
 
 def _scorer(metric: str, device: str, backend: str):
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.resolve import make_scorer, resolve
 
     key = (metric, device, backend)
     with _SCORERS_LOCK:
-        if key not in _SCORERS:
-            _SCORERS[key] = MetricScorer(metric, device=device, backend=backend, batch_size=4)
+        if key not in _SCORERS:  # any metric the resolver knows: the table, pyiqa:<id>, a user's module
+            table = resolve(metric).kind == "table"
+            _SCORERS[key] = make_scorer(metric, device=device, backend=backend if table else None, batch_size=4)
         return _SCORERS[key]
 
 
@@ -455,12 +458,17 @@ class ChainScores:
         self.steps = tuple(int(s) for s in steps)
 
     def backend_of(self, metric: str) -> str:
-        return METRICS[metric].check_backend(self.backend) if metric in METRICS else "pyiqa"
+        from banana100.metrics.resolve import resolve
+
+        if metric in METRICS:
+            return METRICS[metric].check_backend(self.backend)
+        return resolve(metric).spec.default_backend  # pyiqa:<id>: pyiqa; a user's module: evaluate
 
     def path(self, chain_id: str, metric: str) -> Path:
         if not chain_id or "/" in chain_id or chain_id.startswith("."):
             raise Banana100Error(f"unusable chain id {chain_id!r}")
-        return self.root / chain_id / f"{metric}__{self.backend_of(metric)}.parquet"
+        safe = re.sub(r"[^\w.+-]", "_", metric)  # a user's metric may be a path or a Hub id
+        return self.root / chain_id / f"{safe}__{self.backend_of(metric)}.parquet"
 
     def cached(self, chain_id: str, metric: str) -> pd.DataFrame | None:
         path = self.path(chain_id, metric)
@@ -477,9 +485,9 @@ class ChainScores:
     def compute(self, info: ChainInfo, metric: str, images: dict, progress=None, device: str | None = None,
                 chunk: int = 4) -> pd.DataFrame:
         """Score the chain's missing steps (`images`: {step: path or bytes}); the whole cached table."""
-        from banana100.metrics.table import get_metric
+        from banana100.metrics.resolve import resolve
 
-        spec = get_metric(metric)
+        spec = resolve(metric).spec
         before = self.cached(info.chain_id, metric)
         todo = [s for s in self.missing(info, metric) if s in images]
         scorer = _scorer(metric, device or self.device, self.backend_of(metric))
@@ -805,6 +813,37 @@ class Explorer:
     def summary(self) -> pd.DataFrame:
         return summary_table(self.results)
 
+    def leaderboard_columns(self) -> list[str]:
+        """What the leaderboard groups by: setting, and editor when the scores carry it."""
+        if self.scores is None:
+            return []
+        return [c for c in ("setting", "editor") if c in self.scores and self.scores[c].notna().any()]
+
+    def leaderboard(self) -> pd.DataFrame:
+        """The leaderboard of the scores held (banana100.leaderboard), as the Space shows it."""
+        from banana100.leaderboard import leaderboard
+
+        by = self.leaderboard_columns()
+        if self.scores is None or not len(self.scores):
+            return pd.DataFrame(columns=["metric", *by, "chains", "failed", "failure rate", "mean rho"])
+        with self._lock:
+            board = leaderboard(self.scores, by)
+        return pd.DataFrame({"metric": board["label"], **{c: board[c] for c in by}, "chains": board["chains"],
+                             "failed": board["failed"],
+                             "failure rate": [f"{100 * r:.0f} %" if r == r and r is not None else "n/a"
+                                              for r in board["failure_rate"]],
+                             "mean rho": [f"{r:+.2f}" if r == r and r is not None else "n/a" for r in board["mean_rho"]]})
+
+    def leaderboard_png(self, path: str | os.PathLike) -> Path | None:
+        """The leaderboard's heatmap (metrics x groups) written to `path`; None without scores."""
+        from banana100.leaderboard import heatmap, leaderboard
+
+        if self.scores is None or not len(self.scores):
+            return None
+        with self._lock:
+            board = leaderboard(self.scores, self.leaderboard_columns())
+        return heatmap(board, self.leaderboard_columns(), Path(path))
+
     def failure_sentence(self) -> str:
         """Which metrics failed on these chains, in words, from the protocol's results."""
         parts = []
@@ -1099,7 +1138,9 @@ def scores_frame(rows: list[dict], chain_id: str = LIVE_CHAIN_ID) -> pd.DataFram
     """[{step, metric, score}] -> a scores table (the columns `chain_curves` and `analyse` read)."""
     df = pd.DataFrame(rows, columns=["step", "metric", "score"])
     df["chain_id"] = chain_id
-    df["lower_better"] = [METRICS[m].lower_better if m in METRICS else False for m in df["metric"]]
+    from banana100.metrics.resolve import resolve
+
+    df["lower_better"] = [resolve(m).lower_better for m in df["metric"]]
     return df
 
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from banana100 import about
 from banana100.errors import Banana100Error
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, sensitivity
+from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
 
 
@@ -55,7 +56,7 @@ def _fmt(x, pct=False):
 
 def _reading(metric: str, r: dict) -> str:
     """One sentence on how a metric reacted, computed from its protocol output."""
-    name = METRICS[metric].display_name if metric in METRICS else metric
+    name = label(metric)
     complete = r["n_chains"] - r["n_incomplete"]
     if not complete:
         return f"**{name}**: no complete chain to judge."
@@ -124,7 +125,7 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
         for k in results[metric]["check_steps"]:
             ax.axvline(k, color="0.6", ls=":", lw=0.8)
         ax.axhline(0, color="k", lw=0.8)
-        name = METRICS[metric].display_name if metric in METRICS else metric
+        name = label(metric)
         fr = results[metric]["failure_rate"]
         ax.set_title(f"{name} ({'lower' if sign < 0 else 'higher'} is better) - fails {_fmt(fr, pct=True)}", fontsize=9)
         ax.set_xlabel("step")
@@ -144,12 +145,16 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
     return path
 
 
-def write_report(scores: str | os.PathLike, out_dir: str | os.PathLike, montage: Path | None = None) -> Path:
+def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.PathLike, montage: Path | None = None,
+                 name: str | None = None) -> Path:
     """Write report.md, sensitivity.png and summary.json into out_dir; return the report path.
 
-    `montage`, when given, is an image (e.g. a chain's steps side by side) shown at the top.
+    `scores`: a scores file, or a scores table (several files merged: `banana100.leaderboard`,
+    then `name` says which). `montage`, when given, is an image (e.g. a chain's steps side by
+    side) shown at the top.
     """
-    df = load_scores(scores)
+    df = scores if isinstance(scores, pd.DataFrame) else load_scores(scores)
+    name = name or Path(scores).name
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = analyse(df)
@@ -160,7 +165,7 @@ def write_report(scores: str | os.PathLike, out_dir: str | os.PathLike, montage:
     lines = [
         "# Banana100 sensitivity report",
         "",
-        f"Scores: `{Path(scores).name}`: {df['chain_id'].nunique()} chains, "
+        f"Scores: `{name}`: {df['chain_id'].nunique()} chains, "
         f"{df[['chain_id', 'step']].drop_duplicates().shape[0]} images, {len(results)} metrics "
         f"({', '.join(results)}); steps {int(df['step'].min())}-{int(df['step'].max())}; "
         f"settings: {', '.join(sorted(df['setting'].dropna().unique())) if 'setting' in df else 'n/a'}; "

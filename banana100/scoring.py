@@ -11,6 +11,7 @@ metric whose statistics need variation, a NaN result) gets a row with a NaN scor
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -28,7 +29,6 @@ from banana100.metrics.engine import check_size
 from banana100.errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
-from banana100.metrics.table import get_metric
 
 # Identity and context of each scored image, copied from its manifest record.
 RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "step", "editor", "model", "sha256", "image",
@@ -113,6 +113,20 @@ def _conform(table: pa.Table) -> pa.Table:
     if "flat_share" not in table.column_names:  # files from before the column: not measured
         table = table.append_column("flat_share", pa.nulls(len(table), pa.float64()))
     return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
+
+
+def _append_texts(path: Path, rows: list[dict]) -> None:
+    """Append the rows that carry a generated text (VisualQuality-R1 with keep_text) to `path`."""
+    kept = [{"chain_id": r["chain_id"], "step": r["step"], "metric": r["metric"], "score": r["score"],
+             "error": r["error"], "text": r["text"]} for r in rows if r.get("text") is not None]
+    if kept:
+        with open(path, "a", encoding="utf-8") as f:
+            f.writelines(json.dumps(k, ensure_ascii=False, default=_plain) + "\n" for k in kept)
+
+
+def _plain(value):
+    """numpy scalars (step, score) as Python numbers for JSON."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
@@ -213,12 +227,15 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                     errors[i] = str(e)
         scores: dict[int, float] = {}
         shares: dict[int, float | None] = {}
+        texts: dict[int, str | None] = {}  # what a language-model evaluator answered (keep_text)
         try:
             scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok], [chunk[i].name for i in ok])))
             shares.update(zip(ok, scorer.flat_shares))
+            texts.update(zip(ok, getattr(scorer, "last_texts", ())))
         except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
             if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
                 # some images have no score (uniform, NaN): the engine scored the others and named each
+                texts.update(zip(ok, getattr(scorer, "last_texts", ())))
                 for k, i in enumerate(ok):
                     if k in e.errors:
                         errors[i] = str(e.errors[k])  # named by chunk[i].name already
@@ -229,6 +246,7 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                     try:
                         scores[i] = scorer.score_arrays([arrays[i]], [chunk[i].name])[0]
                         shares[i] = scorer.flat_shares[0]
+                        texts.update(zip([i], getattr(scorer, "last_texts", ())))
                     except Banana100Error as e1:  # reported in the `error` column, named already
                         errors[i] = str(e1)
                     except Exception as e1:  # noqa: BLE001 - reported in the `error` column
@@ -244,26 +262,32 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                 "backend": scorer.backend,
                 "mode": scorer.mode,
                 "flat_share": shares.get(i),
+                **({"text": texts[i]} if texts.get(i) is not None else {}),  # not a column: the texts file
             })
     return rows
 
 
 def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8,
-                  backend: str | None = None, mode: str = "pyiqa") -> dict:
+                  backend: str | None = None, mode: str = "pyiqa", **options) -> dict:
     """Load every metric before any work, so a missing parameter file stops the run at once.
 
-    `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa for all.
-    `mode="official"` applies to the metrics that have it (native backend) and is refused otherwise.
+    `metrics` are any names `banana100.metrics.resolve` knows (the table, `pyiqa:<id>`, a user's
+    evaluate module). `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa
+    for the table's metrics (evaluators and user metrics keep their own). `mode="official"`
+    applies to the metrics that have it (native backend). `options` (max_pixels, keep_text)
+    go to VisualQuality-R1.
     """
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.resolve import make_scorer, resolve
 
-    specs = [get_metric(m) for m in metrics]
-    plain = [s.name for s in specs if "native" not in s.backends]
+    resolved = [resolve(m) for m in metrics]
+    plain = [r.name for r in resolved if "native" not in r.spec.backends]
     if mode == "official" and backend != "pyiqa" and plain:
         print(f"banana100 score: no official mode for {', '.join(plain)}; those are scored in pyiqa mode "
               "(the `mode` column says which)", file=sys.stderr)
-    return {s.name: MetricScorer(s.name, device=device, batch_size=batch_size, backend=backend,
-                                 mode=mode if s.name not in plain else "pyiqa") for s in specs}
+    return {r.name: make_scorer(r.name, device=device, batch_size=batch_size,
+                                backend=backend if r.kind == "table" else None,
+                                mode=mode if r.name not in plain else "pyiqa",
+                                **(options if r.kind == "evaluator" else {})) for r in resolved}
 
 
 class _Processes:
@@ -309,6 +333,8 @@ def score_to_parquet(
     decode_workers: int | None = None,
     backend: str | None = None,
     mode: str = "pyiqa",
+    keep_text: bool = False,
+    max_pixels: int | None = None,
 ) -> Path:
     """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
 
@@ -316,6 +342,8 @@ def score_to_parquet(
     each process takes every n-th image, writes its own part files, and process 0 merges all
     of them into `out` once every process is done. `decode_workers` threads read and decode
     the images ahead of the scoring (default: up to 4; 0 decodes in this thread).
+    `keep_text` (VisualQuality-R1) appends what the model answered for each image to
+    `<out>.texts.jsonl` (one per process in a distributed run); `max_pixels` sets its image size.
     """
     out = Path(out)
     if out.suffix != ".parquet":
@@ -323,7 +351,11 @@ def score_to_parquet(
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
     total, _ = iter_items(Path(source))  # checks the source before any model is built
-    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode)
+    options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
+    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
+                            **options)
+    metrics = list(scorers)  # the resolved names, as the `metric` column writes them
+    texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
     before = read_scores(out)
     _check_same_method(before, scorers, out)
     done = _done_keys(before)
@@ -347,6 +379,7 @@ def score_to_parquet(
             rows = _score_chunk(chunk, scorers)
             n_errors += sum(r["error"] is not None for r in rows)
             _write_part(parts, rows, prefix)
+            _append_texts(texts_file, rows)
             bar.update(len(chunk))
             chunk.clear()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from banana100.metrics import weights
 from banana100.errors import UsageError, WeightsChecksumError, WeightsNotFoundError
-from banana100.metrics.table import METRICS, ROSTER, WeightFile, get_metric
+from banana100.metrics.table import ROSTER, WeightFile, get_metric
 
 
 def _metrics(names: list[str]) -> list[str]:
@@ -36,7 +36,7 @@ def inventory(metrics: list[str]) -> list[tuple[WeightFile, list[str]]]:
     """Each distinct file the metrics need (by filename), with the metrics that use it."""
     seen: dict[str, tuple[WeightFile, list[str]]] = {}
     for m in metrics:
-        for wf in METRICS[m].all_files:
+        for wf in get_metric(m).all_files:  # the roster and the evaluators (visualquality_r1)
             seen.setdefault(wf.filename, (wf, []))[1].append(m)
     return list(seen.values())
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of the scoring engine: images/s at 1K and 2K, peak memory, CPU-vs-GPU agreement,
-# projected time for 28,000 images x every metric; flat-area agreement (bench/gpu_flat_check.py). Also runs on CPU: bash bench/gpu_check.sh --device cpu
+# projected time for 28,000 images x every metric; flat-area agreement (bench/gpu_flat_check.py);
+# VisualQuality-R1 (bench/gpu_vlm_check.py). Also runs on CPU: bash bench/gpu_check.sh --device cpu
 # Extra arguments go to bench/gpu_check.py (e.g. --metrics piqe,topiq_nr --n 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +15,10 @@ python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is
 half=(); if [ "$device" = "cuda" ]; then half=(--half); fi  # float16 tolerance: GPU only
 # flat areas: native vs pyiqa on the same device, pyiqa's device vs CPU (issue 12)
 python bench/gpu_flat_check.py --device "$device" --threads "$(nproc)" --out "${BENCH_FLAT_OUT:-bench/results_gpu_flat_check_$device.json}"
+# VisualQuality-R1 (issue 22): images/s and peak memory at 1K and 2K per batch size, hours for 28,000
+# images (real checkpoint if at hand, else the 7B architecture with random bf16 weights; --tiny on CPU)
+if python -c "import transformers" 2>/dev/null; then
+  tiny=(); if [ "$device" = "cpu" ]; then tiny=(--tiny --sides 224 --batch-sizes 1,4 --n 4); fi
+  python bench/gpu_vlm_check.py --device "$device" "${tiny[@]}" --out "${BENCH_VLM_OUT:-bench/results_gpu_vlm_check_$device.json}"
+fi
 exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

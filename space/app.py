@@ -78,9 +78,9 @@ def _demo_size() -> tuple[int, int, int]:
 
 
 def _release_metrics() -> list[str]:
-    from banana100.metrics.table import parse_metric_list
+    from banana100.metrics.resolve import parse_metrics  # also pyiqa:<id> and a user's evaluate module
 
-    return parse_metric_list(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque"))
+    return parse_metrics(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque"))
 
 
 def _demo_explorer(cache: str, why: str = "") -> ex.Explorer:
@@ -475,8 +475,36 @@ def build() -> gr.Blocks:
             editor.change(pick_editor, [editor], [key, n_steps], api_name=False)
             go.click(run_live, [upload, sample, n_steps, editor, key],
                      [live_img, gallery, live_plot, live_verdicts, status], api_name="run_live", concurrency_limit=2)
+        with gr.Tab("Leaderboard", id="leaderboard") as board_tab:
+            gr.Markdown("Every metric on the chains scored here so far, by setting (and editor when known): how "
+                        "many chains it was shown, how many it failed (a check step not worse than step 1) and "
+                        "its mean Spearman rho between step and score (-1: worse at every step). Best first. "
+                        "The same table for your own scores files: `banana100 report SCORES... --by setting,editor`.",
+                        elem_id="leaderboard-note")
+            board = gr.Dataframe(value=EXPLORER.leaderboard(), interactive=False, elem_id="leaderboard")
+            heat = gr.Image(value=_leaderboard_png(), type="filepath", interactive=False, show_label=False,
+                            elem_id="leaderboard-heatmap")
+            board_tab.select(lambda: (EXPLORER.leaderboard(), _leaderboard_png()), None, [board, heat],
+                             api_name="leaderboard")
         gr.Markdown(LICENCES)
     return demo
+
+
+def _leaderboard_png() -> str | None:
+    """The heatmap of the leaderboard, written once per content into the Space's cache."""
+    import hashlib
+
+    table = EXPLORER.leaderboard()
+    if not len(table):
+        return None
+    digest = hashlib.sha256(table.to_csv().encode()).hexdigest()[:16]
+    path = Path(os.environ.get(ex.CACHE_ENV) or str(ex.DEFAULT_CACHE)) / "leaderboard" / f"{digest}.png"
+    if not path.is_file():  # never rewritten while a browser may be reading it
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        EXPLORER.leaderboard_png(tmp)
+        tmp.replace(path)
+    return str(path)
 
 
 def main() -> None:

@@ -133,6 +133,14 @@ def test_show_step_refuses_unknown_chain(client):
         client.predict("../../etc/passwd", "replicate", 0, 3, api_name="/show_step")
 
 
+def test_leaderboard_endpoint(client):
+    """The Leaderboard tab's table and heatmap of the demo set's scores."""
+    table, heatmap = client.predict(api_name="/leaderboard")
+    assert table["headers"] == ["metric", "setting", "editor", "chains", "failed", "failure rate", "mean rho"]
+    assert "PIQE" in [row[0] for row in table["data"]] and table["data"][0][3] == 2
+    assert Image.open(heatmap).format == "PNG"
+
+
 def _live(client, upload, sample, steps, editor="simulated"):
     job = client.submit(upload, sample, steps, editor, "", api_name="/run_live")
     job.result()

@@ -173,8 +173,9 @@ class MetricScorer:
         with weights.files_in_place(pairs):
             self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
 
-    def _setup(self, metric: str, device, batch_size: int) -> None:
-        self.spec = get_metric(metric)
+    def _setup(self, metric: str | MetricSpec, device, batch_size: int) -> None:
+        # a MetricSpec: a metric outside the table (`pyiqa:<id>`, built by banana100.metrics.resolve)
+        self.spec = metric if isinstance(metric, MetricSpec) else get_metric(metric)
         self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
         self._share_log: list = []
         self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
@@ -200,8 +201,10 @@ class MetricScorer:
         self.half = True
 
     @classmethod
-    def from_model(cls, metric: str, model: torch.nn.Module, device=None, batch_size: int = 8) -> "MetricScorer":
-        """A scorer around an already built pyiqa model (tests build archs with random weights)."""
+    def from_model(cls, metric: str | MetricSpec, model: torch.nn.Module, device=None,
+                   batch_size: int = 8) -> "MetricScorer":
+        """A scorer around an already built pyiqa model (tests build archs with random weights;
+        the resolver builds `pyiqa:<id>` metrics outside the table)."""
         self = cls.__new__(cls)
         self._setup(metric, device, batch_size)
         self.model = model.to(self.device)

@@ -197,3 +197,86 @@ class SensitivityProtocol(evaluate.Metric):
                  check_steps=protocol.DEFAULT_CHECK_STEPS):
         return protocol.sensitivity(scores, steps, chain_ids, lower_better=lower_better,
                                     reference_step=reference_step, check_steps=check_steps)
+
+
+_VLM_INPUTS = """
+Args:
+    images: a list of images: file paths, PIL images, or HxWx3 uint8 arrays.
+    device: "cpu", "cuda", "cuda:1", ...; default cuda when available (bf16 on GPU, float32 on CPU).
+    batch_size: images per generate() call (default 4).
+    max_pixels: largest image area given to the model (default 4,194,304 = 2048 x 2048; the card
+        says how it was chosen).
+    keep_text: also return what the model answered for each image (`texts`).
+    max_new_tokens: most tokens generated per image (default 64).
+Returns:
+    metric: "visualquality_r1".
+    scores: one float per image (1-5), in input order.
+    mean: the mean of the scores.
+    lower_better: False.
+    texts: (keep_text=True) the model's answer per image.
+Raises:
+    ScoreUndefinedError: some answers had no score (AnswerParseError per image in `error.errors`;
+        the others are in `error.scores`): never a random score.
+    WeightsNotFoundError: the checkpoint is not at hand (names the Hub repository).
+"""
+
+
+class VLMEvaluator(evaluate.Metric, metaclass=abc.ABCMeta):
+    """A language-model evaluator of the table (VisualQuality-R1) as an evaluate module."""
+
+    @property
+    @abc.abstractmethod
+    def METRIC_NAME(self) -> str:
+        """The table's id; subclasses override it with a plain class attribute."""
+
+    def _info(self) -> evaluate.MetricInfo:
+        spec = get_metric(self.METRIC_NAME)
+        return evaluate.MetricInfo(
+            description=f"{spec.display_name}: {spec.paper}", citation=spec.citation,
+            inputs_description=_VLM_INPUTS,
+            features=datasets.Features({"images": datasets.Image(decode=False)}),
+            homepage=spec.original_code,
+            license=f"Apache-2.0 (module code); weights: {spec.files[0].licence}",
+            codebase_urls=[spec.original_code], reference_urls=[about.PAPER_URL, spec.files[0].download_url],
+        )
+
+    def use_model(self, model, processor) -> None:
+        """Score with an already loaded Qwen2.5-VL model and processor (a fine-tune of your own,
+        a model loaded with other options) instead of the checkpoint from the weights store."""
+        self.__dict__["_given"] = (model, processor)
+        self.__dict__["_scorers"] = {}
+
+    def _scorer(self, device, batch_size, max_pixels, max_new_tokens):
+        from banana100.metrics.vlm import VLMScorer
+
+        cache = self.__dict__.setdefault("_scorers", {})
+        key = (str(device or default_device()), int(batch_size), int(max_pixels), int(max_new_tokens))
+        if key not in cache:
+            model, processor = self.__dict__.get("_given", (None, None))
+            cache[key] = VLMScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], max_pixels=key[2],
+                                   max_new_tokens=key[3], model=model, processor=processor)
+        return cache[key]
+
+    def compute(self, *, images=None, device=None, batch_size=4, max_pixels=None, keep_text=False,
+                max_new_tokens=None, **kwargs):
+        """Score images with this evaluator (straight to the scorer: no Arrow cache)."""
+        from banana100.metrics.vlm import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS
+
+        if kwargs:
+            raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; compute takes images, "
+                            "device, batch_size, max_pixels, keep_text, max_new_tokens")
+        images = _as_list(images) if images is not None else []
+        if not images:
+            raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
+        scorer = self._scorer(device, batch_size, max_pixels or DEFAULT_MAX_PIXELS,
+                              max_new_tokens or DEFAULT_MAX_NEW_TOKENS)
+        scorer.keep_text = bool(keep_text)
+        scores = scorer.score([_from_arrow(x) for x in images])
+        out = {"metric": self.METRIC_NAME, "scores": scores, "mean": float(np.mean(scores)),
+               "lower_better": get_metric(self.METRIC_NAME).lower_better}
+        if keep_text:
+            out["texts"] = scorer.last_texts
+        return out
+
+    def _compute(self, images):  # evaluate's add/add_batch path: the same scoring
+        return self.compute(images=images)

@@ -96,6 +96,13 @@ class MetricSpec:
     # returned without running the model). `uniform_note` says what pyiqa gives, for the card.
     uniform: str | float = "scored"
     uniform_note: str = ""
+    # The evaluators beyond the roster (EVALUATORS below): the only backend they have when it is
+    # not pyiqa/native ("transformers": banana100.metrics.vlm), and whether they can run at all
+    # ("unavailable": no inference code or weights are public; `status_note` says what is missing).
+    model_backend: str | None = None
+    status: str = "available"
+    status_note: str = ""
+    extra: str = "deep"  # the pip extra that brings what its backend imports
 
     @property
     def accepted_min_size(self) -> int:
@@ -108,10 +115,12 @@ class MetricSpec:
 
     @property
     def default_backend(self) -> str:
-        return "native" if self.native else "pyiqa"
+        return self.model_backend or ("native" if self.native else "pyiqa")
 
     @property
     def backends(self) -> tuple[str, ...]:
+        if self.model_backend:
+            return (self.model_backend,)
         return ("native", "pyiqa") if self.native else ("pyiqa",)
 
     def check_backend(self, backend: str | None) -> str:
@@ -119,7 +128,8 @@ class MetricSpec:
         backend = backend or self.default_backend
         if backend not in self.backends:
             raise UsageError(f"{self.name}: backend must be one of {self.backends}, got {backend!r}"
-                             + ("" if self.native else " (only the six hand-crafted metrics have a native backend)"))
+                             + ("" if self.native or self.model_backend else
+                                " (only the six hand-crafted metrics have a native backend)"))
         return backend
 
     def backend_files(self, backend: str | None = None) -> tuple[WeightFile, ...]:
@@ -423,11 +433,55 @@ ROSTER: tuple[str, ...] = tuple(METRICS)
 CLASSICAL: tuple[str, ...] = tuple(n for n, s in METRICS.items() if s.family == "hand-crafted")
 
 
+# The two evaluators the paper found to pass every chain. Not in the roster ("all" stays the
+# 21 pyiqa metrics); get_metric and the resolver (banana100.metrics.resolve) know them.
+VISUALQUALITY_R1_REPO = "TianheWu/VisualQuality-R1-7B"
+_EVALUATOR_SPECS = [
+    MetricSpec(
+        "visualquality_r1", "VisualQuality-R1", "vlm-evaluator", False, (1, 5),
+        files=(WeightFile("VisualQuality-R1-7B", repo_id=VISUALQUALITY_R1_REPO, cache="hf", snapshot=True,
+                          # 8.3B parameters in bf16 (the Qwen2.5-VL-7B layout): about 16.6 GB, not
+                          # downloaded here (no internet on the build machines)
+                          size=16_600_000_000,
+                          licence="MIT (model card of TianheWu/VisualQuality-R1-7B); code: Apache-2.0 "
+                                  "(TianheWu/VisualQuality-R1); base model Qwen2.5-VL-7B-Instruct: Apache-2.0"),),
+        model_backend="transformers", extra="vlm", min_size=28,
+        min_size_note="28 px: one 28x28 merged patch of Qwen2.5-VL's vision encoder (the processor upsamples "
+                      "smaller sides to it, which would score an interpolation, not the image).",
+        resize="Qwen2.5-VL's own smart resize: both sides rounded to multiples of 28, area kept between "
+               "3,136 and `max_pixels` (default 4,194,304: a 2048x2048 image goes in at full size)",
+        original_code="https://github.com/TianheWu/VisualQuality-R1",
+        paper="Wu T., Zou J., Liang J., Zhang L., Ma K., VisualQuality-R1: Reasoning-induced image quality "
+              "assessment via reinforcement learning to rank, NeurIPS 2025 (arXiv 2505.14460).",
+        citation="@inproceedings{wu2025visualquality, title={VisualQuality-R1: Reasoning-Induced Image Quality "
+                 "Assessment via Reinforcement Learning to Rank}, author={Wu, Tianhe and Zou, Jian and Liang, Jie "
+                 "and Zhang, Lei and Ma, Kede}, booktitle={NeurIPS}, year={2025}}",
+    ),
+    MetricSpec(
+        "rali", "RALI", "clip-evaluator", False, (None, None),
+        status="unavailable", extra="deep",
+        status_note="no inference code is public: the repository xuanyuzhang21/RALI is not in any index this "
+                    "project could search (code search, GitHub snapshot fetch), so the architecture that reads "
+                    "ckpt.pt, pca.pkl, basis.npz and the best/ folder, the preprocessing and the score's range "
+                    "and direction are unknown; its weights host and licence are unknown too. See docs/evaluators.md.",
+        original_code="https://github.com/xuanyuzhang21/RALI",
+        paper="RALI, ICLR 2026 (xuanyuzhang21/RALI): a CLIP-based quality scorer of about 0.3B parameters.",
+    ),
+]
+EVALUATORS: dict[str, MetricSpec] = {s.name: s for s in _EVALUATOR_SPECS}
+
+
 def get_metric(name: str) -> MetricSpec:
-    try:
-        return METRICS[name]
-    except KeyError:
-        raise UnknownMetricError(f"unknown metric {name!r}; known: {', '.join(ROSTER)}") from None
+    spec = METRICS.get(name) or EVALUATORS.get(name)
+    if spec is None:
+        raise UnknownMetricError(f"unknown metric {name!r}; known: {', '.join(ROSTER + tuple(EVALUATORS))}, "
+                                 "pyiqa:<id>, or the folder / Hub id of an evaluate module")
+    return spec
+
+
+def all_specs() -> dict[str, MetricSpec]:
+    """The roster and the evaluators: every metric the table knows."""
+    return {**METRICS, **EVALUATORS}
 
 
 def parse_metric_list(text: str) -> list[str]:

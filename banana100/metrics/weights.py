@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from banana100.errors import WeightsChecksumError, WeightsNotFoundError
-from banana100.metrics.table import METRICS, PYIQA_WEIGHTS_REPO, WeightFile, get_metric
+from banana100.metrics.table import PYIQA_WEIGHTS_REPO, WeightFile, all_specs, get_metric
 
 ENV_VAR = "BANANA100_WEIGHTS"
 _TRUE = {"1", "on", "yes", "true"}
@@ -66,7 +66,7 @@ def offline() -> bool:
 
 def _table_file(filename: str, repo_id: str | None = None) -> WeightFile | None:
     """The table's entry for `filename` (the first one, when several metrics share it)."""
-    for spec in METRICS.values():
+    for spec in all_specs().values():
         for wf in spec.all_files:
             if wf.filename == filename and (repo_id is None or wf.repo_id == repo_id):
                 return wf
@@ -76,7 +76,7 @@ def _table_file(filename: str, repo_id: str | None = None) -> WeightFile | None:
 def _known(filename: str, repo_id: str | None) -> tuple[str | None, list[str]]:
     """(sha256 from the table or None, display names of the metrics that use the file)."""
     sha, users = None, []
-    for spec in METRICS.values():
+    for spec in all_specs().values():
         for wf in spec.all_files:
             if wf.filename == filename and (repo_id is None or wf.repo_id == repo_id):
                 sha = sha or wf.sha256

@@ -1,0 +1,290 @@
+"""Metric names -> scorers: the one place that turns what a user writes into something that scores.
+
+`banana100 score`, `demo`, `report` and the Space all call `resolve` / `parse_metrics` /
+`make_scorer`. A name is one of:
+
+- a metric of the table (`niqe`, `topiq_nr`, ... the 21 of the roster) or an evaluator beyond it
+  (`visualquality_r1`; `rali` is listed but unavailable, and says why);
+- `pyiqa:<id>`: any per-image no-reference metric of pyiqa (`pyiqa.list_models(metric_mode="NR")`),
+  its direction from pyiqa's own table (`DEFAULT_CONFIGS[id]["lower_better"]`, False when unset);
+  pyiqa fetches its weights itself. `pyiqa:<roster id>` is the table's metric with the pyiqa backend;
+- a folder or Hub id of an evaluate module that follows the metric-module contract
+  (`compute(images=[...])` -> `{"scores": [...], "lower_better": bool}`). It is loaded and run on
+  one 256x256 probe image when first resolved: that checks the contract and gives the direction.
+
+Anything else, or a module that breaks the contract, is an UnknownMetricError of one line saying why.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from banana100.errors import Banana100Error, UnknownMetricError, UsageError
+from banana100.metrics.table import EVALUATORS, METRICS, ROSTER, MetricSpec, get_metric
+
+PYIQA_PREFIX = "pyiqa:"
+# pyiqa lists these as NR but they score a set of images (FID, IS) or need a caption (CLIPScore)
+_NOT_PER_IMAGE = {"fid": "compares two sets of images", "fid_dinov2": "compares two sets of images",
+                  "sfid": "compares two sets of images", "inception_score": "scores a set of images",
+                  "clipscore": "needs a caption per image"}
+PROBE_SIDE = 256
+
+
+@dataclass
+class ResolvedMetric:
+    """A metric name resolved: what it is, its direction, and how to build its scorer."""
+
+    name: str  # as written in the scores file's `metric` column
+    kind: str  # table | evaluator | pyiqa | module
+    spec: MetricSpec  # the table's entry, or one made for a user's metric
+    module: Any = field(default=None, repr=False)  # the loaded evaluate module (kind "module")
+
+    @property
+    def display_name(self) -> str:
+        return self.spec.display_name
+
+    @property
+    def lower_better(self) -> bool:
+        return self.spec.lower_better
+
+
+_CACHE: dict[str, ResolvedMetric] = {}
+_LOCK = threading.Lock()
+
+
+def resolve(name: str) -> ResolvedMetric:
+    """The metric `name` refers to (cached per process); UnknownMetricError saying why if none."""
+    name = name.strip()
+    if not name:
+        raise UnknownMetricError("empty metric name")
+    with _LOCK:
+        if name not in _CACHE:
+            _CACHE[name] = _resolve(name)
+        return _CACHE[name]
+
+
+def _resolve(name: str) -> ResolvedMetric:
+    if name in METRICS:
+        return ResolvedMetric(name, "table", METRICS[name])
+    if name in EVALUATORS:
+        spec = EVALUATORS[name]
+        if spec.status != "available":
+            raise UnknownMetricError(f"{name}: {spec.status}: {spec.status_note}")
+        return ResolvedMetric(name, "evaluator", spec)
+    if name.startswith(PYIQA_PREFIX):
+        return _resolve_pyiqa(name)
+    if Path(name).is_dir() or _looks_like_hub_id(name):
+        return _resolve_module(name)
+    raise UnknownMetricError(
+        f"unknown metric {name!r}: not in the metric table ({', '.join(ROSTER + tuple(EVALUATORS))}), "
+        "not pyiqa:<id>, not an existing folder, not a Hub id (owner/name)")
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "/")) and not Path(name).exists()
+
+
+def _resolve_pyiqa(name: str) -> ResolvedMetric:
+    pid = name[len(PYIQA_PREFIX):]
+    if pid in METRICS:  # the table knows it better (weights store, sizes): its pyiqa backend
+        return ResolvedMetric(pid, "table", METRICS[pid])
+    from banana100.about import require_extra
+
+    require_extra("deep", f"the metric {name}")
+    import pyiqa
+    from pyiqa.default_model_configs import DEFAULT_CONFIGS
+
+    if pid not in DEFAULT_CONFIGS:
+        raise UnknownMetricError(f"{name}: pyiqa {pyiqa.__version__} has no metric {pid!r} "
+                                 "(its no-reference ids: pyiqa.list_models(metric_mode='NR'))")
+    cfg = DEFAULT_CONFIGS[pid]
+    if cfg.get("metric_mode") != "NR":
+        raise UnknownMetricError(f"{name}: a full-reference metric (it compares with a reference image); "
+                                 "Banana100 needs no-reference metrics")
+    if pid in _NOT_PER_IMAGE:
+        raise UnknownMetricError(f"{name}: not a per-image quality score (it {_NOT_PER_IMAGE[pid]})")
+    low, high = _range(cfg.get("score_range"))
+    spec = MetricSpec(pid, f"{pid} (pyiqa)", "user", bool(cfg.get("lower_better", False)), (low, high),
+                      batchable=False, paper="see pyiqa's model card", original_code="https://github.com/chaofengc/IQA-PyTorch")
+    return ResolvedMetric(name, "pyiqa", replace(spec, name=name))
+
+
+def _range(text) -> tuple[float | None, float | None]:
+    """pyiqa's "low, high" score range ("~" marks an approximate or open end) as numbers or None."""
+    parts = [p.strip().lstrip("~").strip() for p in str(text).split(",")]
+    if len(parts) != 2:
+        return None, None
+    try:
+        return tuple(float(p) if p else None for p in parts)  # type: ignore[return-value]
+    except ValueError:
+        return None, None
+
+
+def probe_image() -> np.ndarray:
+    """A 256x256 RGB test image (a gradient with fixed noise): textured, not uniform."""
+    rng = np.random.default_rng(0)
+    ramp = np.linspace(40, 210, PROBE_SIDE)
+    base = (ramp[None, :, None] + ramp[:, None, None] * np.array([0.2, 0.5, 0.8])) / 1.5
+    return np.clip(base + rng.normal(0, 12, (PROBE_SIDE, PROBE_SIDE, 3)), 0, 255).astype(np.uint8)
+
+
+def _resolve_module(name: str) -> ResolvedMetric:
+    import evaluate
+
+    try:
+        module = evaluate.load(name)
+    except Exception as e:  # noqa: BLE001 - evaluate raises many kinds (FileNotFoundError, HTTP, import)
+        raise UnknownMetricError(f"{name}: could not load it as an evaluate module ({type(e).__name__}: "
+                                 f"{_first_line(e)})") from None
+    try:
+        out = module.compute(images=[probe_image()])
+    except TypeError as e:
+        raise UnknownMetricError(f"{name}: its compute() does not take images= (the metric-module contract: "
+                                 f"compute(images=[...]) -> scores, lower_better): {_first_line(e)}") from None
+    except Exception as e:  # noqa: BLE001 - any failure on the probe makes the module unusable
+        raise UnknownMetricError(f"{name}: compute(images=[a 256x256 RGB image]) failed "
+                                 f"({type(e).__name__}: {_first_line(e)})") from None
+    problem = _contract_problem(out, 1)
+    if problem:
+        raise UnknownMetricError(f"{name}: breaks the metric-module contract: {problem}")
+    label = str(out.get("metric") or getattr(module, "name", "") or Path(name).name)
+    spec = MetricSpec(name, label, "user", bool(out["lower_better"]), (None, None), batchable=True,
+                      original_code=name, model_backend="evaluate")
+    return ResolvedMetric(name, "module", spec, module)
+
+
+def _contract_problem(out, n: int) -> str:
+    if not isinstance(out, dict):
+        return f"compute() returned {type(out).__name__}, not a dict"
+    if "scores" not in out or "lower_better" not in out:
+        return f"compute() returned keys {sorted(out)}; it must return 'scores' and 'lower_better'"
+    if not isinstance(out["lower_better"], (bool, np.bool_)):
+        return f"'lower_better' is {out['lower_better']!r}, not True or False"
+    scores = out["scores"]
+    if not hasattr(scores, "__len__") or len(scores) != n:
+        return f"'scores' must hold one number per image ({n}), got {scores!r:.80}"
+    return ""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def parse_metrics(text: str) -> list[str]:
+    """'piqe,pyiqa:musiq-ava,./my_metric' -> the names, each resolved (so a bad one fails now);
+    'all' -> the 21 of the roster."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(ROSTER)
+    if not names:
+        raise UsageError("no metric given")
+    return [resolve(n).name for n in names]
+
+
+def label(name: str) -> str:
+    """A metric's display name for reports and plots (the name itself when it is not resolvable)."""
+    try:
+        return get_metric(name).display_name
+    except UnknownMetricError:
+        pass
+    with _LOCK:
+        hit = _CACHE.get(name)
+    return hit.display_name if hit is not None else name
+
+
+def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backend: str | None = None,
+                mode: str = "pyiqa", **options):
+    """A scorer for `name` with the engine's interface (`score`, `score_arrays`, `spec`, `backend`,
+    `mode`, `flat_shares`). `options` go to the VisualQuality-R1 scorer (max_pixels, keep_text, ...)."""
+    r = resolve(name)
+    if r.kind == "table":
+        from banana100.metrics.engine import MetricScorer
+
+        if name.startswith(PYIQA_PREFIX):
+            backend = "pyiqa"
+        return MetricScorer(r.name, device=device, batch_size=batch_size, backend=backend, mode=mode)
+    if r.kind == "evaluator":
+        from banana100.metrics.vlm import VLMScorer
+
+        if backend not in (None, "transformers"):
+            raise UsageError(f"{name}: its only backend is 'transformers', got {backend!r}")
+        return VLMScorer(r.name, device=device, batch_size=batch_size, **options)
+    if backend not in (None, "pyiqa" if r.kind == "pyiqa" else "evaluate"):
+        raise UsageError(f"{name}: a metric of your own has no backend choice (got --backend {backend})")
+    if r.kind == "pyiqa":
+        return _pyiqa_scorer(r, device, batch_size)
+    return ModuleScorer(r, device=device, batch_size=batch_size)
+
+
+def _pyiqa_scorer(r: ResolvedMetric, device, batch_size):
+    import pyiqa
+
+    from banana100.metrics.engine import MetricScorer, default_device
+
+    pid = r.name[len(PYIQA_PREFIX):]
+    try:
+        model = pyiqa.create_metric(pid, device=device or default_device())
+    except Exception as e:  # noqa: BLE001 - pyiqa raises many kinds (download, missing package)
+        raise UnknownMetricError(f"{r.name}: pyiqa could not build it ({type(e).__name__}: {_first_line(e)}); "
+                                 "pyiqa downloads its weights itself into $TORCH_HOME/hub/pyiqa") from None
+    return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size)
+
+
+class ModuleScorer:
+    """A user's evaluate module behind the engine's interface: one compute() per batch of arrays."""
+
+    mode = "module"
+    backend = "evaluate"
+
+    def __init__(self, resolved: ResolvedMetric, device: str | None = None, batch_size: int = 8):
+        self.resolved, self.spec, self.module = resolved, resolved.spec, resolved.module
+        self.device, self.batch_size = device, int(batch_size)
+        self.flat_shares: list[None] = []
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def score(self, images) -> list[float]:
+        from banana100.imageio import load_rgb
+
+        return self.score_arrays([load_rgb(i) for i in images])
+
+    def score_arrays(self, arrays, names=None) -> list[float]:
+        from banana100.errors import ScoreUndefinedError
+        from banana100.metrics.engine import image_failures
+
+        arrays = list(arrays)
+        names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
+        scores: list[float | None] = []
+        for k in range(0, len(arrays), self.batch_size):
+            part = arrays[k : k + self.batch_size]
+            out = self.module.compute(images=part)
+            problem = _contract_problem(out, len(part))
+            if problem:
+                raise Banana100Error(f"{self.name}: breaks the metric-module contract: {problem}")
+            scores.extend(None if s is None else float(s) for s in out["scores"])
+        self.flat_shares = [None] * len(arrays)
+        failed = {i: ScoreUndefinedError(f"{names[i]}: {self.name} gave {s} for this image (no score)")
+                  for i, s in enumerate(scores) if s is None or not math.isfinite(s)}
+        if failed:
+            raise image_failures(len(arrays), failed, [None if i in failed else s for i, s in enumerate(scores)],
+                                 self.spec.display_name)
+        return scores  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"ModuleScorer({self.name!r})"
+
+
+def clear_cache() -> None:
+    """Forget resolved metrics (tests; a module edited on disk)."""
+    with _LOCK:
+        _CACHE.clear()

@@ -1,0 +1,249 @@
+"""VisualQuality-R1 (Wu et al., NeurIPS 2025) as a scorer: Qwen2.5-VL through transformers.
+
+The official code (github.com/TianheWu/VisualQuality-R1) samples (`do_sample=True`), lets
+`qwen_vl_utils` size the image (up to 12.8 megapixels) and returns `random.randint(1, 5)` when
+the answer does not parse. Here decoding is greedy (the same image always gets the same score),
+the prompt is the authors' no-reasoning form ("VisualQuality-R1-Fast"), the image size is pinned
+by `max_pixels` (stated in the scores file's `mode` column), and an answer with no score is an
+AnswerParseError for that image, never a number.
+
+    scorer = VLMScorer()                      # weights from the weights store
+    scorer.score(["a.png", "b.png"])          # -> [3.52, 2.17]
+    scorer.last_texts                         # what the model answered, per image (keep_text=True)
+
+Batches are padded on the left (a decoder-only model generates after the last prompt token);
+images are batched in order of size so that similar prompts share a batch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from banana100.errors import AnswerParseError, Banana100Error, ImageReadError
+from banana100.imageio import ImageLike, describe, image_size, load_rgb
+from banana100.metrics import weights
+from banana100.metrics.engine import check_size, default_device, image_failures
+from banana100.metrics.table import get_metric
+
+NAME = "visualquality_r1"
+
+# The authors' prompt and their no-reasoning question template (README, "VisualQuality-R1-Fast").
+PROMPT = (
+    "You are doing the image quality assessment task. Here is the question: "
+    "What is your overall rating on the quality of this picture? The rating should be a float between 1 and 5, "
+    "rounded to two decimal places, with 1 representing very poor quality and 5 representing excellent quality."
+)
+QUESTION = PROMPT + " Output the final answer with only one score in <answer> </answer> tags."
+
+# Qwen2.5-VL's patch (14 px) times its 2x2 merge: sides are rounded to multiples of this.
+PATCH = 28
+# Largest image area given to the model. 2048 x 2048: the release's 2K images go in at full size,
+# so that the static noise the chains accumulate is not averaged away by a downscale; larger
+# images are shrunk to this area (about 5,350 visual tokens). The official code's limit
+# (qwen_vl_utils: 16384 x 28 x 28 = 12,845,056) lets a 4K image cost 16,000 tokens.
+# Token counts and preprocessing cost per setting: bench/bench_vlm_pixels.py, BENCHMARKS.md.
+DEFAULT_MAX_PIXELS = 2048 * 2048
+MIN_PIXELS = 4 * PATCH * PATCH  # the processor's and qwen_vl_utils' floor (3,136)
+OFFICIAL_MAX_PIXELS = 16384 * PATCH * PATCH
+# The answer is "<answer>3.52</answer>" (about 10 tokens); 64 leaves room for a stray space or
+# words around it, and bounds the cost of an answer that never closes its tags.
+DEFAULT_MAX_NEW_TOKENS = 64
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def parse_answer(text: str, low: float = 1.0, high: float = 5.0) -> float:
+    """The score in the last `<answer>...</answer>` of `text`, or in `text` when that is only a number.
+
+    Raises ValueError (with the reason) when there is no such number or it lies outside [low, high].
+    """
+    found = _ANSWER.findall(text)
+    answer = found[-1].strip() if found else text.strip()
+    numbers = _NUMBER.findall(answer)
+    if not found and not (len(numbers) == 1 and numbers[0] == answer):
+        raise ValueError("no <answer></answer> tags and not a bare number")
+    if not numbers:
+        raise ValueError("no number inside <answer></answer>")
+    value = float(numbers[0])
+    if not (low <= value <= high) or not math.isfinite(value):
+        raise ValueError(f"{value} is outside the rating scale {low:g}-{high:g}")
+    return value
+
+
+def messages() -> list[dict]:
+    """The chat of one image: the image, then the question (the official message layout)."""
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
+
+
+class VLMScorer:
+    """Scores images with VisualQuality-R1 (or any Qwen2.5-VL checkpoint given as `model`).
+
+    Args:
+        metric: the table entry ("visualquality_r1").
+        device: "cpu", "cuda", "cuda:1"; default cuda when available. bf16 on GPU, float32 on CPU.
+        batch_size: images per `generate` call.
+        max_pixels: largest image area fed to the model (see DEFAULT_MAX_PIXELS).
+        keep_text: keep each image's generated text in `last_texts` (always kept for failures,
+            in the error message).
+        max_new_tokens: the most tokens generated per image.
+
+    Raises WeightsNotFoundError naming the Hub repository and folder when the checkpoint is not
+    at hand, MissingExtraError when transformers is not installed.
+    """
+
+    backend = "transformers"
+
+    def __init__(self, metric: str = NAME, device: str | None = None, batch_size: int = 4,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, keep_text: bool = False,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_image_pixels: int | None = None,
+                 model=None, processor=None):
+        self._setup(metric, device, batch_size, max_pixels, keep_text, max_new_tokens)
+        self.max_image_pixels = max_image_pixels
+        if model is None:
+            from banana100.about import require_extra
+
+            require_extra(self.spec.extra, f"the {self.spec.display_name} evaluator")
+            [(_, folder)] = weights.resolved_files(self.spec.name)
+            import torch
+            from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+
+            dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+            model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(folder), dtype=dtype)
+            processor = AutoProcessor.from_pretrained(str(folder))
+        self.model = model.to(self.device).eval()
+        self.processor = processor
+        # generation continues after the last prompt token: pad on the left
+        self.processor.tokenizer.padding_side = "left"
+
+    def _setup(self, metric, device, batch_size, max_pixels, keep_text, max_new_tokens) -> None:
+        import torch
+
+        from banana100.errors import UsageError
+
+        self.spec = get_metric(metric)
+        self.device = torch.device(device if device is not None else default_device())
+        if int(batch_size) < 1:
+            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
+        if int(max_pixels) < MIN_PIXELS:
+            raise UsageError(f"max_pixels must be at least {MIN_PIXELS} (2x2 patches of 28 px), got {max_pixels}")
+        self.batch_size, self.max_pixels = int(batch_size), int(max_pixels)
+        self.keep_text, self.max_new_tokens = bool(keep_text), int(max_new_tokens)
+        self.last_texts: list[str | None] = []
+        self.flat_shares: list[None] = []
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def mode(self) -> str:
+        """How the scores were made, for the scores file (a resume with other settings is refused)."""
+        return f"greedy,no-reasoning,max_pixels={self.max_pixels}"
+
+    @property
+    def batchable(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return (f"VLMScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size}, "
+                f"max_pixels={self.max_pixels})")
+
+    # --- the engine's interface (MetricScorer.score / score_arrays) ---
+    def score(self, images: Sequence[ImageLike]) -> list[float]:
+        """Scores of `images` (paths, bytes, PIL images or arrays) in input order; see `score_arrays`.
+
+        Files are checked by their header first (a missing or too small file fails at once) and
+        decoded one batch at a time, so memory holds one batch of images, not the whole list.
+        """
+        images, names, sizes = list(images), [], []
+        for i, img in enumerate(images):
+            name = describe(img) if isinstance(img, (str, os.PathLike)) else f"image {i} {describe(img)}"
+            names.append(name)
+            if isinstance(img, (str, os.PathLike, bytes)):
+                sizes.append(image_size(img, self.max_image_pixels))
+            else:  # in memory already
+                images[i] = load_rgb(img)
+                sizes.append(images[i].shape[:2])
+            check_size(self.spec, sizes[-1], name)
+        return self._score(images, names, sizes)
+
+    def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
+        """Scores of HxWx3 uint8 arrays in input order.
+
+        An answer without a score is an AnswerParseError for that image, raised (after the others
+        were scored) as the engine raises undefined scores: `error.scores` (None there) and
+        `error.errors` ({index: error}).
+        """
+        names = list(names) if names is not None else [f"array {i} {describe(a)}" for i, a in enumerate(arrays)]
+        for a, name in zip(arrays, names):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
+                raise ImageReadError(f"{name}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
+            check_size(self.spec, a, name)
+        return self._score(list(arrays), names, [a.shape[:2] for a in arrays])
+
+    def _score(self, images: list, names: list[str], sizes: list) -> list[float]:
+        failed: dict[int, Banana100Error] = {}
+        order = sorted(range(len(images)), key=lambda i: tuple(sizes[i]))  # similar prompts share a batch
+        texts: list[str | None] = [None] * len(images)
+        for k in range(0, len(order), self.batch_size):
+            idx, arrays = [], []
+            for i in order[k : k + self.batch_size]:
+                try:
+                    arrays.append(images[i] if isinstance(images[i], np.ndarray)
+                                  else load_rgb(images[i], self.max_image_pixels))
+                    idx.append(i)
+                except ImageReadError as e:  # corrupt pixel data: that image only
+                    failed[i] = e
+            if arrays:
+                for i, text in zip(idx, self.generate(arrays)):
+                    texts[i] = text
+        scores: list[float | None] = [None] * len(images)
+        for i, text in enumerate(texts):
+            if text is None:
+                continue
+            try:
+                scores[i] = parse_answer(text)
+            except ValueError as e:
+                failed[i] = AnswerParseError(f"{names[i]}: {self.spec.display_name} gave no score ({e}); "
+                                             f"it answered {text[:200]!r}")
+        self.last_texts = texts if self.keep_text else [None] * len(images)
+        self.flat_shares = [None] * len(images)
+        if failed:
+            raise image_failures(len(images), failed, scores, self.spec.display_name)
+        return scores  # type: ignore[return-value]
+
+    def inputs(self, arrays: Sequence[np.ndarray]):
+        """The processor's batch for `arrays`: the chat prompt per image, left-padded."""
+        from PIL import Image
+
+        chat = messages()
+        # add_vision_id: "Picture 1: " before the image, as the official code renders it
+        text = self.processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, add_vision_id=True)
+        return self.processor(text=[text] * len(arrays), images=[Image.fromarray(a) for a in arrays], padding=True,
+                              return_tensors="pt",
+                              images_kwargs={"min_pixels": MIN_PIXELS, "max_pixels": self.max_pixels})
+
+    def generate(self, arrays: Sequence[np.ndarray]) -> list[str]:
+        """The model's answer to each image (greedy decoding), one batch."""
+        import torch
+
+        batch = self.inputs(arrays).to(self.device)
+        with torch.inference_mode():
+            out = self.model.generate(**batch, do_sample=False, max_new_tokens=self.max_new_tokens, use_cache=True,
+                                      pad_token_id=self.processor.tokenizer.pad_token_id)
+        new = out[:, batch["input_ids"].shape[1]:]
+        return self.processor.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def visual_tokens(height: int, width: int, max_pixels: int = DEFAULT_MAX_PIXELS, min_pixels: int = MIN_PIXELS) -> int:
+    """Visual tokens Qwen2.5-VL spends on a height x width image (after its smart resize)."""
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    h, w = smart_resize(height, width, factor=PATCH, min_pixels=min_pixels, max_pixels=max_pixels)
+    return (h // PATCH) * (w // PATCH)

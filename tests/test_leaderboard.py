@@ -1,0 +1,104 @@
+"""The leaderboard (`banana100 report SCORES... --by ...`): merging, grouping, the files written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from banana100.errors import Banana100Error, UsageError
+from banana100.leaderboard import leaderboard, merge_scores, write_leaderboard
+
+STEPS = (0, 1, 5, 10, 20)
+
+
+def _scores(path, editor, model, settings, metric="niqe", lower_better=True, worse=True, chains=2):
+    """A scores file: per setting `chains` chains; the score gets worse with the step when `worse`."""
+    rows = []
+    for setting in settings:
+        for r in range(chains):
+            for step in STEPS:
+                change = step if worse else -step
+                score = 10.0 + (change if lower_better else -change)
+                rows.append({"chain_id": f"src__{setting}__r{r}", "source_id": "src", "setting": setting, "repeat": r,
+                             "step": step, "editor": editor, "model": model, "metric": metric, "score": score,
+                             "lower_better": lower_better, "error": None})
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_groups_and_counts(tmp_path):
+    a = _scores(tmp_path / "a.parquet", "gemini", "nano-banana-pro", ["replicate", "mirror"])
+    b = _scores(tmp_path / "b.parquet", "flux", "flux2-dev", ["replicate"], worse=False)
+    df = merge_scores([a, b])
+    # the same chain id from two editors is two chains
+    assert df["chain_id"].nunique() == 6
+    board = leaderboard(df, ["setting", "editor"])
+    got = {(r.setting, r.editor): (r.chains, r.failed, r.failure_rate) for r in board.itertuples()}
+    assert got == {("mirror", "gemini"): (2, 0, 0.0), ("replicate", "gemini"): (2, 0, 0.0),
+                   ("replicate", "flux"): (2, 2, 1.0)}
+    assert np.allclose(board.loc[board["editor"] == "gemini", "mean_rho"], -1.0)
+
+
+def test_metrics_ranked_best_first(tmp_path):
+    a = _scores(tmp_path / "a.parquet", "e", "m", ["s"], metric="piqe", worse=False)
+    b = _scores(tmp_path / "b.parquet", "e", "m", ["s"], metric="visualquality_r1", lower_better=False)
+    board = leaderboard(merge_scores([a, b]), ["editor"])
+    assert list(board["metric"]) == ["visualquality_r1", "piqe"]
+    assert list(board["label"]) == ["VisualQuality-R1", "PIQE"]
+
+
+def test_duplicates_and_clashes(tmp_path):
+    a = _scores(tmp_path / "a.parquet", "e", "m", ["s"])
+    assert len(merge_scores([a, a])) == len(pd.read_parquet(a))  # the same file twice: merged once
+    b = _scores(tmp_path / "b.parquet", "e", "m", ["s"], worse=False)
+    with pytest.raises(Banana100Error, match="a.parquet and b.parquet"):
+        merge_scores([a, b])
+
+
+def test_unknown_group_column(tmp_path):
+    a = _scores(tmp_path / "a.parquet", "e", "m", ["s"])
+    with pytest.raises(UsageError, match="no such column.*setting"):
+        write_leaderboard([a], tmp_path / "out", by=["temperature"])
+    assert not (tmp_path / "out").exists()  # nothing written before the check
+
+
+def test_files_written(tmp_path):
+    a = _scores(tmp_path / "a.parquet", "gemini", "nano-banana-pro", ["replicate", "mirror"])
+    b = _scores(tmp_path / "b.parquet", "flux", "flux2-dev", ["replicate"], worse=False)
+    paths = write_leaderboard([a, b], tmp_path / "out", by=["setting", "editor"])
+    csv = pd.read_csv(paths["csv"])
+    assert list(csv.columns[:3]) == ["metric", "setting", "editor"]
+    assert {"chains", "failed", "failure_rate", "mean_rho"} <= set(csv.columns)
+    md = paths["md"].read_text()
+    assert "| NIQE | replicate | flux | 2 | 2 | 100 % | +1.00 |" in md
+    png = np.asarray(Image.open(paths["png"]).convert("RGB"))
+    assert png.shape[0] > 150 and png.shape[1] > 300 and png.std() > 10
+    assert "a.parquet, b.parquet" in paths["report"].read_text()
+
+
+def test_cli(tmp_path):
+    from banana100.cli import main
+
+    a = _scores(tmp_path / "a.parquet", "gemini", "nano-banana-pro", ["replicate"])
+    b = _scores(tmp_path / "b.parquet", "flux", "flux2-dev", ["replicate"])
+    assert main(["report", str(a), str(b), "--by", "editor", "--out", str(tmp_path / "lb")]) in (0, None)
+    assert (tmp_path / "lb" / "leaderboard.png").is_file() and (tmp_path / "lb" / "report.md").is_file()
+
+
+def test_space_explorer_leaderboard(tmp_path):
+    """What the Space's Leaderboard tab shows: the table and heatmap of the scores it holds."""
+    from banana100 import explore as ex
+    from banana100.scoring import score_to_parquet
+    from runfolder import make_run_folder
+
+    run = tmp_path / "run"
+    make_run_folder(run, sources=("a", "b"), steps=20, size=(96, 96))
+    scores = score_to_parquet(run, ["piqe"], tmp_path / "s.parquet", device="cpu", progress=False)
+    explorer = ex.Explorer.open(run, scores, cache_dir=tmp_path / "cache")
+    table = explorer.leaderboard()
+    assert list(table.columns) == ["metric", "setting", "editor", "chains", "failed", "failure rate", "mean rho"]
+    assert table.iloc[0]["metric"] == "PIQE" and table.iloc[0]["chains"] == 2
+    png = explorer.leaderboard_png(tmp_path / "board.tmp")  # any name: written as PNG
+    assert Image.open(png).format == "PNG"

@@ -1,0 +1,175 @@
+"""The metric resolver (banana100.metrics.resolve): the table, the evaluators, pyiqa:<id> and a
+user's own evaluate module, as `banana100 score` / `demo` / `report` see them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from banana100.errors import UnknownMetricError
+from banana100.metrics import resolve as rs
+from runfolder import make_run_folder
+
+BRIGHTNESS = '''
+import datasets
+import evaluate
+import numpy as np
+
+
+class Brightness(evaluate.Metric):
+    """Mean brightness: a toy metric of a user's own (higher = brighter = 'better')."""
+
+    def _info(self):
+        return evaluate.MetricInfo(description="mean brightness", citation="", inputs_description="",
+                                   features=datasets.Features({"images": datasets.Value("string")}))
+
+    def compute(self, *, images=None, **kwargs):
+        """Score the images."""
+        scores = [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
+        return {"metric": "brightness", "scores": scores, "mean": float(np.mean(scores)), "lower_better": LOWER}
+
+    def _compute(self, images):
+        raise NotImplementedError
+'''
+
+
+def _module(root: Path, name: str, body: str) -> Path:
+    folder = root / name
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(body)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    rs.clear_cache()
+    yield
+    rs.clear_cache()
+
+
+def test_table_and_evaluators():
+    r = rs.resolve("niqe")
+    assert (r.kind, r.lower_better, r.display_name) == ("table", True, "NIQE")
+    assert rs.resolve("visualquality_r1").kind == "evaluator"
+    assert rs.parse_metrics("all") == list(rs.ROSTER) and len(rs.ROSTER) == 21
+
+
+def test_rali_says_what_is_missing_in_one_line():
+    with pytest.raises(UnknownMetricError) as info:
+        rs.resolve("rali")
+    text = str(info.value)
+    assert "unavailable" in text and "inference code" in text and "\n" not in text
+
+
+def test_unknown_name_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnknownMetricError, match="not in the metric table") as info:
+        rs.resolve("nosuchmetric")
+    assert "\n" not in str(info.value)
+    with pytest.raises(UnknownMetricError):
+        rs.resolve("./missing_folder")
+
+
+def test_users_module_folder(tmp_path):
+    folder = _module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
+    r = rs.resolve(str(folder))
+    assert (r.kind, r.lower_better, r.display_name, r.name) == ("module", False, "brightness", str(folder))
+    scorer = rs.make_scorer(str(folder))
+    import numpy as np
+
+    assert scorer.score_arrays([np.full((8, 8, 3), 10, np.uint8), np.full((8, 8, 3), 200, np.uint8)]) == [10.0, 200.0]
+    assert rs.label(str(folder)) == "brightness"
+    # the direction comes from the module
+    rs.clear_cache()
+    lower = _module(tmp_path, "darkness", BRIGHTNESS.replace("LOWER", "True").replace("Brightness", "Darkness"))
+    assert rs.resolve(str(lower)).lower_better is True
+
+
+@pytest.mark.parametrize("body, why", [
+    ("return [1.0] * len(images)", "not a dict"),
+    ("return {'scores': [1.0] * len(images)}", "'scores' and 'lower_better'"),
+    ("return {'scores': [], 'lower_better': False}", "one number per image"),
+    ("return {'scores': [1.0] * len(images), 'lower_better': 'no'}", "not True or False"),
+    ("raise RuntimeError('model file missing')", "model file missing"),
+])
+def test_module_breaking_the_contract(tmp_path, body, why):
+    src = BRIGHTNESS.replace(
+        '''        scores = [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
+        return {"metric": "brightness", "scores": scores, "mean": float(np.mean(scores)), "lower_better": LOWER}''',
+        "        " + body)
+    folder = _module(tmp_path, "broken", src)
+    with pytest.raises(UnknownMetricError, match=why) as info:
+        rs.resolve(str(folder))
+    assert "\n" not in str(info.value) and str(folder) in str(info.value)
+
+
+def test_folder_that_is_not_a_module(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UnknownMetricError, match="could not load it as an evaluate module"):
+        rs.resolve(str(tmp_path / "empty"))
+
+
+def test_pyiqa_ids():
+    pytest.importorskip("pyiqa")
+    r = rs.resolve("pyiqa:niqe_matlab")
+    assert (r.kind, r.lower_better, r.name) == ("pyiqa", True, "pyiqa:niqe_matlab")
+    ava = rs.resolve("pyiqa:musiq-ava")
+    assert ava.lower_better is False and ava.spec.score_range == (1.0, 10.0)
+    assert rs.resolve("pyiqa:niqe").kind == "table"  # the table's own metric, pyiqa backend
+    for name, why in [("pyiqa:psnr", "full-reference"), ("pyiqa:fid", "not a per-image"),
+                      ("pyiqa:nosuch", "has no metric")]:
+        rs.clear_cache()
+        with pytest.raises(UnknownMetricError, match=why):
+            rs.resolve(name)
+
+
+def test_every_pyiqa_nr_metric_resolves_or_says_why():
+    pyiqa = pytest.importorskip("pyiqa")
+    for pid in pyiqa.list_models(metric_mode="NR"):
+        try:
+            r = rs.resolve(f"pyiqa:{pid}")
+        except UnknownMetricError as e:
+            assert pid in rs._NOT_PER_IMAGE, e
+        else:
+            assert isinstance(r.lower_better, bool)
+
+
+@pytest.mark.integration  # three CLI processes (~40 s on 2 loaded cores)
+def test_score_cli_with_own_metric(tmp_path):
+    """`banana100 score --metrics piqe,<folder>` and `report` on the result, through the CLI."""
+    run = tmp_path / "run"
+    make_run_folder(run, sources=("a",), steps=20, size=(96, 96))
+    folder = _module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
+    out = tmp_path / "scores.parquet"
+    cli = [sys.executable, "-m", "banana100"]
+    subprocess.run(cli + ["score", str(run), "--metrics", f"piqe,{folder}", "--out", str(out), "--device", "cpu"],
+                   check=True, capture_output=True)
+    df = pd.read_parquet(out)
+    assert set(df["metric"]) == {"piqe", str(folder)}
+    mine = df[df["metric"] == str(folder)]
+    assert len(mine) == 21 and mine["error"].isna().all() and not mine["lower_better"].any()
+    res = subprocess.run(cli + ["report", str(out), "--out", str(tmp_path / "rep")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "brightness" in (tmp_path / "rep" / "report.md").read_text()
+    bad = subprocess.run(cli + ["score", str(run), "--metrics", "piqe,rali", "--out", str(tmp_path / "x.parquet")],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "rali: unavailable" in bad.stderr
+
+
+@pytest.mark.integration
+def test_pyiqa_metric_outside_the_table_scores(tmp_path):
+    """pyiqa:entropy (no weights) scored live by pyiqa through the engine."""
+    pytest.importorskip("pyiqa")
+    from banana100.scoring import score_to_parquet
+
+    run = tmp_path / "run"
+    make_run_folder(run, sources=("a",), steps=5, size=(64, 64))
+    out = score_to_parquet(run, ["pyiqa:entropy"], tmp_path / "s.parquet", device="cpu", progress=False)
+    df = pd.read_parquet(out)
+    assert len(df) == 6 and df["error"].isna().all() and (df["metric"] == "pyiqa:entropy").all()
+    assert df["score"].between(0, 8).all()
+
