@@ -823,7 +823,7 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
                    side: int = 768, progress: bool = False) -> tuple[Path, Path]:
     """Make (or reuse) a small offline set in `cache_dir`: (dataset folder, scores file).
 
-    Generated sources like the paper's (`demo.GENERATED_SOURCES`: smooth, noise-free, flat and
+    Generated sources like the paper's (`synth.GENERATED_SOURCES`: smooth, noise-free, flat and
     textured areas; `side` pixels wide) -> simulated-editor chains -> a dataset folder -> scores
     of `metrics` ("auto": PIQE plus NIQE and BRISQUE when their parameter files are at hand).
     The sources are shown at their own size: shrinking a grainy image averages its grain away,
@@ -831,7 +831,8 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
     finished set is reused as is.
     """
     from banana100.dataset.build import build_dataset
-    from banana100.demo import GENERATED_SOURCES_LICENCE, generated_sources, pick_metrics
+    from banana100.demo import pick_metrics
+    from banana100.synth import GENERATED_SOURCES_LICENCE, generated_sources
     from banana100.chains.editors import make_editor
     from banana100.chains.runner import generate_chains
     from banana100.scoring import score_to_parquet
@@ -1115,7 +1116,8 @@ def live_metrics(shown: list[str] | None = None) -> list[str]:
 
 def sample_names() -> list[str]:
     """Names of the "Try it" samples: the generated sources, then the bundled photographs."""
-    from banana100.demo import GENERATED_SOURCES, SAMPLE_IMAGES
+    from banana100.demo import SAMPLE_IMAGES
+    from banana100.synth import GENERATED_SOURCES
 
     return [*GENERATED_SOURCES, *(Path(name).stem for name, _ in SAMPLE_IMAGES)]
 
@@ -1124,7 +1126,8 @@ def sample_image(name: str, side: int = 1024) -> np.ndarray:
     """A sample by name (one of `sample_names()`); never a path from the caller."""
     import skimage.data
 
-    from banana100.demo import GENERATED_SOURCES, SAMPLE_IMAGES, generated_source
+    from banana100.demo import SAMPLE_IMAGES
+    from banana100.synth import GENERATED_SOURCES, generated_source
     from banana100.imageio import load_rgb
 
     if name in GENERATED_SOURCES:

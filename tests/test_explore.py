@@ -176,7 +176,7 @@ def test_samples_by_name_only():
     assert "coffee" in ex.sample_names() and ex.sample_names()[0] == "dunes"
     assert ex.sample_image("coffee").shape == (400, 600, 3)
     assert ex.sample_image("dunes", side=128).shape == (96, 128, 3)
-    from banana100.demo import generated_source
+    from banana100.synth import generated_source
 
     assert np.array_equal(generated_source("moss", 128), generated_source("moss", 128))  # deterministic
     assert not np.array_equal(generated_source("moss", 128), generated_source("moss", 128, seed=1))
@@ -376,7 +376,7 @@ def test_release_through_the_hub_filesystem(standin, tmp_path, monkeypatch):
 def test_why_view_shows_what_changed_and_the_mscn_map():
     import torch
 
-    from banana100.demo import generated_source
+    from banana100.synth import generated_source
     from banana100.metrics.native import matlab, nss
 
     ref = generated_source("spheres", 128)  # 128x96: smooth backdrop, spheres

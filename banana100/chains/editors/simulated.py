@@ -32,7 +32,7 @@ Why each default, and what it reproduces. The paper (and DESIGN.md) reports meas
 facts about Nano Banana Pro chains; each default answers one of them, none was chosen to make a
 metric look bad, and none was changed after looking at metric scores. The defaults date from
 version `simulated-v1` (set by eye on photographs); they were then checked, unchanged, against
-the facts on sources like the paper's (`banana100.demo.GENERATED_SOURCES`: smooth, noise-free,
+the facts on sources like the paper's (`banana100.synth.GENERATED_SOURCES`: smooth, noise-free,
 flat and textured areas), 1024 px wide, 100 replicate steps (`bench/simulated_facts.py`,
 numbers in `bench/results_simulated_facts.json`):
 
