@@ -386,6 +386,10 @@ def _run(args, name: str, debug: bool) -> int:
             raise
         print(f"{name}: error: {e.name} is not installed: {about.install_hint(extra)}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `banana100 weights list | head -1`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit flush does not fail again
+        return EXIT_OK
     except OSError as e:  # permission denied, disk full, a path that is a file: the user's to fix
         if debug:
             raise
