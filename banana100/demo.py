@@ -8,7 +8,6 @@ Every stage resumes, so rerunning the command after an interruption continues.
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -50,19 +49,13 @@ def sample_sources(folder: Path, n: int) -> Path:
 def pick_metrics(requested: str) -> list[str]:
     """'auto' -> the fast classical metrics whose files are at hand (no download); else the list."""
     from banana100.metrics.table import parse_metric_list
-    from banana100.metrics.weights import missing
+    from banana100.scoring import check_metrics_ready, metrics_at_hand
 
     if requested != "auto":
-        return parse_metric_list(requested)
-    chosen = []
-    for m in AUTO_METRICS:
-        absent = missing(m)
-        if absent:
-            print(f"demo: skipping {m}: {', '.join(absent)} not found locally "
-                  "(put it in $BANANA100_WEIGHTS, or run `banana100 score` online once)", file=sys.stderr)
-        else:
-            chosen.append(m)
-    return chosen
+        chosen = parse_metric_list(requested)
+        check_metrics_ready(chosen)  # before anything is generated
+        return chosen
+    return metrics_at_hand(AUTO_METRICS, who="demo")
 
 
 def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 10, 20, 50, 100), height=220) -> Path | None:

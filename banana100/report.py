@@ -31,6 +31,10 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
     needed = {"chain_id", "step", "metric", "score", "lower_better"}
     if not needed <= set(df.columns):
         raise Banana100Error(f"{path}: missing columns {sorted(needed - set(df.columns))}")
+    df = df[df["chain_id"].notna()]  # plain images (scored from a folder) belong to no chain
+    if df.empty:
+        raise DatasetError(f"{path} holds no chain steps (plain images have no chain_id): the protocol compares "
+                           "the steps of a chain; score a run or dataset folder for a report")
     return df
 
 
