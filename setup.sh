@@ -30,9 +30,14 @@ PY=${PYTHON:-python3}
 # A known-good torch pair (torchvision is used by the deep metrics only); on the project's build
 # machines these two come from local disk.
 .venv/bin/pip install -q "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
-# editable_mode=compat puts this folder on sys.path (a .pth file) instead of an import hook that
-# runs after the path search: with the hook, a script beside the clone (the clone at ~/banana100,
-# the script in ~) imported the clone folder as an empty namespace package `banana100` and
-# failed with "No module named 'banana100.metrics.module'".
-.venv/bin/pip install -q -e ".${extras}" --config-settings editable_mode=compat
+.venv/bin/pip install -q -e ".${extras}"
+# The editable install is an import hook that runs after the path search: a script beside the
+# clone (the clone at ~/banana100, the script in ~) imported the clone folder as an empty
+# namespace package `banana100` and failed with "No module named 'banana100.metrics.module'".
+# This .pth file (read after the hook's own, by name) moves the hook to the front.
+.venv/bin/python - <<'PY'
+import sysconfig, pathlib
+pathlib.Path(sysconfig.get_path("purelib"), "banana100-editable-first.pth").write_text(
+    "import sys; sys.meta_path.sort(key=lambda f: not getattr(f, '__module__', '').startswith('__editable___banana100'))\n")
+PY
 echo "banana100 installed in $(pwd)/.venv ($(.venv/bin/banana100 --version))"

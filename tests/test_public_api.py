@@ -48,8 +48,8 @@ def test_the_docstring_example_runs(tmp_path, monkeypatch):
 @pytest.mark.integration  # imports evaluate in a fresh interpreter: about 30 s on 2 busy cores
 def test_a_script_beside_the_clone_imports_the_library(tmp_path):
     """The clone at ~/banana100, a script in ~: the clone folder must not shadow the install as an
-    empty namespace package (`No module named 'banana100.metrics.module'`). setup.sh installs in
-    editable_mode=compat (this folder on sys.path), which the path search prefers to a namespace."""
+    empty namespace package (`No module named 'banana100.metrics.module'`). setup.sh adds a .pth
+    file that puts the editable install's import hook before the path search."""
     import importlib.metadata
     import json
 
@@ -62,5 +62,5 @@ def test_a_script_beside_the_clone_imports_the_library(tmp_path):
     proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, (
         f"{proc.stderr.strip().splitlines()[-1]}: the editable install can be shadowed; reinstall with "
-        "`bash setup.sh --dev` (pip install -e . --config-settings editable_mode=compat)")
+        "`bash setup.sh --dev` (its banana100-editable-first.pth puts the install's hook first)")
     assert Path(proc.stdout.strip()) == repo / "banana100" / "__init__.py"
