@@ -380,9 +380,13 @@ file or checkpoint keeps its authors' licence (NIQE, BRISQUE: LIVE licence): fin
 commercial product without checking those licences. Your uploads and API keys are not stored.
 """
 
-PROTOCOL = ("**Protocol verdict for this chain.** d5, d10, d20: change of the oriented score (down = worse) "
-            "from step 1 to steps 5, 10, 20. A metric passes only if all three are negative; rho: Spearman "
-            "correlation of oriented score with step.")
+PROTOCOL = ("**Protocol verdict for this chain.** Oriented score: the score turned so that down = worse for "
+            "every metric. d5, d10, d20: its change from step 1 to steps 5, 10, 20. A metric passes only if all "
+            "three are negative; rho: Spearman correlation of oriented score with step (-1: follows the damage). "
+            "Step 0, the clean source, is left out: a metric may score it far worse than the first copy (a "
+            "step-0 jump: it reacts to what the first edit changes, not to quality). A score at the end of its "
+            "range is saturated and cannot move: PIQE gives 100, its worst, to a clean smooth image with too few "
+            "textured blocks to judge. n/a: no score (too small, or a uniform image).")
 
 
 # No web fonts (the default theme fetches Google Fonts): the page looks the same offline.
