@@ -61,7 +61,8 @@ them score much better (13.5-48 at step 1); from step 1 to step 5 BRISQUE improv
 on 4 of 6 sources, so it fails the protocol there; but unlike the real chain it then turns worse
 (31-44 at step 20, 110-144 at step 100). "No pyiqa metric passes every chain": REPRODUCED on
 these 6 chains for PIQE (failed 5), NIQE (failed 5) and BRISQUE (failed 4). On photographs
-(skimage's samples, the `banana100 demo` set) NIQE and BRISQUE see the damage more often (README's
+(skimage's samples, the `banana100 demo` set) NIQE and BRISQUE see the damage more often (BENCHMARKS.md,
+"A newcomer's first hour", the
 demo table: NIQE passed 3 of 4 chains, BRISQUE 2 of 4): the smooth sources matter.
 
 NOT reproduced: copies that are cropped or change aspect ratio (the paper: almost always);
