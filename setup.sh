@@ -6,22 +6,39 @@
 #                                    vlm (transformers: VisualQuality-R1)
 #   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,space,vlm)
 #   bash setup.sh --dev          every extra plus what the tests need (pytest, gradio_client, playwright)
+#   bash setup.sh --cpu ...      torch from PyTorch's CPU-only index (no CUDA libraries: a far
+#                                smaller download on a machine without an NVIDIA GPU); combine
+#                                with any of the above, e.g. bash setup.sh --cpu --dev
 # Install sizes of the core and of each extra: BENCHMARKS.md ("Install size").
 set -euo pipefail
 cd "$(dirname "$0")"
-case "${1:-}" in
-  "") extras="" ;;
-  --space) extras="[space]" ;;
-  --all) extras="[all]" ;;
-  --dev) extras="[dev]" ;;
-  --extras) extras="[${2:?--extras needs a comma-separated list: deep,gemini,space}]" ;;
-  *) echo "usage: bash setup.sh [--space | --all | --dev | --extras deep,gemini,space]" >&2; exit 2 ;;
-esac
+usage="usage: bash setup.sh [--cpu] [--space | --all | --dev | --extras deep,gemini,space]"
+extras="" torch_index=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --space) extras="[space]" ;;
+    --all) extras="[all]" ;;
+    --dev) extras="[dev]" ;;
+    --extras) extras="[${2:?--extras needs a comma-separated list: deep,gemini,space}]"; shift ;;
+    --cpu) torch_index=(--index-url https://download.pytorch.org/whl/cpu) ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+  shift
+done
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip "setuptools<81" wheel
 # A known-good torch pair (torchvision is used by the deep metrics only); on the project's build
 # machines these two come from local disk.
-.venv/bin/pip install -q torch==2.14.1 torchvision==0.29.1
+.venv/bin/pip install -q "${torch_index[@]}" torch==2.14.1 torchvision==0.29.1
 .venv/bin/pip install -q -e ".${extras}"
+# The editable install is an import hook that runs after the path search: a script beside the
+# clone (the clone at ~/banana100, the script in ~) imported the clone folder as an empty
+# namespace package `banana100` and failed with "No module named 'banana100.metrics.module'".
+# This .pth file (read after the hook's own, by name) moves the hook to the front.
+.venv/bin/python - <<'PY'
+import sysconfig, pathlib
+pathlib.Path(sysconfig.get_path("purelib"), "banana100-editable-first.pth").write_text(
+    "import sys; sys.meta_path.sort(key=lambda f: not getattr(f, '__module__', '').startswith('__editable___banana100'))\n")
+PY
 echo "banana100 installed in $(pwd)/.venv ($(.venv/bin/banana100 --version))"

@@ -160,9 +160,12 @@ def _cmd_publish_metrics(args) -> None:
 
 def _cmd_score(args) -> None:
     from banana100.metrics.resolve import parse_metrics, resolve
-    from banana100.scoring import score_to_parquet
+    from banana100.scoring import DEFAULT_METRICS, metrics_at_hand, score_to_parquet
 
-    metrics = parse_metrics(args.metrics)
+    if args.metrics is None:  # the default set: what is at hand, each one skipped named
+        metrics = metrics_at_hand(DEFAULT_METRICS)
+    else:  # an explicit list (table, pyiqa:<id>, a user's module): checked for extras and files before any work
+        metrics = parse_metrics(args.metrics)
     if args.backend == "native":  # checked here, before any image is read
         plain = [m for m in metrics if "native" not in resolve(m).spec.backends]
         if plain:
@@ -170,8 +173,9 @@ def _cmd_score(args) -> None:
                              "backend (only the six hand-crafted metrics do); leave --backend out to score each "
                              "metric with its default backend")
     out = score_to_parquet(
-        args.source, metrics, args.out, device=args.device, batch_size=args.batch_size,
-        backend=args.backend, mode=args.mode, keep_text=args.keep_text, max_pixels=args.max_pixels,
+        args.source if len(args.source) > 1 else args.source[0], metrics, args.out, device=args.device,
+        batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
+        max_pixels=args.max_pixels,
     )
     print(f"scores written to {out}")
 
@@ -305,11 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--dry-run", action="store_true", help="stage and check every folder, print the plan; upload nothing")
     pm.set_defaults(func=_cmd_publish_metrics)
 
-    s = command("score", "score every image of a run or dataset folder (resumable)")
-    s.add_argument("source", type=Path, help="run folder or dataset folder")
-    s.add_argument("--metrics", default="piqe,niqe,brisque",
+    s = command("score", "score your own images, or every image of a run or dataset folder (resumable)")
+    s.add_argument("source", nargs="+",
+                   help="a folder of images (searched recursively), image files or glob patterns ('imgs/*.jpg'): one "
+                        "row per image; or one run folder or dataset folder: one row per chain step")
+    s.add_argument("--metrics", default=None,
                    help="comma-separated: metric-table ids, 'all' (the 21), visualquality_r1, pyiqa:<id> (any "
-                        "pyiqa NR metric), or a folder / Hub id of your own evaluate module (docs/own-metric.md)")
+                        "pyiqa NR metric), or a folder / Hub id of your own evaluate module (docs/own-metric.md); "
+                        "each checked for its files and extras before any work. Left out: those of the default "
+                        "set whose files are at hand, the others named (default: piqe,niqe,brisque)")
     s.add_argument("--out", required=True, type=Path, help="scores .parquet file (required)")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
@@ -407,6 +415,10 @@ def _run(args, name: str, debug: bool) -> int:
             raise
         print(f"{name}: error: {e.name} is not installed: {about.install_hint(extra)}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `banana100 weights list | head -1`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit flush does not fail again
+        return EXIT_OK
     except OSError as e:  # permission denied, disk full, a path that is a file: the user's to fix
         if debug:
             raise

@@ -859,39 +859,52 @@ class Explorer:
 
 
 def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 20, metrics: str = "auto",
-                   side: int = 768, progress: bool = False) -> tuple[Path, Path]:
+                   side: int = 768, progress: bool = False, log=None) -> tuple[Path, Path]:
     """Make (or reuse) a small offline set in `cache_dir`: (dataset folder, scores file).
 
-    Generated sources like the paper's (`demo.GENERATED_SOURCES`: smooth, noise-free, flat and
+    Generated sources like the paper's (`synth.GENERATED_SOURCES`: smooth, noise-free, flat and
     textured areas; `side` pixels wide) -> simulated-editor chains -> a dataset folder -> scores
     of `metrics` ("auto": PIQE plus NIQE and BRISQUE when their parameter files are at hand).
     The sources are shown at their own size: shrinking a grainy image averages its grain away,
     which is why the set is not made smaller than the effect needs. Each stage resumes; a
-    finished set is reused as is.
+    finished set is reused as is. Its folder is named by this toolkit's version and the metrics
+    this install can compute, so a cache shared by several clones or versions never shows
+    scores this install could not make. `log` (e.g. print) hears whether the set is built or
+    reused, and each stage of a build; `progress` shows the bars of generation and scoring.
     """
-    from banana100.dataset.build import build_dataset
-    from banana100.demo import GENERATED_SOURCES_LICENCE, generated_sources, pick_metrics
+    from banana100 import __version__
     from banana100.chains.editors import make_editor
     from banana100.chains.runner import generate_chains
+    from banana100.dataset.build import build_dataset
+    from banana100.demo import pick_metrics
     from banana100.scoring import score_to_parquet
+    from banana100.synth import GENERATED_SOURCES_LICENCE, generated_sources
 
-    root = Path(cache_dir) / f"demo-generated-{chains}x{steps}-{side}"
-    dataset, scores = root / "dataset", root / "scores.parquet"
-    done = root / "DONE"
-    if done.is_file() and dataset.is_dir() and scores.is_file():
-        return dataset, scores
+    say = log or (lambda text: None)
     chosen = pick_metrics(metrics)
     if not chosen:
         raise Banana100Error("no metric available for the demo set")
+    root = Path(cache_dir) / f"demo-v{__version__}-{chains}x{steps}-{side}-{'+'.join(chosen)}"
+    dataset, scores = root / "dataset", root / "scores.parquet"
+    done = root / "DONE"
+    if done.is_file() and dataset.is_dir() and scores.is_file():
+        say(f"reusing the demo set in {root} (built earlier by banana100 {__version__}; metrics {', '.join(chosen)})")
+        return dataset, scores
+    say(f"building a demo set in {root}: {chains} chains x {steps} steps, {side} px, metrics {', '.join(chosen)}")
+    say(f"1/4 drawing {chains} sources")
     sources = generated_sources(root / "sources", chains, side)
     run_dir = root / "run"
+    say(f"2/4 running {chains} simulated chains of {steps} steps")
     generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
                     out_dir=run_dir, progress=progress)
+    say("3/4 writing the dataset folder")
     if not dataset.is_dir():  # the card states the drawn sources' licence (the chains keep it)
         build_dataset([run_dir], dataset,
                       source_licences={p.stem: GENERATED_SOURCES_LICENCE for p in sources.glob("*.png")})
+    say(f"4/4 scoring {chains * (steps + 1)} images with {', '.join(chosen)}")
     score_to_parquet(dataset, chosen, scores, device="cpu", progress=progress)
     done.write_text("ok\n")
+    say(f"built the demo set in {root}")
     return dataset, scores
 
 
@@ -1156,7 +1169,8 @@ def live_metrics(shown: list[str] | None = None) -> list[str]:
 
 def sample_names() -> list[str]:
     """Names of the "Try it" samples: the generated sources, then the bundled photographs."""
-    from banana100.demo import GENERATED_SOURCES, SAMPLE_IMAGES
+    from banana100.demo import SAMPLE_IMAGES
+    from banana100.synth import GENERATED_SOURCES
 
     return [*GENERATED_SOURCES, *(Path(name).stem for name, _ in SAMPLE_IMAGES)]
 
@@ -1165,7 +1179,8 @@ def sample_image(name: str, side: int = 1024) -> np.ndarray:
     """A sample by name (one of `sample_names()`); never a path from the caller."""
     import skimage.data
 
-    from banana100.demo import GENERATED_SOURCES, SAMPLE_IMAGES, generated_source
+    from banana100.demo import SAMPLE_IMAGES
+    from banana100.synth import GENERATED_SOURCES, generated_source
     from banana100.imageio import load_rgb
 
     if name in GENERATED_SOURCES:

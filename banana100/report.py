@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from banana100 import about
-from banana100.errors import Banana100Error
+from banana100.errors import Banana100Error, DatasetError
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, sensitivity
 from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
@@ -32,6 +32,10 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
     needed = {"chain_id", "step", "metric", "score", "lower_better"}
     if not needed <= set(df.columns):
         raise Banana100Error(f"{path}: missing columns {sorted(needed - set(df.columns))}")
+    df = df[df["chain_id"].notna()]  # plain images (scored from a folder) belong to no chain
+    if df.empty:
+        raise DatasetError(f"{path} holds no chain steps (plain images have no chain_id): the protocol compares "
+                           "the steps of a chain; score a run or dataset folder for a report")
     return df
 
 
@@ -41,9 +45,13 @@ def analyse(df: pd.DataFrame, reference_step=DEFAULT_REFERENCE_STEP, check_steps
     results = {}
     for metric in order:
         rows = df[df["metric"] == metric]
+        direction = set(rows["lower_better"].dropna().map(bool))
+        if len(direction) != 1:  # the scores file says the direction; never guess it
+            raise DatasetError(f"scores of {metric}: the lower_better column holds "
+                               f"{'both True and False' if direction else 'no value'}; rescore into a new file")
         results[metric] = sensitivity(
             rows["score"].tolist(), rows["step"].tolist(), rows["chain_id"].tolist(),
-            lower_better=bool(rows["lower_better"].iloc[0]), reference_step=reference_step, check_steps=check_steps,
+            lower_better=direction.pop(), reference_step=reference_step, check_steps=check_steps,
         )
     return results
 
@@ -68,6 +76,59 @@ def _reading(metric: str, r: dict) -> str:
             f"{complete} chains (failure rate {_fmt(r['failure_rate'], pct=True)}); its oriented score {trend} "
             f"(mean Spearman rho {_fmt(rho)}), and the last step scores worse than step {r['reference_step']} in "
             f"{_fmt(r['share_last_worse'], pct=True)} of chains.")
+
+
+def _reading_guide(df: pd.DataFrame, results: dict) -> list[str]:
+    """The report's terms (oriented score, d_k, rho), then what in these scores needs a word:
+    a step-0 jump (the clean source scored far worse than the first copy) and scores that sit at
+    the end of a metric's range (saturated: PIQE's 100 on a clean smooth image)."""
+    ref = DEFAULT_REFERENCE_STEP
+    lines = ["## Reading this report", "",
+             "- **Oriented score**: the score with its sign turned so that *lower means worse* for every metric "
+             "(a lower-is-better score such as NIQE's is negated).",
+             f"- **d_k** = oriented score at step k - oriented score at step {ref}. Negative: the metric saw the "
+             "image get worse by step k. The paper's test: a chain passes only when d_5, d_10 and d_20 are all "
+             "negative.",
+             "- **rho**: Spearman's rank correlation between step and oriented score over a chain: -1 when the "
+             "score falls at every step (the metric follows the damage), near 0 when it does not notice, +1 "
+             "when it scores the copies as better.",
+             f"- **Why step {ref}, not step 0**: step 0 is the source as it was made; from step 1 on, every image "
+             "is an editor's output. A metric often scores the source on a different footing (an AI-made, "
+             "noise-free source, or a JPEG photograph), so the protocol measures change between outputs only."]
+    for metric, r in results.items():
+        rows = df[(df["metric"] == metric) & df["step"].isin([0, ref])]
+        if rows.empty:
+            continue
+        sign = -1.0 if r["lower_better"] else 1.0
+        wide = rows.pivot_table(index="chain_id", columns="step", values="score")
+        if 0 in wide and ref in wide:
+            jump = sign * (wide[0] - wide[ref])  # < 0: the source scored worse than the first copy
+            spread = df.loc[df["metric"] == metric, "score"].astype(float)
+            spread = float(np.nanpercentile(spread, 90) - np.nanpercentile(spread, 10)) if spread.notna().any() else 0
+            worse = jump[jump < -max(spread, 1e-9) * 0.5].dropna()
+            if len(worse):
+                lines.append(f"- **Step-0 jump ({metric})**: in {len(worse)} of {len(jump.dropna())} chains the clean "
+                             f"source scores far worse than the first copy (oriented change {jump[worse.index].mean():+.2f} "
+                             f"on average, more than half the spread of all its scores). The metric reacts to what "
+                             "the first edit changes (smoothing, re-encoding, the grain of a copy), not to quality: "
+                             "read its curve from step 1.")
+    for metric, r in results.items():
+        spec = METRICS.get(metric)
+        scores = df.loc[df["metric"] == metric, "score"].astype(float)
+        if spec is None or scores.empty:
+            continue
+        ends = [v for v in spec.score_range if v is not None]
+        at_end = scores[scores.isin(ends)]
+        if len(at_end):
+            lines.append(f"- **Saturated ({metric})**: {len(at_end)} of {len(scores)} scores sit at the end of its range "
+                         f"({', '.join(f'{v:g}' for v in sorted(set(at_end)))}). There the metric cannot move any "
+                         "further, so a change of the image does not show; PIQE, for one, gives 100 to a clean smooth "
+                         "image with too few textured blocks to judge.")
+    n_nan = sum(r["n_undefined_scores"] for r in results.values())
+    lines.append(f"- **Undefined scores** (NaN) are images a metric cannot score (too small, unreadable, a uniform "
+                 f"image whose statistics need variation): {n_nan} here; each is named under Missing scores. They "
+                 "are never read as numbers.")
+    return lines + [""]
 
 
 MAX_LISTED = 50  # missing scores listed one by one per metric in report.md (all are in summary.json)
@@ -194,6 +255,7 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
         )
     lines += ["", f"![oriented score vs step]({plot_path.name})", "", "## How each metric reacted", ""]
     lines += [f"- {_reading(m, r)}" for m, r in results.items()]
+    lines += ["", *_reading_guide(df, results)]
     lines += _missing_scores(df, results)
     lines += ["", "## Per chain", ""]
     for metric, r in results.items():

@@ -57,9 +57,58 @@ class ImageItem:
     read: Callable[[], bytes]
 
 
-def iter_items(source: Path) -> tuple[int, Iterator[ImageItem]]:
-    """(number of images, iterator of images) of a run folder or a dataset folder."""
-    source = Path(source)
+def image_files(sources) -> list[Path] | None:
+    """The image files named by `sources` (files, folders searched recursively, glob patterns),
+    in the order given (each folder's and pattern's files sorted); None when `sources` is a run
+    or dataset folder (scored as chains). A named file that is not an image, or a folder or
+    pattern with no image, is an error naming it, before any work."""
+    from banana100.dataset.reader import is_dataset_dir
+    from banana100.imageio import IMAGE_SUFFIXES
+
+    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    if len(items) == 1 and Path(items[0]).is_dir() and (
+            (Path(items[0]) / MANIFEST_NAME).is_file() or is_dataset_dir(Path(items[0]))):
+        return None
+    found: list[Path] = []
+    kinds = ", ".join(IMAGE_SUFFIXES)
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            if (path / MANIFEST_NAME).is_file() or is_dataset_dir(path):
+                raise DatasetError(f"{path} is a run or dataset folder: score it on its own, not with other images")
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise DatasetError(f"{path} is neither a run folder (no {MANIFEST_NAME}), a dataset folder (no "
+                                   f"README.md with configs) nor a folder of images (none ending in {kinds})")
+            found += files
+        elif path.is_file():
+            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                raise DatasetError(f"{path}: not an image file (expected one ending in {kinds})")
+            found.append(path)
+        elif any(c in str(item) for c in "*?["):
+            import glob
+
+            files = sorted(Path(p) for p in glob.glob(str(item), recursive=True)
+                           if Path(p).is_file() and Path(p).suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise DatasetError(f"{item}: the pattern matches no image file (ending in {kinds})")
+            found += files
+        else:
+            raise DatasetError(f"{path}: no such file or folder")
+    return list(dict.fromkeys(found))  # a file named twice (by name and by a pattern) is scored once
+
+
+def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
+    """(number of images, iterator of images) of a run folder, a dataset folder, or plain images
+    (a folder, a list or a glob of image files: one item each, with no chain or step)."""
+    files = image_files(source)
+    if files is not None:
+        def plain_items():
+            for path in files:
+                yield ImageItem({"image": str(path)}, str(path), path.read_bytes)
+
+        return len(files), plain_items()
+    source = Path(source if isinstance(source, (str, os.PathLike)) else list(source)[0])
     if (source / MANIFEST_NAME).is_file():
         records = read_manifest(source)
         missing = [str(image_path(source, r)) for r in records if not image_path(source, r).is_file()]
@@ -143,9 +192,16 @@ def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
             )
 
 
-def _done_keys(table: pa.Table) -> set[tuple[str, int, str]]:
-    cols = table.select(["chain_id", "step", "metric"]).to_pydict()
-    return set(zip(cols["chain_id"], cols["step"], cols["metric"]))
+def _key(record: dict, metric: str) -> tuple:
+    """What identifies a scored (image, metric): its chain and step, or a plain image's path."""
+    if record.get("chain_id") is None:
+        return (None, record.get("image"), metric)
+    return (record["chain_id"], record["step"], metric)
+
+
+def _done_keys(table: pa.Table) -> set[tuple]:
+    cols = table.select(["chain_id", "step", "image", "metric"]).to_pylist()
+    return {_key(r, r["metric"]) for r in cols}
 
 
 def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
@@ -186,13 +242,18 @@ def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, w
     mine = (item for index, item in enumerate(items) if index % world == rank)
 
     def decode(item: ImageItem) -> Decoded:
-        needed = [m for m in metrics if (item.record["chain_id"], item.record["step"], m) not in done]
+        needed = [m for m in metrics if _key(item.record, m) not in done]
         d = Decoded(item.record, item.name, needed)
         if needed:
             data = b""
             try:
                 data = item.read()
                 d.rgb = load_rgb(data)
+                if item.record.get("chain_id") is None:  # a plain image: what a manifest would say
+                    import hashlib
+
+                    d.record = {**item.record, "sha256": hashlib.sha256(data).hexdigest(),
+                                "height": d.rgb.shape[0], "width": d.rgb.shape[1]}
             except (Banana100Error, OSError) as e:  # named by the file, not as "<N bytes>"
                 d.error = f"{item.name}: {str(e).removeprefix(f'<{len(data)} bytes>: ')}"
         return d
@@ -267,6 +328,68 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
     return rows
 
 
+#: `banana100 score` without --metrics: these, where their files are at hand (PIQE needs none).
+DEFAULT_METRICS = ("piqe", "niqe", "brisque")
+
+
+def metrics_at_hand(candidates, who: str = "banana100 score") -> list[str]:
+    """The `candidates` whose files are all present locally (no download), in order; each one left
+    out is named on stderr with its missing files, like `banana100 demo` does."""
+    from banana100.metrics.weights import ENV_VAR, missing
+
+    chosen = []
+    for m in candidates:
+        absent = missing(m)
+        if absent:
+            print(f"{who}: skipping {m}: {', '.join(absent)} not found locally (put it in ${ENV_VAR}, or run "
+                  f"`banana100 weights download {m}` online)", file=sys.stderr)
+        else:
+            chosen.append(m)
+    return chosen
+
+
+def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
+    """Before any work: every metric's extra is installed and every file present (no download
+    when offline). One error, on one line, names every missing extra and every missing file of
+    every metric; the metrics that are ready are named too."""
+    from banana100 import about
+    from banana100.errors import MissingExtraError, WeightsNotFoundError
+    from banana100.metrics.resolve import PYIQA_PREFIX, resolve
+    from banana100.metrics.weights import ENV_VAR, _hub_unreachable, missing, offline
+
+    need_extra, lacking = {}, {}  # metric -> the extra it lacks / its files not at hand
+    for m in metrics:
+        r = resolve(m)
+        if r.kind == "module":  # a user's evaluate module: loaded and probed when it was resolved
+            continue
+        if r.kind == "pyiqa":  # pyiqa fetches its own weights
+            extra = "deep"
+        else:
+            b = "pyiqa" if m.startswith(PYIQA_PREFIX) else (backend if r.kind == "table" else None)
+            extra = None if r.spec.check_backend(b) == "native" else r.spec.extra
+            files = missing(r.spec.name, b)
+            if files:
+                lacking[m] = files
+        if extra and not about.extra_installed(extra):
+            need_extra[m] = extra
+    if lacking and not offline() and not _hub_unreachable():
+        lacking = {}  # online: the engine downloads what is missing (one quick probe says so)
+    if not need_extra and not lacking:
+        return
+    ready = [m for m in metrics if m not in lacking and m not in need_extra]
+    parts = []
+    for extra in dict.fromkeys(need_extra.values()):
+        names = [m for m, e in need_extra.items() if e == extra]
+        parts.append(f"{', '.join(names)} need{'s' if len(names) == 1 else ''} the '{extra}' extra "
+                     f"({about.install_hint(extra)})")
+    if lacking:
+        parts.append("missing files: " + "; ".join(f"{m}: {', '.join(files)}" for m, files in lacking.items())
+                     + f" (put them in ${ENV_VAR}; `banana100 weights list {' '.join(lacking)} -v` says where "
+                     f"each comes from, `banana100 weights download {' '.join(lacking)}` fetches them online)")
+    message = "; ".join(parts) + (f"; ready: {', '.join(ready)}" if ready else "")
+    raise (MissingExtraError if need_extra else WeightsNotFoundError)(message)
+
+
 def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8,
                   backend: str | None = None, mode: str = "pyiqa", **options) -> dict:
     """Load every metric before any work, so a missing parameter file stops the run at once.
@@ -338,6 +461,10 @@ def score_to_parquet(
 ) -> Path:
     """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
 
+    `source`: a run folder, a dataset folder, or plain images: a folder of them (searched
+    recursively), image files, glob patterns, or a list of these. Plain images get one row per
+    (image, metric) with `image` = the path and no chain columns (chain_id and step are null).
+
     Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
     each process takes every n-th image, writes its own part files, and process 0 merges all
     of them into `out` once every process is done. `decode_workers` threads read and decode
@@ -346,11 +473,15 @@ def score_to_parquet(
     `<out>.texts.jsonl` (one per process in a distributed run); `max_pixels` sets its image size.
     """
     out = Path(out)
+    if not isinstance(source, (str, os.PathLike)):
+        source = list(source)
+        source = source[0] if len(source) == 1 else source
     if out.suffix != ".parquet":
         raise Banana100Error(f"{out}: the scores file must end in .parquet")
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
-    total, _ = iter_items(Path(source))  # checks the source before any model is built
+    total, _ = iter_items(source)  # checks the source before any model is built
+    check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
     options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
     scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
                             **options)
@@ -371,7 +502,7 @@ def score_to_parquet(
     share = total // procs.world + (procs.rank < total % procs.world)
     bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
     workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
-    images = decoded_images(Path(source), metrics, done, procs.rank, procs.world, workers)
+    images = decoded_images(source, metrics, done, procs.rank, procs.world, workers)
 
     def flush():
         nonlocal n_errors

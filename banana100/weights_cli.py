@@ -52,14 +52,35 @@ def status(wf: WeightFile, metric: str) -> dict:
     except WeightsChecksumError as e:
         row.update(state="bad-checksum", path=None, message=str(e))
     except WeightsNotFoundError as e:
-        row.update(state="missing", path=None, message=str(e))
+        where = [w for _, w in getattr(e, "missing", [])]
+        row.update(state="missing", path=None, message=str(e), where=where[0] if where else None)
     return row
 
 
 def _size(n: int | None) -> str:
+    """Bytes as 8.3 kB, 231 kB, 46.8 MB, 16.4 GB; "unknown" when neither table nor disk says."""
     if n is None:
-        return "?"
-    return f"{n / 1e9:.1f}G" if n >= 1e9 else f"{n / 1e6:.0f}M"
+        return "unknown"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def _real_size(row: dict) -> int | None:
+    """The file's size on disk when present (a folder: its files), else the table's."""
+    path = Path(row["path"]) if row.get("path") else None
+    if path is not None and path.is_file():
+        return path.stat().st_size
+    if path is not None and path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return row["size"]
+
+
+def _short_licence(text: str | None) -> str:
+    """The licence's name, without the explanation after it (the full text: --json / -v)."""
+    text = (text or "not stated").split(";")[0].split(":")[0].strip()
+    return text if len(text) <= 40 else text.split(" (")[0][:40]
 
 
 def cmd_list(args) -> int:
@@ -71,14 +92,20 @@ def cmd_list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
+    table = [("FILE", "SIZE", "METRICS", "LICENCE", "STATUS")]
     for r in rows:
-        check = r["sha256"] or (f"{r['sha256_prefix']}..." if r["sha256_prefix"] else "-")
-        where = r["path"] if r["state"] == "ok" else r["state"].upper()
-        print(f"{r['file']:<58} {_size(r['size']):>6}  {','.join(r['metrics']):<28} sha256 {check[:16]:<16}  {where}")
-        if args.verbose:
-            print(f"    {r['role']}; {r['licence']}\n    from {r['url']}")
+        where = r["path"] if r["state"] == "ok" else r["state"]
+        table.append((r["file"], _size(_real_size(r)), ",".join(r["metrics"]), _short_licence(r["licence"]), where))
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for i, row in enumerate(table):
+        print("  ".join(cell.ljust(w) if k != 1 else cell.rjust(w) for k, (cell, w) in enumerate(zip(row, widths)))
+              + "  " + row[4])
+        if args.verbose and i:
+            r = rows[i - 1]
+            check = r["sha256"] or (f"{r['sha256_prefix']}..." if r["sha256_prefix"] else "not pinned")
+            print(f"    {r['role']}; sha256 {check}; {r['licence']}\n    from {r['url']}")
     n_ok = sum(r["state"] == "ok" for r in rows)
-    print(f"{n_ok}/{len(rows)} files present")
+    print(f"{n_ok}/{len(rows)} files present (sizes: on disk, else the metric table's; licences in full: -v)")
     return 0
 
 
@@ -87,13 +114,17 @@ def cmd_check(args) -> int:
     for wf, users in inventory(_metrics(args.metrics)):
         r = status(wf, users[0])
         if r["state"] == "ok":
-            print(f"ok       {wf.filename}  ({r['path']})")
-        else:
+            print(f"ok           {wf.filename}  {r['path']}")
+        else:  # one line per file; `weights list -v` and the scoring error say where it comes from
             bad += 1
-            print(f"{r['state']:<8} {wf.filename} (for {', '.join(users)}): {r['message']}")
+            todo = f"put it at {r['where']}, from {wf.download_url}" if r.get("where") else r["message"]
+            print(f"{r['state']:<12} {wf.filename}  for {','.join(users)}: {todo}")
     metrics = _metrics(args.metrics)
     ready = [m for m in metrics if not weights.missing(m)] if bad else metrics
     print(f"{len(ready)}/{len(metrics)} metrics ready: {', '.join(ready) or 'none'}")
+    if bad:
+        print(f"put the missing files in ${weights.ENV_VAR} (a folder), or run `banana100 weights download "
+              f"{' '.join(m for m in metrics if m not in ready)}` where there is internet")
     return 1 if bad else 0
 
 

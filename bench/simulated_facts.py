@@ -2,7 +2,7 @@
 
     BANANA100_WEIGHTS=../shared/iqa-params python bench/simulated_facts.py [--side 1024] [--steps 100]
 
-For each generated source (`banana100.demo.GENERATED_SOURCES`, drawn like the paper's: smooth,
+For each generated source (`banana100.synth.GENERATED_SOURCES`, drawn like the paper's: smooth,
 noise-free, flat and textured areas) it runs a `replicate` chain with the default simulated
 editor and measures, at steps 1, 5, 10, 20, 50 and 100:
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 
-from banana100.demo import GENERATED_SOURCES, generated_source
+from banana100.synth import GENERATED_SOURCES, generated_source
 from banana100.chains.editors import make_editor
 from banana100.chains.editors.base import EditRequest
 from banana100.chains.editors.simulated import grain_in_flat_areas, tint

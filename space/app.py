@@ -18,7 +18,8 @@ Configuration (environment variables; on the Hub, the Space's "Variables" settin
   BANANA100_SPACE_METRICS  metrics computed on demand for the release (default piqe,niqe,brisque)
   BANANA100_SPACE_DATASET  a dataset folder, a run folder, or a Hub dataset id (owner/name)
   BANANA100_SPACE_SCORES   the scores file (`banana100 score`): a path or hf://datasets/<id>/<file>
-  BANANA100_SPACE_CACHE    cache folder (demo set, downloads, scores); default ~/.cache/banana100-space
+  BANANA100_SPACE_CACHE    cache folder (demo set, downloads, scores); default ~/.cache/banana100-space;
+                           the demo set in it is keyed by version and metrics, and the log says built or reused
   BANANA100_SPACE_DEMO     demo set size: CHAINSxSTEPS[xSIDE], default 4x20x768
   BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand)
   BANANA100_SPACE_MAX_STEPS     cap of "Try it" steps with the simulated editor (default 30)
@@ -47,7 +48,16 @@ except ImportError:  # anywhere else: a no-op decorator
         return fn if fn is not None else (lambda f: f)
 
 
-import gradio as gr
+try:
+    import gradio as gr
+except ModuleNotFoundError as _e:  # a core install: say how to get the Space's extra, not a traceback
+    if _e.name != "gradio":
+        raise
+    from banana100 import about as _about
+
+    print(f"space: gradio is not installed. Set up the Space with `bash setup.sh --space` in the clone, "
+          f"or {_about.install_hint('space')}", file=sys.stderr)
+    sys.exit(2)  # as the CLI does for a missing extra
 import matplotlib.pyplot as plt
 from PIL import Image
 
@@ -85,9 +95,9 @@ def _release_metrics() -> list[str]:
 
 def _demo_explorer(cache: str, why: str = "") -> ex.Explorer:
     chains, steps, side = _demo_size()
-    print(f"space: building a demo set ({chains} chains x {steps} steps, {side} px) in {cache}", flush=True)
     dataset, scores_file = ex.build_demo_set(cache, chains=chains, steps=steps, side=side,
-                                             metrics=os.environ.get("BANANA100_SPACE_DEMO_METRICS", "auto"))
+                                             metrics=os.environ.get("BANANA100_SPACE_DEMO_METRICS", "auto"),
+                                             progress=True, log=lambda text: print(f"space: {text}", flush=True))
     explorer = ex.Explorer.open(dataset, scores_file, cache_dir=cache)
     explorer.note = (why + " " if why else "") + ex.demo_note(explorer, chains, steps, side)
     return explorer
@@ -370,9 +380,13 @@ file or checkpoint keeps its authors' licence (NIQE, BRISQUE: LIVE licence): fin
 commercial product without checking those licences. Your uploads and API keys are not stored.
 """
 
-PROTOCOL = ("**Protocol verdict for this chain.** d5, d10, d20: change of the oriented score (down = worse) "
-            "from step 1 to steps 5, 10, 20. A metric passes only if all three are negative; rho: Spearman "
-            "correlation of oriented score with step.")
+PROTOCOL = ("**Protocol verdict for this chain.** Oriented score: the score turned so that down = worse for "
+            "every metric. d5, d10, d20: its change from step 1 to steps 5, 10, 20. A metric passes only if all "
+            "three are negative; rho: Spearman correlation of oriented score with step (-1: follows the damage). "
+            "Step 0, the clean source, is left out: a metric may score it far worse than the first copy (a "
+            "step-0 jump: it reacts to what the first edit changes, not to quality). A score at the end of its "
+            "range is saturated and cannot move: PIQE gives 100, its worst, to a clean smooth image with too few "
+            "textured blocks to judge. n/a: no score (too small, or a uniform image).")
 
 
 # No web fonts (the default theme fetches Google Fonts): the page looks the same offline.

@@ -19,6 +19,23 @@ SHARED = REPO.parent / "shared"
 IQA_PARAMS = SHARED / "iqa-params"
 REFERENCE_IMAGES = SHARED / "reference-images"
 
+
+def shared_missing(*needed: Path) -> str:
+    """A skip reason naming what the test needs from the read-only ../shared folder and lacks:
+    the parameter files, the reference-image folders. "" when everything is there."""
+    parts = []
+    for path in needed:
+        if path == IQA_PARAMS:
+            files = ["niqe_modelparameters.mat", "brisque_live_allmodel", "brisque_live_allrange",
+                     "ILNIQE_templateModel.mat"]
+            absent = [f for f in files if not (path / f).is_file()]
+            if absent:
+                parts.append(f"{', '.join(absent)} in {path} (`banana100 weights download niqe brisque ilniqe "
+                             "--to DIR` online, then put them there)")
+        elif not path.is_dir():
+            parts.append(f"the reference images in {path}")
+    return ("needs " + "; ".join(parts)) if parts else ""
+
 # Nothing in the tests may reach the network or touch the user's caches.
 _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="banana100-tests-"))
 os.environ.update(

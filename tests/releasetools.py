@@ -31,7 +31,7 @@ Simulated chains in the layout the toolkit assumes for the original release; not
 def make_release_standin(root: Path, sources=("dunes", "moss"), repeats: int = 2, steps: int = 20,
                          side: int = 128, scores: Path | None = None) -> Path:
     """Write the stand-in into `root` (kept when already complete); returns `root`."""
-    from banana100.demo import generated_source
+    from banana100.synth import generated_source
     from banana100.chains.editors import make_editor
 
     done = root / ".complete"

@@ -80,13 +80,14 @@ def test_untrained_arch_scores_batches_like_single_images(name, tmp_path):
 
 @pytest.mark.parametrize("name", DEEP + ["nrqm", "pi"])
 def test_missing_weights_name_the_file(name, offline):
-    first = get_metric(name).files[0]
+    """One error names every missing file of the metric (checkpoint and backbone), on one line."""
+    files = get_metric(name).files
     with pytest.raises(WeightsNotFoundError) as exc:
         MetricScorer(name, device="cpu")
     msg = str(exc.value)
-    assert first.filename in msg and f"$BANANA100_WEIGHTS/{first.filename}" in msg
-    assert first.download_url in msg
-    assert "HF_HUB_OFFLINE=1" in msg
+    assert all(wf.filename in msg and wf.download_url in msg for wf in files)
+    assert (f"$BANANA100_WEIGHTS/{files[0].filename}" if len(files) == 1 else "$BANANA100_WEIGHTS") in msg
+    assert "HF_HUB_OFFLINE=1" in msg and "\n" not in msg
 
 
 @pytest.mark.parametrize("name", [m for m in DEEP if len(get_metric(m).files) > 1])

@@ -52,11 +52,22 @@ def test_demo_without_parameter_files_uses_piqe_and_says_why(tmp_path):
     assert "| piqe |" in (out / "report" / "report.md").read_text()
 
 
+def test_demo_with_a_missing_metric_stops_before_generating(tmp_path):
+    out = tmp_path / "demo"
+    proc = run_cli("demo", "--out", str(out), "--metrics", "piqe,niqe",
+                   env_extra={"BANANA100_WEIGHTS": str(tmp_path / "none"), "TORCH_HOME": str(tmp_path / "torch"),
+                              "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # one line
+    assert "missing files: niqe: niqe_modelparameters.mat" in proc.stderr and "ready: piqe" in proc.stderr
+    assert not out.exists()  # nothing generated, built or scored
+
+
 @pytest.mark.parametrize(
     "args, status, message",
     [
         # 1: a data problem (what the command was pointed at is missing or wrong)
-        (["score", "no/such/folder", "--out", "x.parquet"], 1, "no/such/folder: no such folder"),
+        (["score", "no/such/folder", "--out", "x.parquet"], 1, "no/such/folder: no such file or folder"),
         (["report", "absent.parquet", "--out", "r"], 1, "absent.parquet: no such scores file"),
         (["generate", "--sources", "no/such/dir", "--steps", "2", "--out", "r"], 1, "no/such/dir"),
         # 2: usage (a bad option or argument)

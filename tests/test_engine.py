@@ -26,7 +26,9 @@ REF = SHARED / "reference-images"
 CLASSICAL = ("piqe", "niqe", "brisque", "ilniqe")
 FAST = ("piqe", "niqe", "brisque")
 
-pytestmark = pytest.mark.skipif(not PARAMS.is_dir() or not REF.is_dir(), reason=f"needs {SHARED}")
+from conftest import shared_missing  # noqa: E402
+
+pytestmark = pytest.mark.skipif(bool(shared_missing(PARAMS, REF)), reason=shared_missing(PARAMS, REF) or "-")
 
 
 @pytest.fixture(autouse=True)

@@ -28,10 +28,42 @@ def test_demo_set_is_reused(demo_set):
     cache, dataset, scores = demo_set
     from huggingface_hub import DatasetCard
 
+    from banana100 import __version__
+
     assert DatasetCard.load(dataset / "README.md").data.license == "apache-2.0"  # drawn by this code
     mtime = scores.stat().st_mtime_ns
-    assert ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", side=128) == (dataset, scores)
+    said = []
+    assert ex.build_demo_set(cache, chains=2, steps=20, metrics="piqe", side=128, log=said.append) == (dataset, scores)
     assert scores.stat().st_mtime_ns == mtime
+    assert len(said) == 1 and said[0].startswith("reusing the demo set in") and f"banana100 {__version__}" in said[0]
+    # keyed by this version and the metrics this install computes: another clone's set is not shown
+    assert dataset.parent.name == f"demo-v{__version__}-2x20-128-piqe"
+
+
+def test_demo_set_build_says_each_stage(tmp_path, monkeypatch):
+    import banana100
+
+    monkeypatch.setattr(banana100, "__version__", "0.0.0-other")
+    said = []
+    dataset, _ = ex.build_demo_set(tmp_path, chains=1, steps=20, metrics="piqe", side=64, log=said.append)
+    assert said[0].startswith("building a demo set in") and said[-1].startswith("built the demo set")
+    assert [line[:3] for line in said[1:-1]] == ["1/4", "2/4", "3/4", "4/4"]
+    assert dataset.parent.name == "demo-v0.0.0-other-1x20-64-piqe"
+
+
+def test_space_without_gradio_prints_the_setup_line():
+    """A core install runs `python space/app.py`: one line saying how to set the Space up, exit 2."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = ("import sys, runpy; sys.modules['gradio'] = None; "
+            f"runpy.run_path({str(REPO / 'space' / 'app.py')!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("space: gradio is not installed") and "Traceback" not in proc.stderr
+    assert "bash setup.sh --space" in proc.stderr and "pip install" in proc.stderr
 
 
 def test_dataset_and_run_folder_show_the_same_chains(demo_set):
@@ -176,7 +208,7 @@ def test_samples_by_name_only():
     assert "coffee" in ex.sample_names() and ex.sample_names()[0] == "dunes"
     assert ex.sample_image("coffee").shape == (400, 600, 3)
     assert ex.sample_image("dunes", side=128).shape == (96, 128, 3)
-    from banana100.demo import generated_source
+    from banana100.synth import generated_source
 
     assert np.array_equal(generated_source("moss", 128), generated_source("moss", 128))  # deterministic
     assert not np.array_equal(generated_source("moss", 128), generated_source("moss", 128, seed=1))
@@ -376,7 +408,7 @@ def test_release_through_the_hub_filesystem(standin, tmp_path, monkeypatch):
 def test_why_view_shows_what_changed_and_the_mscn_map():
     import torch
 
-    from banana100.demo import generated_source
+    from banana100.synth import generated_source
     from banana100.metrics.native import matlab, nss
 
     ref = generated_source("spheres", 128)  # 128x96: smooth backdrop, spheres

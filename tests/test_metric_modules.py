@@ -25,7 +25,9 @@ MODULES = {n: "".join(w.capitalize() for w in n.split("_")) for n in ROSTER}
 FAST = ("piqe", "niqe", "brisque")
 KEYS = {"metric", "scores", "mean", "lower_better"}
 
-pytestmark = pytest.mark.skipif(not PARAMS.is_dir() or not REF.is_dir(), reason=f"needs {SHARED}")
+from conftest import shared_missing  # noqa: E402
+
+pytestmark = pytest.mark.skipif(bool(shared_missing(PARAMS, REF)), reason=shared_missing(PARAMS, REF) or "-")
 
 
 @pytest.fixture(autouse=True)

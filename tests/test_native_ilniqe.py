@@ -24,7 +24,9 @@ from banana100.metrics.native import build, ilniqe
 PEPPERS = REFERENCE_IMAGES / "ilniqe"
 TID = REFERENCE_IMAGES / "tid2013"
 
-pytestmark = pytest.mark.skipif(not REFERENCE_IMAGES.is_dir(), reason=f"needs {REFERENCE_IMAGES}")
+from conftest import shared_missing  # noqa: E402
+
+pytestmark = pytest.mark.skipif(bool(shared_missing(REFERENCE_IMAGES)), reason=shared_missing(REFERENCE_IMAGES) or "-")
 
 
 def gray(path: Path) -> torch.Tensor:

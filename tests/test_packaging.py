@@ -287,7 +287,7 @@ def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
         f"m = evaluate.load({str(tmp_path / 'copied' / 'piqe')!r})\n"
         f"out = m.compute(images=[{str(image)!r}], device='cpu')\n"
         f"p = evaluate.load({str(tmp_path / 'copied' / SENSITIVITY)!r})\n"
-        "r = p.compute(scores=[3.0, 2.0, 1.0, 0.5], steps=[1, 5, 10, 20], chain_ids=['a'] * 4)\n"
+        "r = p.compute(scores=[3.0, 2.0, 1.0, 0.5], steps=[1, 5, 10, 20], chain_ids=['a'] * 4, lower_better=False)\n"
         "print(out['metric'], len(out['scores']), r['n_passed'], banana100.__file__)\n"
     )
     loaded = run(code=code)

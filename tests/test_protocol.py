@@ -15,6 +15,7 @@ def chain(cid, values, steps=STEPS):
 
 def run(rows, **kw):
     cids, steps, scores = zip(*rows)
+    kw.setdefault("lower_better", False)  # the direction is required (see test_direction_is_never_guessed)
     return sensitivity(list(scores), list(steps), list(cids), **kw)
 
 
@@ -97,11 +98,47 @@ def test_order_of_rows_does_not_matter():
 
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="same length"):
-        sensitivity([1.0], [1, 2], ["a", "a"])
+        sensitivity([1.0], [1, 2], ["a", "a"], lower_better=False)
     with pytest.raises(ValueError, match="more than one score for step 1"):
-        sensitivity([1.0, 2.0], [1, 1], ["a", "a"])
+        sensitivity([1.0, 2.0], [1, 1], ["a", "a"], lower_better=False)
     with pytest.raises(ValueError, match="reference step"):
-        sensitivity([1.0], [1], ["a"], check_steps=(1, 5))
+        sensitivity([1.0], [1], ["a"], check_steps=(1, 5), lower_better=False)
+
+
+# PIQE-like scores (lower is better) that rise with the damage at every check step of chain a,
+# and at steps 5 and 10 but not 20 of chain b: read the right way, a passes and b fails (50 %);
+# read as higher-is-better, both fail (100 %) with no warning: the silently wrong answer.
+PIQE_ROWS = chain("a", [20.0, 30.0, 40.0, 50.0, 60.0]) + chain("b", [20.0, 30.0, 35.0, 40.0, 25.0])
+
+
+def test_direction_is_never_guessed():
+    """Without lower_better or a known metric= the protocol refuses, in the library and the module."""
+    import evaluate
+
+    from banana100.errors import UsageError
+    from conftest import REPO
+
+    cids, steps, scores = map(list, zip(*PIQE_ROWS))
+    with pytest.raises(UsageError, match="lower_better=True"):
+        sensitivity(scores, steps, cids)
+    with pytest.raises(UsageError, match="not in the metric table"):
+        sensitivity(scores, steps, cids, metric="my_own_metric")
+    with pytest.raises(UsageError, match="lower_better must be True or False"):
+        sensitivity(scores, steps, cids, lower_better="yes")
+    module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
+    with pytest.raises(UsageError, match="lower_better"):
+        module.compute(scores=scores, steps=steps, chain_ids=cids)
+
+
+def test_direction_from_the_metric_table():
+    cids, steps, scores = map(list, zip(*PIQE_ROWS))
+    by_name = sensitivity(scores, steps, cids, metric="piqe")
+    assert by_name["lower_better"] is True and by_name["failure_rate"] == 0.5
+    assert by_name == sensitivity(scores, steps, cids, lower_better=True)
+    assert sensitivity(scores, steps, cids, lower_better=False)["failure_rate"] == 1.0  # the wrong reading
+    assert sensitivity(scores, steps, cids, metric="PIQE", lower_better=True) == by_name
+    with pytest.raises(ValueError, match="contradicts the metric table: piqe is lower-is-better"):
+        sensitivity(scores, steps, cids, metric="piqe", lower_better=False)
 
 
 def test_evaluate_module_matches_library():

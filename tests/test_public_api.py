@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 from PIL import Image
 
 import banana100
@@ -42,3 +43,24 @@ def test_the_docstring_example_runs(tmp_path, monkeypatch):
     score_to_parquet("banana100-dataset", ["piqe"], "scores.parquet", progress=False)
     assert pq.read_table("scores.parquet").num_rows == 4
     assert np.isfinite(MetricScorer("piqe", device="cpu").score(["runs/replicate/coffee__replicate__r0/step_003.png"])[0])
+
+
+@pytest.mark.integration  # imports evaluate in a fresh interpreter: about 30 s on 2 busy cores
+def test_a_script_beside_the_clone_imports_the_library(tmp_path):
+    """The clone at ~/banana100, a script in ~: the clone folder must not shadow the install as an
+    empty namespace package (`No module named 'banana100.metrics.module'`). setup.sh adds a .pth
+    file that puts the editable install's import hook before the path search."""
+    import importlib.metadata
+    import json
+
+    repo = Path(__file__).resolve().parents[1]
+    direct = importlib.metadata.distribution("banana100").read_text("direct_url.json")
+    if not direct or not json.loads(direct).get("dir_info", {}).get("editable"):
+        pytest.skip("banana100 is not an editable install of a clone here (a wheel cannot be shadowed this way)")
+    (tmp_path / "banana100").symlink_to(repo, target_is_directory=True)  # ~/banana100 = the clone
+    (tmp_path / "script.py").write_text("import banana100.metrics.module, banana100\nprint(banana100.__file__)\n")
+    proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, (
+        f"{proc.stderr.strip().splitlines()[-1]}: the editable install can be shadowed; reinstall with "
+        "`bash setup.sh --dev` (its banana100-editable-first.pth puts the install's hook first)")
+    assert Path(proc.stdout.strip()) == repo / "banana100" / "__init__.py"

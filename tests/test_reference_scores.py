@@ -49,7 +49,9 @@ SHARED = REPO.parent / "shared"
 PARAMS = SHARED / "iqa-params"
 REF = SHARED / "reference-images"
 
-pytestmark = pytest.mark.skipif(not PARAMS.is_dir() or not REF.is_dir(), reason=f"needs {SHARED}")
+from conftest import shared_missing  # noqa: E402
+
+pytestmark = pytest.mark.skipif(bool(shared_missing(PARAMS, REF)), reason=shared_missing(PARAMS, REF) or "-")
 
 # Tolerances of pyiqa against the original implementation (see the table above).
 TOL = {

@@ -79,3 +79,35 @@ def test_missing_scores_are_listed_with_their_error(tmp_path):
     assert summary["niqe"]["undefined_scores"] == [{"chain_id": "a__replicate__r0", "step": 7},
                                                    {"chain_id": "b__replicate__r0", "step": 1}]
     assert summary["niqe"]["n_failed"] == 1 and summary["niqe"]["n_incomplete"] == 1  # a: NaN at 7 is not needed
+
+
+def test_report_takes_the_direction_from_the_scores_file(tmp_path):
+    """The same numbers judged as PIQE (lower better, as the file says) and as a higher-better metric."""
+    rising = [float(s) for s in range(21)]
+    rows = _rows("piqe", True, {"a__replicate__r0": rising}) + _rows("musiq", False, {"a__replicate__r0": rising})
+    path = tmp_path / "scores.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), path)
+    summary = json.loads((write_report(path, tmp_path / "r").parent / "summary.json").read_text())
+    assert (summary["piqe"]["n_passed"], summary["musiq"]["n_failed"]) == (1, 1)
+    mixed = _rows("piqe", True, {"a__replicate__r0": rising}) + _rows("piqe", False, {"b__replicate__r0": rising})
+    pq.write_table(pa.Table.from_pylist(mixed, schema=SCORES_SCHEMA), path)
+    with pytest.raises(Banana100Error, match="piqe: the lower_better column holds both True and False"):
+        write_report(path, tmp_path / "r2")
+
+
+def test_report_explains_terms_step0_jump_and_saturation(tmp_path):
+    # PIQE (0..100, lower better): the clean source at 100 (saturated), then the copies at 20..40
+    piqe = [100.0] + [20.0 + s for s in range(20)]
+    rows = _rows("piqe", True, {"a__replicate__r0": piqe, "b__replicate__r0": piqe})
+    path = tmp_path / "scores.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), path)
+    text = write_report(path, tmp_path / "r").read_text()
+    assert "## Reading this report" in text and "**d_k** = oriented score at step k" in text
+    assert "**Oriented score**" in text and "Spearman" in text
+    assert "**Step-0 jump (piqe)**: in 2 of 2 chains the clean source scores far worse" in text
+    assert "**Saturated (piqe)**: 2 of 42 scores sit at the end of its range (100)" in text
+    # a smooth chain with no jump and no score at a range end gets neither note
+    calm = _rows("piqe", True, {"a__replicate__r0": [20.0 + s for s in range(21)]})
+    pq.write_table(pa.Table.from_pylist(calm, schema=SCORES_SCHEMA), path)
+    text = write_report(path, tmp_path / "r3").read_text()
+    assert "Step-0 jump" not in text and "Saturated" not in text

@@ -110,3 +110,99 @@ def test_decoding_threads_give_the_same_images_in_the_same_order(tmp_path, monke
     assert set(threads) - {threading.get_ident()}, "workers=2 decoded nothing off the calling thread"
     assert len(inline) == len(records) // 2
     assert [d.needed for d in scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=2)][1] == []
+
+
+# -- your own images: a folder, files, a glob ------------------------------------------------
+
+
+def _own_images(folder, n=3, size=(100, 120)):
+    """n PNG/JPEG files of noise on a gradient, one in a sub-folder, and a non-image file beside them."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    (folder / "sub").mkdir(parents=True)
+    paths = []
+    for i in range(n):
+        base = np.linspace(0, 200, size[1])[None, :, None].repeat(size[0], 0).repeat(3, 2)
+        rgb = np.clip(base + rng.normal(0, 3 + 5 * i, base.shape), 0, 255).astype(np.uint8)
+        path = folder / ("sub" if i == 0 else "") / f"img{i}.{'jpg' if i == 2 else 'png'}"
+        Image.fromarray(rgb).save(path)
+        paths.append(path)
+    (folder / "notes.txt").write_text("not an image")
+    return paths
+
+
+def test_a_plain_folder_of_images_gives_one_row_per_image(tmp_path):
+    paths = _own_images(tmp_path / "mine")
+    out = scoring.score_to_parquet(tmp_path / "mine", ["piqe"], tmp_path / "s.parquet", device="cpu", progress=False)
+    rows = pq.read_table(out).to_pylist()
+    assert sorted(r["image"] for r in rows) == sorted(str(p) for p in paths)  # the .txt is not an image
+    direct = dict(zip(map(str, paths), MetricScorer("piqe", device="cpu").score([str(p) for p in paths])))
+    for r in rows:
+        assert r["chain_id"] is None and r["step"] is None and r["metric"] == "piqe"
+        assert r["score"] == pytest.approx(direct[r["image"]], rel=1e-12) and r["error"] is None
+        assert (r["width"], r["height"]) == (120, 100) and len(r["sha256"]) == 64
+    # rerun: nothing is scored twice
+    scoring.score_to_parquet(tmp_path / "mine", ["piqe"], out, device="cpu", progress=False)
+    assert pq.read_table(out).num_rows == len(paths)
+    # a report needs chains: it says so instead of a wrong table
+    from banana100.errors import DatasetError
+    from banana100.report import write_report
+
+    with pytest.raises(DatasetError, match="no chain steps"):
+        write_report(out, tmp_path / "r")
+
+
+def test_files_and_glob_patterns_of_images(tmp_path):
+    paths = _own_images(tmp_path / "mine")
+    out = scoring.score_to_parquet([paths[1], str(tmp_path / "mine" / "**" / "*.png")], ["piqe"],
+                                   tmp_path / "s.parquet", device="cpu", progress=False)
+    images = pq.read_table(out).column("image").to_pylist()
+    # img1 named, then the pattern's two PNGs (img1 again: one row; the .jpg not matched)
+    assert sorted(images) == sorted(str(p) for p in paths[:2])
+    with pytest.raises(Exception, match="notes.txt: not an image file"):
+        scoring.score_to_parquet([tmp_path / "mine" / "notes.txt"], ["piqe"], tmp_path / "t.parquet", progress=False)
+    with pytest.raises(Exception, match=r"\*.gif: the pattern matches no image file"):
+        scoring.score_to_parquet(str(tmp_path / "*.gif"), ["piqe"], tmp_path / "t.parquet", progress=False)
+
+
+def test_explicit_metrics_are_checked_before_any_work(tmp_path, monkeypatch):
+    """One error on one line names every missing file of every metric; nothing is written."""
+    monkeypatch.setenv("BANANA100_WEIGHTS", str(tmp_path / "no-weights"))
+    _own_images(tmp_path / "mine")
+    read = []
+    monkeypatch.setattr(scoring, "load_rgb", lambda data: read.append(1))
+    with pytest.raises(WeightsNotFoundError) as exc:
+        scoring.score_to_parquet(tmp_path / "mine", ["piqe", "niqe", "brisque", "topiq_nr"], tmp_path / "s.parquet",
+                                 progress=False)
+    msg = str(exc.value)
+    assert "\n" not in msg and "ready: piqe" in msg
+    for name in ("niqe: niqe_modelparameters.mat", "brisque: brisque_live_allmodel, brisque_live_allrange",
+                 "topiq_nr: cfanet_nr_koniq_res50-9a73138b.pth, resnet50.a1_in1k.safetensors"):
+        assert name in msg
+    assert read == [] and not (tmp_path / "s.parquet.parts").exists()
+
+
+def test_explicit_deep_metric_without_the_extra_is_named(tmp_path, monkeypatch):
+    from banana100 import about
+    from banana100.errors import MissingExtraError
+
+    real = about.extra_installed
+    monkeypatch.setattr(about, "extra_installed", lambda extra: extra != "deep" and real(extra))
+    _own_images(tmp_path / "mine")
+    with pytest.raises(MissingExtraError, match=r"musiq, topiq_nr need the 'deep' extra .*pip install"):
+        scoring.score_to_parquet(tmp_path / "mine", ["piqe", "musiq", "topiq_nr"], tmp_path / "s.parquet",
+                                 progress=False)
+
+
+def test_default_metrics_score_what_is_at_hand_and_name_the_rest(tmp_path, monkeypatch, capsys):
+    from banana100.cli import main
+
+    monkeypatch.setenv("BANANA100_WEIGHTS", str(tmp_path / "no-weights"))
+    _own_images(tmp_path / "mine")
+    assert main(["score", str(tmp_path / "mine"), "--out", str(tmp_path / "s.parquet"), "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "skipping niqe: niqe_modelparameters.mat not found locally" in err
+    assert "skipping brisque: brisque_live_allmodel, brisque_live_allrange not found" in err
+    assert set(pq.read_table(tmp_path / "s.parquet").column("metric").to_pylist()) == {"piqe"}

@@ -196,7 +196,7 @@ def test_thread_safe():
 @pytest.fixture(scope="module")
 def paper_like_chains():
     """20-step replicate chains of every generated source (smooth, paper-like), 512 px wide."""
-    from banana100.demo import GENERATED_SOURCES, generated_source
+    from banana100.synth import GENERATED_SOURCES, generated_source
 
     ed = SimulatedEditor()
     out = {}

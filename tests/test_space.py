@@ -89,7 +89,8 @@ def _rgb(path) -> np.ndarray:
 
 def test_first_start_builds_demo_set_offline(space):
     log = space["log"].read_text()
-    assert "building a demo set" in log
+    assert "space: building a demo set" in log and "space: built the demo set" in log
+    assert all(f"space: {k}/4 " in log for k in range(1, 5))  # the cold start shows each stage
     assert list(space["cache"].glob("demo-*/DONE")), "the demo set was not finished"
     assert space["netlog"].read_text() == "", f"the app tried to reach the network: {space['netlog'].read_text()}"
 

@@ -25,7 +25,7 @@ PARAMS = SHARED / "iqa-params"
 NIQE_FILE = "niqe_modelparameters.mat"
 NIQE_SHA = "fa2aa4d12dd9595c3fb6bf8b4e1a15c79d5d1469238d0901c88dead195be578d"
 
-needs_params = pytest.mark.skipif(not (PARAMS / NIQE_FILE).is_file(), reason=f"no {PARAMS}")
+needs_params = pytest.mark.skipif(not (PARAMS / NIQE_FILE).is_file(), reason=f"needs niqe_modelparameters.mat in {PARAMS} (`banana100 weights download niqe --to DIR` online)")
 
 
 @pytest.fixture(autouse=True)

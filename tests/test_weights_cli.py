@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from banana100.metrics.table import ROSTER, get_metric
 from banana100.weights_cli import inventory
 
 PARAMS = Path(__file__).resolve().parents[1].parent / "shared" / "iqa-params"
-needs_params = pytest.mark.skipif(not (PARAMS / "niqe_modelparameters.mat").is_file(), reason=f"no {PARAMS}")
+needs_params = pytest.mark.skipif(not (PARAMS / "niqe_modelparameters.mat").is_file(), reason=f"needs niqe_modelparameters.mat in {PARAMS} (`banana100 weights download niqe --to DIR` online)")
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +62,8 @@ def test_list_offline_names_every_file(capsys):
     assert code == 0
     for wf, _ in inventory(list(ROSTER)):
         assert wf.filename in out
-    assert "MISSING" in out and "files present" in out
+    assert "missing" in out and "files present" in out
+    assert out.splitlines()[0].split() == ["FILE", "SIZE", "METRICS", "LICENCE", "STATUS"]
 
 
 def test_list_json(capsys):
@@ -98,7 +100,7 @@ def test_check_catches_a_corrupt_file(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv(weights.ENV_VAR, str(folder))
     code, out = run(capsys, "check", "tres")
     assert code == 1
-    assert "ok       tres_koniq-f0502926.pth" in out
+    assert re.search(r"^ok +tres_koniq-f0502926.pth", out, re.M)
     assert "bad-checksum resnet50-0676ba61.pth" in out and "0676ba61" in out
 
 
@@ -175,3 +177,55 @@ def test_timm_backbone_comes_from_its_own_hub_repo(capsys, monkeypatch, tmp_path
     assert code == 0, out
     assert ("timm/resnet50.a1_in1k", "model.safetensors") in calls
     assert (tmp_path / "dest" / "resnet50.a1_in1k.safetensors").is_file()  # renamed: one flat folder
+
+
+def test_one_error_per_metric_names_every_missing_file():
+    """topiq_nr lacks its checkpoint and its backbone: one error names both (not one per run)."""
+    from banana100.errors import WeightsNotFoundError
+
+    files = [wf.filename for wf in get_metric("topiq_nr").backend_files()]
+    assert len(files) == 2
+    with pytest.raises(WeightsNotFoundError) as exc:
+        weights.files_for("topiq_nr")
+    msg = str(exc.value)
+    assert all(f in msg for f in files) and "lacks 2 files" in msg and "\n" not in msg
+    assert "banana100 weights download topiq_nr" in msg
+    assert len(msg) < 600  # each file: where to put it and its URL, no more
+
+
+def test_check_prints_one_line_per_file(capsys):
+    code, out = run(capsys, "check", "topiq_nr", "niqe")
+    lines = out.splitlines()
+    assert code == 1
+    per_file = [line for line in lines if line.startswith("missing")]
+    assert len(per_file) == 3 and all(len(line) < 400 for line in per_file)
+    assert lines[-1].startswith("put the missing files in $BANANA100_WEIGHTS") and "download topiq_nr niqe" in lines[-1]
+
+
+def test_list_is_a_table_with_real_sizes_and_licences(capsys, monkeypatch, tmp_path):
+    folder = tmp_path / "w"
+    folder.mkdir()
+    (folder / "NRQM_model.mat").write_bytes(b"x" * 1234)  # the table has no size for it: the disk says
+    monkeypatch.setenv(weights.ENV_VAR, str(folder))
+    code, out = run(capsys, "list", "niqe", "nrqm", "qualiclip")
+    rows = {line.split()[0]: line for line in out.splitlines()[1:-1]}
+    assert code == 0
+    assert "8.35 kB" in rows["niqe_modelparameters.mat"] and "LIVE licence" in rows["niqe_modelparameters.mat"]
+    assert "1.23 kB" in rows["NRQM_model.mat"] and str(folder / "NRQM_model.mat") in rows["NRQM_model.mat"]
+    assert "CC BY-NC 4.0" in rows["QualiCLIP.pth"] and "unknown" in rows["QualiCLIP.pth"]
+    assert "256 MB" in rows["RN50.pt"] and "MIT" in rows["RN50.pt"]
+    assert not any(" 0M " in line or " ? " in line for line in rows.values())
+
+
+@pytest.mark.integration
+def test_list_is_quiet_on_a_closed_pipe(tmp_path):
+    """`banana100 weights list | head -1`: the header, exit 0, nothing on stderr (was: Broken pipe)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "th")}
+    proc = subprocess.run(f"'{sys.executable}' -m banana100 weights list | head -1; exit ${{PIPESTATUS[0]}}",
+                          shell=True, executable="/bin/bash", capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.split() == ["FILE", "SIZE", "METRICS", "LICENCE", "STATUS"]
+    assert proc.stderr == "" and proc.returncode == 0

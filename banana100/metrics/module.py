@@ -159,7 +159,9 @@ Args:
         score, listed by name in `undefined_scores`, never used as a number).
     steps (list of int): the chain step of each image (0 = source).
     chain_ids (list of str): the chain of each image.
-    lower_better (bool): True when a lower score means better quality (NIQE, BRISQUE, ...).
+    lower_better (bool): required unless `metric` is given: True when a lower score means better
+        quality (NIQE, BRISQUE, PIQE, IL-NIQE, PI), False when higher is better. Never guessed.
+    metric (str): a pyiqa id of the metric table (e.g. "piqe"): the direction is taken from it.
     reference_step (int): step the changes are measured from (default 1).
     check_steps (tuple of int): steps that must all score worse (default (5, 10, 20)).
 Returns:
@@ -169,7 +171,8 @@ Returns:
     incomplete_reason, last_step, last_worse).
 Example:
     >>> p = evaluate.load("metrics/banana100_sensitivity")
-    >>> p.compute(scores=[5.0, 4.0, 3.0, 2.0], steps=[1, 5, 10, 20], chain_ids=["a"] * 4)["failure_rate"]
+    >>> p.compute(scores=[5.0, 4.0, 3.0, 2.0], steps=[1, 5, 10, 20], chain_ids=["a"] * 4,
+    ...           lower_better=False)["failure_rate"]
     0.0
 """
 
@@ -193,9 +196,9 @@ class SensitivityProtocol(evaluate.Metric):
             reference_urls=[about.PAPER_URL],
         )
 
-    def _compute(self, scores, steps, chain_ids, lower_better=False, reference_step=protocol.DEFAULT_REFERENCE_STEP,
-                 check_steps=protocol.DEFAULT_CHECK_STEPS):
-        return protocol.sensitivity(scores, steps, chain_ids, lower_better=lower_better,
+    def _compute(self, scores, steps, chain_ids, lower_better=None, reference_step=protocol.DEFAULT_REFERENCE_STEP,
+                 check_steps=protocol.DEFAULT_CHECK_STEPS, metric=None):
+        return protocol.sensitivity(scores, steps, chain_ids, lower_better=lower_better, metric=metric,
                                     reference_step=reference_step, check_steps=check_steps)
 
 

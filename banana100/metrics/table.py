@@ -482,13 +482,3 @@ def get_metric(name: str) -> MetricSpec:
 def all_specs() -> dict[str, MetricSpec]:
     """The roster and the evaluators: every metric the table knows."""
     return {**METRICS, **EVALUATORS}
-
-
-def parse_metric_list(text: str) -> list[str]:
-    """'piqe,niqe' -> ['piqe', 'niqe'], checked against the table; 'all' -> the roster."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if names == ["all"]:
-        return list(ROSTER)
-    for n in names:
-        get_metric(n)
-    return names

@@ -259,17 +259,33 @@ def resolve_file(wf: WeightFile, allow_download: bool | None = None, *, metric: 
             return _check(p, wf, "a fresh download")
 
     who = " and ".join(users) if users else "a metric"
-    what = "folder (a snapshot of the whole repository)" if wf.snapshot else ""
-    target = f"${ENV_VAR}/{filename}"
-    if dirs:
-        target += f" (here: {dirs[0] / filename})"
-    alt = f", or at {cdir / filename} ({'pyiqa' if wf.cache == 'pyiqa' else wf.cache}'s cache)" if cdir is not None else ""
-    raise WeightsNotFoundError(
-        f"{filename}{' ' + what if what else ''} (needed by {who}) was not found. Looked in: {'; '.join(looked)}; "
-        f"{why_not}. Download it from {wf.download_url} and put it at {target} "
-        f"(set {ENV_VAR} to a folder){alt}; or run `banana100 weights download {metric or '<metric>'}` "
-        f"on a machine with internet and copy the folder."
+    where = f"${ENV_VAR}/{filename}" + (f" ({dirs[0] / filename})" if dirs else "")
+    if cdir is not None:
+        where += f" or {cdir / filename}"
+    err = WeightsNotFoundError(
+        f"{filename}{' folder' if wf.snapshot else ''} ({who}) not found ({why_not}{'' if dirs else f'; ${ENV_VAR} not set'}). "
+        f"Put it at {where}, from {wf.download_url}; or, online: `banana100 weights download {metric or '<metric>'}`."
     )
+    err.missing = [(wf, where)]  # for one message per metric (MetricFilesMissing)
+    err.why_not = why_not
+    raise err
+
+
+def metric_files_missing(metric: str, errors: list[WeightsNotFoundError]) -> WeightsNotFoundError:
+    """One error naming every missing file of `metric` (from the per-file errors, in table order)."""
+    if len(errors) == 1:
+        return errors[0]
+    spec = get_metric(metric)
+    parts = [f"{wf.filename} (from {wf.download_url})" for e in errors for wf, _ in getattr(e, "missing", [])]
+    reasons = sorted({getattr(e, "why_not", "") for e in errors} - {""})
+    dirs = weights_dirs()
+    err = WeightsNotFoundError(
+        f"{spec.display_name} ({spec.name}) lacks {len(errors)} files ({'; '.join(reasons)}): " + ", ".join(parts)
+        + f". Put them in ${ENV_VAR}{f' ({dirs[0]})' if dirs else ''} (or its library's cache: `banana100 weights "
+        f"list {spec.name} -v`), or, online: `banana100 weights download {spec.name}`."
+    )
+    err.missing = [m for e in errors for m in getattr(e, "missing", [])]
+    return err
 
 
 def _resolve_file(wf: WeightFile, metric: str, allow_download: bool | None) -> Path:
@@ -280,7 +296,17 @@ def resolved_files(metric: str, allow_download: bool | None = None, backend: str
                    ) -> list[tuple[WeightFile, Path]]:
     """(table entry, local path) of every file `metric` needs with `backend` (default: its default), in table order."""
     spec = get_metric(metric)
-    return [(wf, _resolve_file(wf, metric, allow_download)) for wf in spec.backend_files(backend)]
+    found, errors = [], []
+    for wf in spec.backend_files(backend):
+        try:
+            found.append((wf, _resolve_file(wf, metric, allow_download)))
+        except WeightsChecksumError:  # a wrong file is its own problem: say it alone
+            raise
+        except WeightsNotFoundError as e:  # go on: one error names every missing file of the metric
+            errors.append(e)
+    if errors:
+        raise metric_files_missing(metric, errors)
+    return found
 
 
 def files_for(metric: str, allow_download: bool | None = None, backend: str | None = None) -> list[Path]:
@@ -305,6 +331,16 @@ def missing(metric: str, backend: str | None = None) -> list[str]:
             _resolve_file(wf, metric, allow_download=False)
         except WeightsNotFoundError:
             out.append(wf.filename)
+    return out
+
+
+def missing_by_metric(metrics: Sequence[str], backend: str | None = None) -> dict[str, list[str]]:
+    """{metric: its files not available locally} for the metrics that lack any (no download)."""
+    out = {}
+    for m in metrics:
+        absent = missing(m, backend)
+        if absent:
+            out[m] = absent
     return out
 
 

@@ -32,7 +32,7 @@ Why each default, and what it reproduces. The paper (and DESIGN.md) reports meas
 facts about Nano Banana Pro chains; each default answers one of them, none was chosen to make a
 metric look bad, and none was changed after looking at metric scores. The defaults date from
 version `simulated-v1` (set by eye on photographs); they were then checked, unchanged, against
-the facts on sources like the paper's (`banana100.demo.GENERATED_SOURCES`: smooth, noise-free,
+the facts on sources like the paper's (`banana100.synth.GENERATED_SOURCES`: smooth, noise-free,
 flat and textured areas), 1024 px wide, 100 replicate steps (`bench/simulated_facts.py`,
 numbers in `bench/results_simulated_facts.json`):
 
@@ -61,7 +61,8 @@ them score much better (13.5-48 at step 1); from step 1 to step 5 BRISQUE improv
 on 4 of 6 sources, so it fails the protocol there; but unlike the real chain it then turns worse
 (31-44 at step 20, 110-144 at step 100). "No pyiqa metric passes every chain": REPRODUCED on
 these 6 chains for PIQE (failed 5), NIQE (failed 5) and BRISQUE (failed 4). On photographs
-(skimage's samples, the `banana100 demo` set) NIQE and BRISQUE see the damage more often (README's
+(skimage's samples, the `banana100 demo` set) NIQE and BRISQUE see the damage more often (BENCHMARKS.md,
+"A newcomer's first hour", the
 demo table: NIQE passed 3 of 4 chains, BRISQUE 2 of 4): the smooth sources matter.
 
 NOT reproduced: copies that are cropped or change aspect ratio (the paper: almost always);
