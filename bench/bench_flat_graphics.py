@@ -1,5 +1,5 @@
 """Native BRISQUE vs pyiqa on synthetic graphics with many flat levels (issue 12's hard case for
-the flat repair: more distinct flat values than `nss.FLAT_VALUES_MAX`, so part of them go by
+the flat repair: more distinct flat values than `repair.FLAT_VALUES_MAX`, so part of them go by
 value and the rest through the row strips).
 
     python bench/bench_flat_graphics.py [--rounds 3]

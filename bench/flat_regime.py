@@ -10,7 +10,7 @@ only defined together with an arithmetic:
   pass whose factors carry LAPACK's last bits) or `imfilter` (NIQE, IL-NIQE: separable or not
   depending on the MATLAB version's threshold). Their leftovers cannot be reproduced without
   MATLAB. This script bounds what they can do to the score: every leftover coefficient (those
-  `nss.leftover_bound` flags) is set to 0, to +1e-12 or to -1e-12 (all one sign), besides the
+  `repair.leftover_bound` flags) is set to 0, to +1e-12 or to -1e-12 (all one sign), besides the
   native value, and the spread of the four scores, |max - min| / max(|score|, 1), is reported
   against the image's leftover share (`last_flat_share` of the native module);
 - mode "pyiqa": pyiqa's own score moves with its convolution backend (oneDNN on and off).
@@ -71,7 +71,7 @@ class LeftoverPolicy:
         self.value = value
 
     def __enter__(self):
-        from banana100.metrics.native import ilniqe, matlab, nss
+        from banana100.metrics.native import ilniqe, matlab, nss, repair
 
         self.saved = (nss.mscn, ilniqe.ILNIQE._mscn)
         if self.value is None:
@@ -82,14 +82,14 @@ class LeftoverPolicy:
         def mscn(x, window, padding, **kw):
             out = orig_mscn(x, window, padding, **kw)
             mu = matlab.imfilter(x, window, padding)
-            out[(x - mu).abs() <= nss.leftover_bound(window, torch.float64)] = value
+            out[(x - mu).abs() <= repair.leftover_bound(window, torch.float64)] = value
             return out
 
         def il_mscn(module, t):
             out = orig_il(module, t)
             window = torch.tensor(module.mscn_window, dtype=torch.float64)
             mu = ilniqe._filter(t, module.mscn_window)
-            out[(t - mu).abs() <= nss.leftover_bound(window, torch.float64)] = value
+            out[(t - mu).abs() <= repair.leftover_bound(window, torch.float64)] = value
             return out
 
         nss.mscn = mscn

@@ -1,4 +1,4 @@
-"""Flat shares from the metrics' own filtering (`nss.centred_share`) vs `nss.leftover_share`'s
+"""Flat shares from the metrics' own filtering (`repair.centred_share`) vs `repair.leftover_share`'s
 separate pass.
 
     python bench/leftover_share_sources.py
@@ -63,7 +63,7 @@ def luminance_and_padding(metric: str, model, x: torch.Tensor) -> tuple[torch.Te
 
 def main() -> None:
     from banana100.metrics.engine import to_tensor
-    from banana100.metrics.native import build, nss
+    from banana100.metrics.native import build, repair
 
     params = REPO.parent / "shared" / "iqa-params"
     files = {"piqe": (), "niqe": ("niqe_modelparameters.mat",), "brisque": ("brisque_live_allmodel", "brisque_live_allrange")}
@@ -85,7 +85,7 @@ def main() -> None:
                 model(x)
             own = float(model.last_flat_share[0])
             y, padding = luminance_and_padding(metric, model, x)
-            separate = float(nss.leftover_share(y, padding=padding)[0])
+            separate = float(repair.leftover_share(y, padding=padding)[0])
             pixels = y.shape[-2] * y.shape[-1]
             rows.append({"image": name, "metric": metric, "mode": mode, "pixels": pixels,
                          "share_own_filtering": own, "share_separate_pass": separate,

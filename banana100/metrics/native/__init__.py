@@ -20,7 +20,7 @@ The contract every `banana100/metrics/native/<metric>.py` keeps:
   under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
   published values in `../shared/reference-images`, where pyiqa is off by up to 8 %.
 - After each forward, `module.last_flat_share` (B,) float64 holds each image's share of
-  full-scale windows that are flat or exact ramps (`nss.leftover_share`, or `nss.centred_share`
+  full-scale windows that are flat or exact ramps (`repair.leftover_share`, or `repair.centred_share`
   from the metric's own filtering): the regime where a
   score depends on rounding (FlatRegionWarning above FLAT_WARN_SHARE; the cards say how far).
 - Buffers (model parameters) are registered so that `.to(device)` moves them. The statistics
