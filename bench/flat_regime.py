@@ -1,6 +1,6 @@
 """How far the hand-crafted scores can be trusted on images with flat areas (issue 12).
 
-    python bench/flat_regime.py [--metrics brisque,niqe,ilniqe] [--out bench/results_flat_regime.json]
+    python bench/flat_regime.py [--metrics brisque,niqe,ilniqe] [--out banana100/metrics/native/flat_regime.json]
 
 In a flat window (or on an exact ramp) an MSCN coefficient is a rounding leftover: its sign is
 the arithmetic's, not the image's, and the AGGD fits count signs. So on such images a score is
@@ -108,7 +108,7 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--quick", action="store_true", help="fewer patch sizes (IL-NIQE is slow in pyiqa)")
     ap.add_argument("--only", default="", help="image names to keep, separated by | (IL-NIQE: pyiqa is slow)")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_flat_regime.json")
+    ap.add_argument("--out", type=Path, default=REPO / "banana100" / "metrics" / "native" / "flat_regime.json")
     args = ap.parse_args()
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     import pyiqa

@@ -31,7 +31,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-OUT = REPO / "banana100" / "native" / "agreement.json"
+OUT = REPO / "banana100" / "metrics" / "native" / "agreement.json"
 
 
 def read_csv(path: Path) -> list[dict]:

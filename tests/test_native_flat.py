@@ -326,12 +326,10 @@ def test_warning_thresholds_are_the_measured_ones():
     official scores' spread over possible leftovers stayed within 0.5 % (rounded to 2 digits)."""
     import json
 
-    from conftest import REPO
-
+    from banana100.metrics.cards import NATIVE_DATA
     from banana100.metrics.native import FLAT_WARN_SHARE, safe_flat_share
 
-    path = REPO / "bench" / "results_flat_regime.json"
-    measured = json.loads(path.read_text())["metrics"]
+    measured = json.loads((NATIVE_DATA / "flat_regime.json").read_text())["metrics"]
     for metric in ("brisque", "niqe", "ilniqe"):
         if "rows" not in measured.get(metric, {}):
             continue

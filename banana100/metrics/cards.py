@@ -21,6 +21,9 @@ from banana100.metrics.table import MetricSpec, get_metric
 from banana100.metrics.weights import ENV_VAR
 
 PYIQA_VERSION = "0.1.16"
+# The measurements the cards quote, shipped in the wheel as package data (a clone and an install
+# write the same cards): bench/native_agreement.py and bench/flat_regime.py write them.
+NATIVE_DATA = Path(__file__).with_name("native")
 
 # What each metric measures (prose only; facts live in the metric table).
 _DESCRIPTIONS = {
@@ -319,9 +322,8 @@ def _pyiqa_licence(spec: MetricSpec) -> str:
 
 
 def _native_agreement_results() -> dict:
-    """The measured agreement of the native metrics (bench/native_agreement.py), or {}."""
-    path = Path(__file__).with_name("native") / "agreement.json"
-    return json.loads(path.read_text()).get("metrics", {}) if path.is_file() else {}
+    """The measured agreement of the native metrics (bench/native_agreement.py)."""
+    return json.loads((NATIVE_DATA / "agreement.json").read_text()).get("metrics", {})
 
 
 # Why a native metric's largest difference from pyiqa is what it is (measured; see the tests).
@@ -361,8 +363,7 @@ def _flat_output(spec: MetricSpec) -> str:
 
 
 def _flat_results() -> dict:
-    path = Path(__file__).resolve().parents[2] / "bench" / "results_flat_regime.json"
-    return json.loads(path.read_text()).get("metrics", {}) if path.is_file() else {}
+    return json.loads((NATIVE_DATA / "flat_regime.json").read_text()).get("metrics", {})
 
 
 def _flat_regime(spec: MetricSpec) -> str:

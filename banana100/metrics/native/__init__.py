@@ -48,7 +48,7 @@ class FlatRegionWarning(UserWarning):
 
 
 # Leftover share (`last_flat_share`) above which a score gets a FlatRegionWarning, per metric:
-# where, in bench/flat_regime.py (bench/results_flat_regime.json), the official scores' spread
+# where, in bench/flat_regime.py (banana100/metrics/native/flat_regime.json), the official scores' spread
 # over the possible leftover signs passed the 0.5 % the official mode aims at. None: no warning
 # (PIQE: insensitive, its criteria are thresholds far above rounding; NRQM: not measured here).
 FLAT_WARN_SHARE: dict[str, float | None] = {
@@ -87,7 +87,7 @@ def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.
 
 def safe_flat_share(rows, target: float = 0.005) -> float:
     """The largest leftover share up to which every measured official spread stayed within
-    `target` (rows of bench/results_flat_regime.json): how FLAT_WARN_SHARE was chosen."""
+    `target` (rows of banana100/metrics/native/flat_regime.json): how FLAT_WARN_SHARE was chosen."""
     rows = sorted(rows, key=lambda r: r["leftover_share"])
     safe = 0.0
     for r in rows:
