@@ -5,7 +5,7 @@ IL-NIQE needs them: window by window (`repair.conv2d_at`) vs the row strips that
     python bench/bench_repair_paths.py [--rounds 3]
 
 Runs the native IL-NIQE (mode "pyiqa", CPU, one thread) on the second frame of
-`bench_native.flat_chain_images(2, 512)` (a clipped sky: thousands of flat windows), captures the
+`banana100.testing.images.flat_chain_images(2, 512)` (a clipped sky: thousands of flat windows), captures the
 maps and masks of its full-scale derivative repair, and times both paths per map (CPU time,
 best of `--rounds`). Writes bench/results_repair_paths.json.
 """
@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
+from benchtools import REPO
 
 
 def main() -> None:
@@ -31,7 +28,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from bench_native import best_time, flat_chain_images
+    from banana100.testing.images import flat_chain_images
+    from benchtools import best_time
 
     from banana100.metrics.engine import to_tensor
     from banana100.metrics.native import build, ilniqe, matlab, repair

@@ -31,10 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # flatimages: the same flat images as the tests
-PARAMS = REPO.parent / "shared" / "iqa-params"
+from benchtools import PARAMS, REPO
 FILES = {
     "brisque": ("brisque_live_allmodel", "brisque_live_allrange"),
     "niqe": ("niqe_modelparameters.mat",),
@@ -46,7 +43,7 @@ PYIQA_FILE = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameter
 
 def images(quick: bool) -> list[tuple[str, np.ndarray]]:
     import skimage.data as sd
-    from flatimages import grey3, stretched_clipped
+    from banana100.testing.flat_images import grey3, stretched_clipped
 
     coffee = grey3(sd.coffee())
     out = [("coffee", coffee)]

@@ -9,26 +9,23 @@ filter the same window with the same borders themselves, so they pass their y - 
 instead of filtering again. Near-flat windows (one pixel a grey level off) sit near the bound,
 where another arithmetic can flip them. This reports, per image, metric and mode, both shares
 and how many pixels apart they are at least. Images: the bench
-chain and its flat frames at 512 px, the flat-patch and synthetic images of tests/flatimages.py,
+chain and its flat frames at 512 px, the flat-patch and synthetic images of banana100/testing/flat_images.py,
 exact ramps, tiny and 2K images, noise, a uniform image. Writes bench/results_leftover_share_sources.json.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
+from benchtools import REPO
 
 
 def images() -> list[tuple[str, np.ndarray]]:
-    from bench_native import chain_images, flat_chain_images
-    from flatimages import flat_images, large_patch_image, synthetic_images
+    from banana100.testing.images import chain_images, flat_chain_images
+    from banana100.testing.flat_images import flat_images, large_patch_image, synthetic_images
 
     out = [(f"chain {k}", a) for k, a in enumerate(chain_images(4, 512))]
     out += [(f"flat chain {k}", a) for k, a in enumerate(flat_chain_images(4, 512))]

@@ -1,7 +1,7 @@
 """Regenerate the stored reference values the fast test tier compares against (tests/data/).
 
     python tests/regenerate_reference_data.py snapshot   # the native metrics' own scores
-    python tests/regenerate_reference_data.py pyiqa      # pyiqa's scores (needs the deep extra)
+    python tests/regenerate_reference_data.py pyiqa [--metrics brisque,niqe]   # pyiqa's scores (deep extra)
 
 `snapshot` (tests/data/native_scores_snapshot.json): the native PIQE, NIQE, BRISQUE and IL-NIQE
 scores and flat shares of `banana100.testing.images.snapshot_images` (mode "pyiqa", CPU, two
@@ -70,6 +70,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["snapshot", "pyiqa"])
     ap.add_argument("--params", type=Path, default=PARAMS)
+    ap.add_argument("--metrics", default="brisque,niqe,piqe,ilniqe", help="pyiqa: the metrics to recompute")
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
     if args.what == "snapshot":
@@ -80,7 +81,7 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from referencedata import regenerate
 
-        print(regenerate(args.params))
+        print(regenerate(args.params, tuple(args.metrics.split(","))))
 
 
 if __name__ == "__main__":

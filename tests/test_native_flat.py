@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from flatimages import flat_images, flat_patch_image, large_patch_image, synthetic_images
+from banana100.testing.flat_images import flat_images, flat_patch_image, large_patch_image, synthetic_images
 from nativetools import rel
 
 from banana100.metrics.engine import to_tensor
@@ -156,6 +156,7 @@ def test_flat_windows_match_min_equals_max_with_each_padding():
 LARGE_SQUARES = [([40, 153, 255], 320, 100), (list(range(5, 250, 7)), 480, 40)]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("levels, size, patch", LARGE_SQUARES, ids=["3 levels", "35 levels"])
 def test_flat_windows_of_the_half_scale_take_pyiqa_values(brisque_pair, levels, size, patch):
     """Large flat squares keep flat 7x7 windows at BRISQUE's half scale, where the values are
@@ -177,6 +178,7 @@ def test_flat_windows_of_the_half_scale_take_pyiqa_values(brisque_pair, levels, 
     assert torch.equal(native[flat], theirs[flat]), levels
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("levels, size, patch", LARGE_SQUARES, ids=["3 levels", "35 levels"])
 def test_niqe_scores_equal_pyiqa_with_large_flat_squares(niqe_pair, levels, size, patch):
     """NIQE on large flat squares. Its float64 filtering with pyiqa's float32-valued window (sum
@@ -191,6 +193,7 @@ def test_niqe_scores_equal_pyiqa_with_large_flat_squares(niqe_pair, levels, size
 # ----------------------------------------------------------------------------- BRISQUE
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("label, rgb", flat_images(), ids=lambda v: v if isinstance(v, str) else "")
 def test_brisque_mscn_signs_equal_pyiqa_on_flat_patches(brisque_pair, label, rgb):
     """Every MSCN coefficient has pyiqa's sign at both scales, flat windows included."""
@@ -214,6 +217,7 @@ def test_brisque_mscn_signs_equal_pyiqa_on_flat_patches(brisque_pair, label, rgb
         assert abs(float((native.double() ** 2).sum() / (theirs.double() ** 2).sum()) - 1) < 5e-4  # measured 1e-4
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("label, rgb", flat_images() + synthetic_images(), ids=lambda v: v if isinstance(v, str) else "")
 def test_brisque_scores_equal_pyiqa_with_flat_areas(brisque_pair, label, rgb):
     ours, theirs = brisque_pair
@@ -226,6 +230,7 @@ def test_brisque_scores_equal_pyiqa_with_flat_areas(brisque_pair, label, rgb):
 # ----------------------------------------------------------------------------- NIQE
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("label, rgb", flat_images() + synthetic_images(), ids=lambda v: v if isinstance(v, str) else "")
 def test_niqe_scores_equal_pyiqa_with_flat_areas(niqe_pair, label, rgb):
     ours, theirs = niqe_pair
@@ -236,6 +241,7 @@ def test_niqe_scores_equal_pyiqa_with_flat_areas(niqe_pair, label, rgb):
 # ----------------------------------------------------------------------------- IL-NIQE (slow in pyiqa)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["colour-224x240", "grey-213x331", "horse", "coffee stretched x2, clipped"])
 def test_ilniqe_scores_equal_pyiqa_with_flat_areas(label):
@@ -252,6 +258,7 @@ def test_ilniqe_scores_equal_pyiqa_with_flat_areas(label):
     assert rel(ilniqe.build(files, "pyiqa")(x), theirs(x)) < min(TOL, 1e-6), label  # measured <= 3e-8
 
 
+@pytest.mark.integration
 def test_leftover_bound_separates_flat_from_structure():
     """The repair touches flat windows (and exact ramps), not textured ones."""
     window = matlab.fspecial_gaussian(7, 7 / 6, float32=True)
@@ -309,6 +316,7 @@ def test_flat_share_is_reported_and_warned(weights_from_shared):
     assert piqe.flat_shares[0] > 0.25
 
 
+@pytest.mark.integration
 def test_module_returns_flat_share(weights_from_shared):
     import evaluate
     from conftest import REPO

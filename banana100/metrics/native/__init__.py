@@ -1,7 +1,7 @@
 """Native batched torch implementations of the hand-crafted metrics.
 
 pyiqa scores the hand-crafted family one image at a time with Python loops over patches (IL-NIQE
-takes ~15 s an image on two cores). These are the same computations as batched tensor code:
+takes seconds an image on two cores: BENCHMARKS.md, "Metrics"). These are the same computations as batched tensor code:
 same-size images go through together, patches are vectorised, large filters use FFTs, and the
 code runs unchanged on CPU and GPU.
 
@@ -18,7 +18,8 @@ The contract every `banana100/metrics/native/<metric>.py` keeps:
   depends on the others in its batch.
 - `mode="pyiqa"` reproduces pyiqa 0.1.16's `create_metric(name)` scores (relative difference
   under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
-  published values in `../shared/reference-images`, where pyiqa is off by up to 8 %.
+  published values in `../shared/reference-images`, from which pyiqa departs (by how much: each
+  metric's card, generated from agreement.json).
 - After each forward, `module.last_flat_share` (B,) float64 holds each image's share of
   full-scale windows that are flat or exact ramps (`repair.leftover_share`, or `repair.centred_share`
   from the metric's own filtering): the regime where a

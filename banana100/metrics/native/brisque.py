@@ -10,7 +10,8 @@ float64); the totals of the row sums, the fits and the SVR in float64. The YIQ l
 rounded exactly as pyiqa does it; the 7x7 Gaussian runs as two symmetric 1-D passes of shifted
 slices and the MATLAB bicubic half as 8 strided slices (a one-channel conv2d is several times
 slower on CPU). Where a window is flat (or an exact ramp) the MSCN coefficient is a rounding
-leftover whose sign the AGGD fits count (a large flat area moves the score by up to 30 %):
+leftover whose sign the AGGD fits count (a large flat area moves the score by tens of per cent:
+BENCHMARKS.md, "Flat areas"):
 there, and only there, the coefficient is computed with pyiqa's own float32 conv2d arithmetic
 (`repair.repair_leftovers`; every grey level: tests/test_native_flat.py). On GPUs the whole
 filtering is pyiqa's 2-D conv2d, one image a call. pyiqa's float32 rounding (mostly in the SVR sum) moves its
@@ -106,7 +107,7 @@ class BRISQUE(nss.ChunkedScoring):
             self.register_buffer("window", matlab.gaussian_1d(7, 7 / 6))
             # pyiqa's float32 window sums to 1 + 1.1e-8: a flat area of value v keeps a residue
             # -excess * v after the local mean is taken off, and the neighbour products there are
-            # positive, not zero; the AGGD fits count them (a large flat area moves the score by ~50 %)
+            # positive, not zero; the AGGD fits count them (BENCHMARKS.md, "Flat areas": by how much)
             self.window_excess = float(matlab.fspecial_gaussian(7, 7 / 6, float32=True).sum() - 1)
             self.register_buffer("window_2d", matlab.fspecial_gaussian(7, 7 / 6, float32=True))
         else:
