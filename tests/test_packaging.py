@@ -91,7 +91,8 @@ def test_sdist_holds_everything_its_tests_need(built):
     assert "tests/conftest.py" in tests and tests <= names, sorted(tests - names)
     for rel in ("pyproject.toml", "MANIFEST.in", "setup.sh", "LICENSE", "README.md", "space/app.py",
                 "space/requirements.txt", "generation/settings.yaml", "dataset_script/build.py",
-                "metrics/niqe/requirements.txt", "metrics/banana100_sensitivity/app.py"):
+                "metrics/niqe/requirements.txt", "metrics/banana100_sensitivity/app.py",
+                "tests/data/native_scores_snapshot.json", "tests/data/pyiqa_reference_scores.json"):
         assert rel in names, rel
     assert not any("__pycache__" in n or n.startswith(".venv/") for n in names)
 
