@@ -22,9 +22,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from benchtools import REPO
 
 
 def main() -> None:
@@ -39,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from bench_native import chain_images
+    from banana100.testing.images import chain_images
 
     from banana100.metrics import native
     from banana100.metrics.engine import keep_freed_memory, to_tensor

@@ -5,7 +5,7 @@ the DataLoader worker processes it replaced (issue 14), like for like.
     python bench/bench_decode_ahead.py --before /tmp/before-decode [--rounds 3] [--metrics piqe]
 
 Each round scores the same run folder (2 chains x 40 steps of 512x512 PNGs, made once with
-tests/runfolder.py) with `score_to_parquet(..., decode_workers=2, batch_size=8)` in a fresh
+banana100/testing/runfolder.py) with `score_to_parquet(..., decode_workers=2, batch_size=8)` in a fresh
 subprocess per checkout, before and after alternately, and times the whole call (model build,
 decoding, scoring, Parquet writing). Reports the median over rounds of after / before. Writes
 bench/results_decode_ahead.json.
@@ -21,11 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchtools import REPO
 
 CHILD = r"""
 import sys, time, torch
-sys.path.insert(0, {root!r})
+sys.path.insert(0, {root!r})  # the checkout under test
 torch.set_num_threads(2)
 from banana100.scoring import score_to_parquet
 t = time.perf_counter()
@@ -51,8 +51,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     args = ap.parse_args()
     metrics = args.metrics.split(",")
-    sys.path.insert(0, str(REPO / "tests"))
-    from runfolder import make_run_folder
+    from banana100.testing.runfolder import make_run_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

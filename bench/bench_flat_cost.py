@@ -5,8 +5,9 @@
 
 Each round times the native module (mode "pyiqa", CPU, batch 1, best of 3 after a warm-up) of
 both checkouts in fresh subprocesses, one after the other, on the same images: 4 frames of a
-simulated-editor chain of coffee at 512 px (bench_native.chain_images) and the same frames with a
-clipped sky and contrast (bench_native.flat_chain_images). Reports the median over rounds of
+simulated-editor chain of coffee at 512 px (banana100.testing.images.chain_images, made once by
+this checkout and handed to both as a file) and the same frames with a clipped sky and contrast
+(flat_chain_images). Reports the median over rounds of
 after / before. Writes bench/results_flat_cost.json.
 
 `--cpu-time` (for a machine shared with other work): one long-lived process per checkout, one
@@ -25,19 +26,38 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO.parent / "shared" / "iqa-params"
+import numpy as np
+from benchtools import PARAMS, REPO
 FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "niqe": ("niqe_modelparameters.mat",),
          "piqe": (), "ilniqe": ("ILNIQE_templateModel.mat",)}
 
+_IMAGES: Path | None = None
+
+
+def image_file() -> Path:
+    """The 4 chain frames and 4 flat frames at 512 px, made once by this checkout, as an .npz both
+    checkouts read (the older one may have no banana100.testing)."""
+    global _IMAGES
+    if _IMAGES is None:
+        path = _IMAGES = Path(tempfile.mkdtemp(prefix="bench-flat-cost-")) / "images.npz"
+        from banana100.testing.images import chain_images, flat_chain_images
+
+        arrays = {f"chain_{k}": a for k, a in enumerate(chain_images(4, 512))}
+        arrays |= {f"flat_{k}": a for k, a in enumerate(flat_chain_images(4, 512))}
+        np.savez(path, **arrays)
+    return _IMAGES
+
+
 CHILD = r"""
 import sys, time, json, torch
-sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
+sys.path.insert(0, {root!r})  # the checkout under test (the library of the other commit)
 torch.set_num_threads(2)
 from pathlib import Path
-from bench_native import chain_images, flat_chain_images
+import numpy as np
+saved = np.load({images!r})
 try:
     from banana100.metrics import native
     from banana100.metrics.engine import keep_freed_memory, to_tensor
@@ -45,7 +65,7 @@ except ImportError:  # a checkout from before the regroup of issue 14
     from banana100 import native
     from banana100.engine import keep_freed_memory, to_tensor
 keep_freed_memory()  # as the engine runs the metrics (bench/bench_malloc.py)
-imgs = (flat_chain_images if {flat} else chain_images)(4, 512)
+imgs = [saved[f"{{'flat' if {flat} else 'chain'}}_{{k}}"] for k in range(4)]
 xs = [to_tensor(a)[None] for a in imgs]
 model = native.build({metric!r}, {{f: Path({params!r}) / f for f in {files!r}}}, "pyiqa")
 def run():
@@ -61,11 +81,12 @@ print(json.dumps({{"seconds": best / len(xs), "scores": scores}}))
 
 WORKER = r"""
 import sys, time, json, torch, warnings
-sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
+sys.path.insert(0, {root!r})  # the checkout under test (the library of the other commit)
 torch.set_num_threads(1)
 warnings.simplefilter("ignore")
 from pathlib import Path
-from bench_native import chain_images, flat_chain_images
+import numpy as np
+saved = np.load({images!r})
 try:
     from banana100.metrics import native
     from banana100.metrics.engine import keep_freed_memory, to_tensor
@@ -75,7 +96,7 @@ except ImportError:  # a checkout from before the regroup of issue 14
 keep_freed_memory()  # as the engine runs the metrics (bench/bench_malloc.py)
 files = {files!r}
 models = {{m: native.build(m, {{f: Path({params!r}) / f for f in files[m]}}, "pyiqa") for m in {metrics!r}}}
-images = {{kind: [to_tensor(a)[None] for a in fn(4, 512)] for kind, fn in (("chain", chain_images), ("flat", flat_chain_images))}}
+images = {{kind: [to_tensor(saved[f"{{kind}}_{{k}}"])[None] for k in range(4)] for kind in ("chain", "flat")}}
 for line in sys.stdin:
     metric, kind = line.split()
     with torch.no_grad():
@@ -89,7 +110,7 @@ for line in sys.stdin:
 def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path, pairs: int = 1) -> list[dict]:
     """Interleaved runs of long-lived workers (`--cpu-time`): `pairs` fresh pairs, `rounds` in all."""
     def start(root: Path) -> subprocess.Popen:
-        code = WORKER.format(root=str(root), bench=str(REPO / "bench"), files=FILES, params=str(params), metrics=metrics)
+        code = WORKER.format(root=str(root), images=str(image_file()), files=FILES, params=str(params), metrics=metrics)
         return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore"})
 
@@ -135,7 +156,7 @@ def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path, p
 
 
 def timed(root: Path, metric: str, flat: bool, params: Path) -> dict:
-    code = CHILD.format(root=str(root), bench=str(REPO / "bench"), flat=flat, metric=metric,
+    code = CHILD.format(root=str(root), images=str(image_file()), flat=flat, metric=metric,
                         params=str(params), files=FILES[metric])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONWARNINGS": "ignore"})

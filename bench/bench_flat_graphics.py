@@ -1,5 +1,5 @@
 """Native BRISQUE vs pyiqa on synthetic graphics with many flat levels (issue 12's hard case for
-the flat repair: more distinct flat values than `nss.FLAT_VALUES_MAX`, so part of them go by
+the flat repair: more distinct flat values than `repair.FLAT_VALUES_MAX`, so part of them go by
 value and the rest through the row strips).
 
     python bench/bench_flat_graphics.py [--rounds 3]
@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
+from benchtools import REPO
 CASES = ((512, 36, 80), (2048, 100, 200), (2048, 400, 96))
 
 
@@ -44,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     import pyiqa
-    from bench_native import best_time
+    from benchtools import best_time
 
     from banana100.metrics.engine import keep_freed_memory, to_tensor
     from banana100.metrics.native import brisque, build

@@ -30,13 +30,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SERVER = """
-import sys, time
-sys.path.insert(0, {tests!r})
-from gemini_standin import StandIn
+from banana100.testing.gemini_standin import StandIn
 s = StandIn(latency_s={latency!r}, noise=False)
 print(s.base_url, flush=True)
 sys.stdin.read()
@@ -117,7 +113,7 @@ def main() -> None:
     args = p.parse_args()
 
     os.environ.setdefault("GEMINI_API_KEY", "bench-key-not-secret")
-    code = SERVER.format(tests=str(ROOT / "tests"), latency=args.latency)
+    code = SERVER.format(latency=args.latency)
     server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         base_url = server.stdout.readline().strip()

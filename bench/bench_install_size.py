@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchtools import REPO
 EXTRAS = ("deep", "gemini", "space", "all")
 TORCH_PIN = ("torch==2.14.1",)  # setup.sh's pin (torchvision is the deep extra's)
 

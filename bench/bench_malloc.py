@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
+from benchtools import REPO
 
 
 def child(metric: str, backend: str, folder: str, repeats: int) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[1]
+from benchtools import REPO
 
 
 def make_images(folder: Path, n: int, size: int, seed: int = 0) -> list[Path]:

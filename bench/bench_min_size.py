@@ -30,15 +30,13 @@ import json
 import math
 import re
 import platform
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchtools import REPO
 
 from banana100.metrics.engine import MetricScorer, to_tensor  # noqa: E402
 from banana100.errors import Banana100Error  # noqa: E402

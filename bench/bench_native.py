@@ -21,56 +21,13 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
+from benchtools import REPO, SHARED, best_time
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+from banana100.testing.images import chain_images, flat_chain_images
+
 SLOW_IN_PYIQA = ("ilniqe", "nrqm", "pi")
-
-
-def chain_images(n: int, size: int) -> list[np.ndarray]:
-    """n different size x size RGB images: steps of a simulated-editor chain of coffee, resized."""
-    import skimage.data
-    from PIL import Image
-
-    try:
-        from banana100.chains.editors.simulated import SimulatedEditor
-    except ImportError:  # a checkout from before the regroup of issue 14
-        from banana100.editors.simulated import SimulatedEditor
-
-    base = np.asarray(Image.fromarray(skimage.data.coffee()).resize((size, size), Image.BICUBIC))
-    editor, out, x = SimulatedEditor(), [], base
-    for step in range(n):
-        out.append(x)
-        x = editor.apply(x, seed=step + 1)
-    return out
-
-
-def flat_chain_images(n: int, size: int) -> list[np.ndarray]:
-    """`chain_images` with flat areas (issue 12): the top 30 % clipped to one grey (a sky) and a
-    contrast stretch x1.5 that clips highlights and shadows: the regime where the native code
-    recomputes pyiqa's rounding leftovers."""
-    out = []
-    for k, img in enumerate(chain_images(n, size)):
-        img = np.clip((img.astype(np.float64) - 128) * 1.5 + 128, 0, 255).round().astype(np.uint8)
-        img[: int(0.3 * size)] = 60 + 40 * k % 190
-        out.append(img)
-    return out
-
-
-def best_time(fn, repeats: int, clock=time.perf_counter, warm_up: bool = True):
-    """(shortest of `repeats` timed calls of fn on `clock`, what the last call returned)."""
-    if warm_up:
-        fn()  # caches, allocator
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t = clock()
-        out = fn()
-        best = min(best, clock() - t)
-    return best, out
 
 
 def per_image(metric: str, backend: str, images, batch: int, device: str, repeats: int) -> tuple[float, list[float]]:

@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
+from benchtools import REPO
 
 
 def main() -> None:
@@ -37,8 +36,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from bench_native import chain_images
-    from nativetools import pyiqa_nrqm_features
+    from banana100.testing.images import chain_images
+    from banana100.testing.nrqm_reference import pyiqa_nrqm_features
 
     from banana100.metrics.engine import keep_freed_memory, to_tensor
     from banana100.metrics.native import nrqm

@@ -1,11 +1,11 @@
-"""The two ways `nss.repair_filtered` recomputes pyiqa's convolution outputs, on the maps where
-IL-NIQE needs them: window by window (`matlab.conv2d_at`) vs the row strips that hold them
-(`matlab.conv2d_rows`), same values bit for bit.
+"""The two ways `repair.repair_filtered` recomputes pyiqa's convolution outputs, on the maps where
+IL-NIQE needs them: window by window (`repair.conv2d_at`) vs the row strips that hold them
+(`repair.conv2d_rows`), same values bit for bit.
 
     python bench/bench_repair_paths.py [--rounds 3]
 
 Runs the native IL-NIQE (mode "pyiqa", CPU, one thread) on the second frame of
-`bench_native.flat_chain_images(2, 512)` (a clipped sky: thousands of flat windows), captures the
+`banana100.testing.images.flat_chain_images(2, 512)` (a clipped sky: thousands of flat windows), captures the
 maps and masks of its full-scale derivative repair, and times both paths per map (CPU time,
 best of `--rounds`). Writes bench/results_repair_paths.json.
 """
@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
+from benchtools import REPO
 
 
 def main() -> None:
@@ -31,26 +28,27 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from bench_native import best_time, flat_chain_images
+    from banana100.testing.images import flat_chain_images
+    from benchtools import best_time
 
     from banana100.metrics.engine import to_tensor
-    from banana100.metrics.native import build, ilniqe, matlab, nss
+    from banana100.metrics.native import build, ilniqe, matlab, repair
 
     params = REPO.parent / "shared" / "iqa-params"
     if not (params / ilniqe.PARAM_FILE).is_file():
         raise SystemExit(f"{ilniqe.PARAM_FILE} not found in {params}")
     model = build("ilniqe", {ilniqe.PARAM_FILE: params / ilniqe.PARAM_FILE}, "pyiqa")
     captured = []
-    repair = nss.repair_filtered
+    repair = repair.repair_filtered
 
     def capture(out, x, weight, padding, bound):
         captured.append((out.clone(), x.clone(), weight, padding, bound))
         return repair(out, x, weight, padding, bound)
 
-    nss.repair_filtered = capture
+    repair.repair_filtered = capture
     with torch.no_grad():
         model(to_tensor(flat_chain_images(2, 512)[1])[None])
-    nss.repair_filtered = repair
+    repair.repair_filtered = repair
 
     rows = []
     for call, (out, x, weight, padding, bound) in enumerate(captured):
@@ -58,13 +56,13 @@ def main() -> None:
         w4 = weight.to(x.dtype).reshape(1, 1, kh, kw)
         for n in range(x.shape[0]):
             mask = out[n].abs() <= bound
-            if int(mask.sum()) <= matlab.AT_CHUNK:
+            if int(mask.sum()) <= repair.AT_CHUNK:
                 continue  # small repairs took the windows before and after the change
             padded = matlab.pad_same(x[n][None, None], kh, kw, padding)
-            t_strips, strips = best_time(lambda: matlab.conv2d_rows(padded, w4, mask.any(-1))[0, 0], args.rounds,
+            t_strips, strips = best_time(lambda: repair.conv2d_rows(padded, w4, mask.any(-1))[0, 0], args.rounds,
                                          clock=time.process_time, warm_up=False)
             index = F.pad(mask.nonzero(), (1, 0))
-            t_windows, windows = best_time(lambda: matlab.conv2d_at(padded, w4, index), args.rounds,
+            t_windows, windows = best_time(lambda: repair.conv2d_at(padded, w4, index), args.rounds,
                                            clock=time.process_time, warm_up=False)
             if not torch.equal(strips[mask], windows):
                 raise SystemExit(f"call {call} map {n}: the two paths differ")

@@ -2,7 +2,7 @@
 
     BANANA100_WEIGHTS=../shared/iqa-params python bench/bench_space_on_demand.py [--side 2048] [--steps 100]
 
-Makes a local stand-in of the release (tests/releasetools.py: one chain, `--steps` steps of
+Makes a local stand-in of the release (banana100/testing/releasetools.py: one chain, `--steps` steps of
 `--side` px generated-source images, laid out as the Hub repository) and, in one run, times:
 
 1. first show: list the release, fetch + import the chain, score it on demand with PIQE, NIQE and
@@ -16,14 +16,11 @@ Prints ratios (1 vs 2, 3 vs 1) and the image counts; writes bench/results_space_
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from releasetools import make_release_standin
+from banana100.testing.releasetools import make_release_standin
 
 from banana100 import explore as ex
 

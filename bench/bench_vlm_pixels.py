@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_native import best_time  # noqa: E402
+from benchtools import best_time
 
 LIMITS = {"transformers default": 1_003_520, "banana100 default": 2048 * 2048, "official (qwen_vl_utils)": 12_845_056}
 

@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+from benchtools import REPO
 
 
 def three_columns(x: torch.Tensor, color_space: str) -> torch.Tensor:
@@ -40,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from bench_native import chain_images
+    from banana100.testing.images import chain_images
 
     from banana100.metrics.engine import to_tensor
     from banana100.metrics.native import matlab

@@ -1,6 +1,6 @@
 """How far the hand-crafted scores can be trusted on images with flat areas (issue 12).
 
-    python bench/flat_regime.py [--metrics brisque,niqe,ilniqe] [--out bench/results_flat_regime.json]
+    python bench/flat_regime.py [--metrics brisque,niqe,ilniqe] [--out banana100/metrics/native/flat_regime.json]
 
 In a flat window (or on an exact ramp) an MSCN coefficient is a rounding leftover: its sign is
 the arithmetic's, not the image's, and the AGGD fits count signs. So on such images a score is
@@ -10,7 +10,7 @@ only defined together with an arithmetic:
   pass whose factors carry LAPACK's last bits) or `imfilter` (NIQE, IL-NIQE: separable or not
   depending on the MATLAB version's threshold). Their leftovers cannot be reproduced without
   MATLAB. This script bounds what they can do to the score: every leftover coefficient (those
-  `nss.leftover_bound` flags) is set to 0, to +1e-12 or to -1e-12 (all one sign), besides the
+  `repair.leftover_bound` flags) is set to 0, to +1e-12 or to -1e-12 (all one sign), besides the
   native value, and the spread of the four scores, |max - min| / max(|score|, 1), is reported
   against the image's leftover share (`last_flat_share` of the native module);
 - mode "pyiqa": pyiqa's own score moves with its convolution backend (oneDNN on and off).
@@ -31,10 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # flatimages: the same flat images as the tests
-PARAMS = REPO.parent / "shared" / "iqa-params"
+from benchtools import PARAMS, REPO
 FILES = {
     "brisque": ("brisque_live_allmodel", "brisque_live_allrange"),
     "niqe": ("niqe_modelparameters.mat",),
@@ -46,7 +43,7 @@ PYIQA_FILE = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameter
 
 def images(quick: bool) -> list[tuple[str, np.ndarray]]:
     import skimage.data as sd
-    from flatimages import grey3, stretched_clipped
+    from banana100.testing.flat_images import grey3, stretched_clipped
 
     coffee = grey3(sd.coffee())
     out = [("coffee", coffee)]
@@ -71,7 +68,7 @@ class LeftoverPolicy:
         self.value = value
 
     def __enter__(self):
-        from banana100.metrics.native import ilniqe, matlab, nss
+        from banana100.metrics.native import ilniqe, matlab, nss, repair
 
         self.saved = (nss.mscn, ilniqe.ILNIQE._mscn)
         if self.value is None:
@@ -82,14 +79,14 @@ class LeftoverPolicy:
         def mscn(x, window, padding, **kw):
             out = orig_mscn(x, window, padding, **kw)
             mu = matlab.imfilter(x, window, padding)
-            out[(x - mu).abs() <= nss.leftover_bound(window, torch.float64)] = value
+            out[(x - mu).abs() <= repair.leftover_bound(window, torch.float64)] = value
             return out
 
         def il_mscn(module, t):
             out = orig_il(module, t)
             window = torch.tensor(module.mscn_window, dtype=torch.float64)
             mu = ilniqe._filter(t, module.mscn_window)
-            out[(t - mu).abs() <= nss.leftover_bound(window, torch.float64)] = value
+            out[(t - mu).abs() <= repair.leftover_bound(window, torch.float64)] = value
             return out
 
         nss.mscn = mscn
@@ -108,7 +105,7 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--quick", action="store_true", help="fewer patch sizes (IL-NIQE is slow in pyiqa)")
     ap.add_argument("--only", default="", help="image names to keep, separated by | (IL-NIQE: pyiqa is slow)")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_flat_regime.json")
+    ap.add_argument("--out", type=Path, default=REPO / "banana100" / "metrics" / "native" / "flat_regime.json")
     args = ap.parse_args()
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     import pyiqa

@@ -8,7 +8,7 @@ peak GPU memory for one image at each size (batch 1), the largest |GPU - CPU| sc
 on two 256x256 images, and the projected time for 28,000 images at the largest size.
 
 Metrics whose files `banana100 weights check` finds use their real weights. The others are
-built with random weights (tests/untrained.py): the cost in time and memory is the same as with
+built with random weights (banana100/testing/untrained.py): the cost in time and memory is the same as with
 the real checkpoint, and so is the CPU/GPU numerical agreement of the arch, but the scores
 themselves mean nothing (the `weights` column says which); CLIP metrics get a random CLIP of
 the real RN50 / ViT-B/32 shapes. NRQM, PI and Q-Align cannot be
@@ -27,8 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # untrained.py
 
 
 def build(name: str, device: str, tmp: Path, backend: str | None = None):
@@ -37,7 +35,7 @@ def build(name: str, device: str, tmp: Path, backend: str | None = None):
 
     if not weights.missing(name, backend):
         return MetricScorer(name, device=device, backend=backend), "real"
-    from untrained import UNTRAINED_KWARGS, build_untrained
+    from banana100.testing.untrained import UNTRAINED_KWARGS, build_untrained
 
     if name not in UNTRAINED_KWARGS:
         return None, "missing"

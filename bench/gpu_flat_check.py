@@ -33,9 +33,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-PARAMS = REPO.parent / "shared" / "iqa-params"
+from benchtools import PARAMS, REPO
 NATIVE_FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"),
                 "niqe": ("niqe_modelparameters.mat",), "ilniqe": ("ILNIQE_templateModel.mat",), "piqe": ()}
 PYIQA_FILE = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameters.mat",
@@ -51,7 +49,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--params", type=Path, default=PARAMS)
-    ap.add_argument("--ilniqe", action="store_true", help="also IL-NIQE (pyiqa takes ~15 s an image on CPU)")
+    ap.add_argument("--ilniqe", action="store_true", help="also IL-NIQE (slow in pyiqa: BENCHMARKS.md, Metrics)")
     ap.add_argument("--quick", action="store_true", help="the flat-patch images only")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads (pyiqa on CPU and the native CPU check)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_gpu_flat_check.json")
@@ -60,7 +58,7 @@ def main() -> None:
         sys.exit("no GPU visible: run with --device cpu")
     torch.set_num_threads(max(1, min(args.threads, os.cpu_count() or 1)))
     import pyiqa
-    from flatimages import flat_images, synthetic_images
+    from banana100.testing.flat_images import flat_images, synthetic_images
     from pyiqa.archs.func_util import normalize_img_with_gauss
     from pyiqa.utils.color_util import to_y_channel
 

@@ -7,7 +7,7 @@ machines have no internet) it builds Qwen2.5-VL-7B's architecture with random we
 the cost of a forward pass does not depend on the weights, but a random model never stops
 early, so every image generates all `--max-new-tokens` tokens (an upper bound on the time; the
 real answer, `<answer>3.52</answer>`, is about 10 tokens). The prompt is then tokenised byte by
-byte (tests/tiny_qwen.py's processor): about 400 text tokens instead of about 80, small next to
+byte (banana100/testing/tiny_qwen.py's processor): about 400 text tokens instead of about 80, small next to
 the 1,369 (1K) or 5,329 (2K) visual tokens.
 
     python bench/gpu_vlm_check.py --out bench/results_gpu_vlm_check.json
@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 
 IMAGES_IN_RELEASE = 28_000
 # Qwen2.5-VL-7B-Instruct's config.json (text and vision towers)
@@ -41,7 +40,7 @@ def random_7b(processor, dtype):
     import torch
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    from tiny_qwen import SPECIALS
+    from banana100.testing.tiny_qwen import SPECIALS
 
     ids = {t: processor.tokenizer.convert_tokens_to_ids(t) for t in SPECIALS}
     config = Qwen2_5_VLConfig(
@@ -70,7 +69,7 @@ def main(argv=None) -> int:
 
     from banana100.errors import Banana100Error, WeightsNotFoundError
     from banana100.metrics.vlm import DEFAULT_MAX_PIXELS, VLMScorer, visual_tokens
-    from tiny_qwen import tiny_model, tiny_processor
+    from banana100.testing.tiny_qwen import tiny_model, tiny_processor
 
     cuda = args.device.startswith("cuda")
     model_kind = "tiny random (plumbing only)"

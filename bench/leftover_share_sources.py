@@ -1,4 +1,4 @@
-"""Flat shares from the metrics' own filtering (`nss.centred_share`) vs `nss.leftover_share`'s
+"""Flat shares from the metrics' own filtering (`repair.centred_share`) vs `repair.leftover_share`'s
 separate pass.
 
     python bench/leftover_share_sources.py
@@ -9,26 +9,23 @@ filter the same window with the same borders themselves, so they pass their y - 
 instead of filtering again. Near-flat windows (one pixel a grey level off) sit near the bound,
 where another arithmetic can flip them. This reports, per image, metric and mode, both shares
 and how many pixels apart they are at least. Images: the bench
-chain and its flat frames at 512 px, the flat-patch and synthetic images of tests/flatimages.py,
+chain and its flat frames at 512 px, the flat-patch and synthetic images of banana100/testing/flat_images.py,
 exact ramps, tiny and 2K images, noise, a uniform image. Writes bench/results_leftover_share_sources.json.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
+from benchtools import REPO
 
 
 def images() -> list[tuple[str, np.ndarray]]:
-    from bench_native import chain_images, flat_chain_images
-    from flatimages import flat_images, large_patch_image, synthetic_images
+    from banana100.testing.images import chain_images, flat_chain_images
+    from banana100.testing.flat_images import flat_images, large_patch_image, synthetic_images
 
     out = [(f"chain {k}", a) for k, a in enumerate(chain_images(4, 512))]
     out += [(f"flat chain {k}", a) for k, a in enumerate(flat_chain_images(4, 512))]
@@ -63,7 +60,7 @@ def luminance_and_padding(metric: str, model, x: torch.Tensor) -> tuple[torch.Te
 
 def main() -> None:
     from banana100.metrics.engine import to_tensor
-    from banana100.metrics.native import build, nss
+    from banana100.metrics.native import build, repair
 
     params = REPO.parent / "shared" / "iqa-params"
     files = {"piqe": (), "niqe": ("niqe_modelparameters.mat",), "brisque": ("brisque_live_allmodel", "brisque_live_allrange")}
@@ -85,7 +82,7 @@ def main() -> None:
                 model(x)
             own = float(model.last_flat_share[0])
             y, padding = luminance_and_padding(metric, model, x)
-            separate = float(nss.leftover_share(y, padding=padding)[0])
+            separate = float(repair.leftover_share(y, padding=padding)[0])
             pixels = y.shape[-2] * y.shape[-1]
             rows.append({"image": name, "metric": metric, "mode": mode, "pixels": pixels,
                          "share_own_filtering": own, "share_separate_pass": separate,

@@ -6,7 +6,7 @@ For every native metric whose parameter files are at hand:
 
 - mode "pyiqa": native score vs pyiqa 0.1.16's score (backend "pyiqa") on every image of
   `../shared/reference-images`, on images of a simulated-editor chain, on odd-size crops, on
-  grayscale images, on images with flat areas (tests/flatimages.py) and on crops at the
+  grayscale images, on images with flat areas (banana100/testing/flat_images.py) and on crops at the
   metric's minimum size;
 - mode "official": native score vs the published values of the original releases (the csv files
   beside the reference images), next to pyiqa's deviation from them.
@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-OUT = REPO / "banana100" / "native" / "agreement.json"
+from benchtools import REPO, SHARED
+OUT = REPO / "banana100" / "metrics" / "native" / "agreement.json"
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -79,8 +78,7 @@ def agreement_images(ref: Path, min_size: int) -> list[tuple[str, np.ndarray]]:
     gray = np.repeat(load_rgb(ref / "tid2013" / "I04.bmp").mean(axis=2, keepdims=True).round().astype(np.uint8), 3, 2)
     images.append(("grayscale I04 (3 equal channels)", gray))
     # flat areas (issue 12): every grey level as flat patches, a binary shape, clipped photos
-    sys.path.insert(0, str(REPO / "tests"))
-    from flatimages import flat_patch_image, synthetic_images
+    from banana100.testing.flat_images import flat_patch_image, synthetic_images
 
     images.append(("flat patches at every grey level (colour, 224x240)", flat_patch_image(224, 240, colour=True)))
     images += [(f"{n} (skimage)", rgb) for n, rgb in synthetic_images()

@@ -5,7 +5,7 @@
 NRQM's final score needs NRQM_model.mat, which this machine lacks; its three feature groups
 (block-DCT GGD fits, GSM features of a steerable pyramid, singular values of 5x5 patches) are
 what the native code computes before the forests, so they are compared with pyiqa's own
-(`tests/nativetools.pyiqa_nrqm_features`) on the flat-patch, synthetic and clipped images of
+(`banana100/testing/nrqm_reference.py`) on the flat-patch, synthetic and clipped images of
 tests/test_native_flat.py. Prints the largest relative difference per group and image and
 writes bench/results_nrqm_flat.json.
 """
@@ -15,19 +15,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+from benchtools import REPO
 
 
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    from flatimages import flat_images, synthetic_images
-    from nativetools import pyiqa_nrqm_features
+    from banana100.testing.flat_images import flat_images, synthetic_images
+    from banana100.testing.nrqm_reference import pyiqa_nrqm_features
 
     from banana100.metrics.engine import to_tensor
     from banana100.metrics.native import nrqm

@@ -11,14 +11,11 @@ cards quote it (`uniform_note` in banana100/metrics/table.py).
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from banana100.metrics.engine import MetricScorer, to_tensor  # noqa: E402
 from banana100.errors import Banana100Error  # noqa: E402

@@ -98,10 +98,26 @@ def weights_from_shared(iqa_params, monkeypatch) -> Path:
 @pytest.fixture
 def sources(tmp_path) -> Path:
     """A folder of two small source images of different sizes."""
-    from runfolder import write_source
+    from banana100.testing.runfolder import write_source
 
     folder = tmp_path / "sources"
     folder.mkdir()
     write_source(folder / "alpha.png", seed=1)
     write_source(folder / "beta.png", h=40, w=56, seed=2)
     return folder
+
+
+def _devices() -> list:
+    """cpu, and cuda (marked `gpu`) where torch sees one: the GPU checks run as tests there."""
+    import torch
+
+    cuda = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device visible to torch")])
+    return ["cpu", cuda]
+
+
+@pytest.fixture(params=_devices())
+def device(request) -> str:
+    """Each device a test should run on: "cpu" everywhere, "cuda" where a GPU is (`pytest -m gpu`
+    runs only those)."""
+    return request.param

@@ -1,5 +1,5 @@
-"""What the native-metric tests (and bench/bench_nrqm_features.py) share: the reference images as
-tensors, the relative difference, pyiqa's NRQM feature stage."""
+"""What the native-metric tests share: the reference images as tensors, the relative difference
+(pyiqa's NRQM feature stage, which bench scripts use too, is banana100.testing.nrqm_reference)."""
 
 from __future__ import annotations
 
@@ -69,17 +69,3 @@ def rel(a, b) -> float:
     """Largest |a - b| / |b| over the scores."""
     a, b = torch.as_tensor(a).double().reshape(-1), torch.as_tensor(b).double().reshape(-1)
     return ((a - b).abs() / b.abs().clamp(min=1e-12)).max().item()
-
-
-def pyiqa_nrqm_features(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """pyiqa's NRQM feature stage (the body of `pyiqa.archs.nrqm_arch.nrqm` before the forests)."""
-    import pyiqa.archs.nrqm_arch as arch
-    from pyiqa.matlab_utils import im2col
-    from pyiqa.utils.color_util import to_y_channel
-
-    img = to_y_channel(x, 255, "yiq").double()
-    levels = arch.get_gauss_pyramid(img / 255.0)
-    f1 = torch.cat([arch.block_dct(level) for level in levels], dim=1)
-    f2 = arch.global_gsm(img)
-    f3 = torch.cat([torch.linalg.svd(im2col(level, 5, "distinct"), full_matrices=False)[1] for level in levels], 1)
-    return f1, f2, f3

@@ -107,6 +107,7 @@ def test_every_roster_metric_has_a_module_and_card():
         assert (METRICS_DIR / name / "README.md").is_file()
 
 
+@pytest.mark.integration
 def test_table_agrees_with_pyiqa_configs():
     """Direction and pyiqa config of every roster metric match pyiqa's DEFAULT_CONFIGS."""
     from pyiqa.default_model_configs import DEFAULT_CONFIGS

@@ -1,6 +1,6 @@
 """Plumbing of the deep metrics, without their real weights.
 
-Each arch is built by pyiqa with random weights (see tests/untrained.py: nothing is downloaded)
+Each arch is built by pyiqa with random weights (see banana100/testing/untrained.py: nothing is downloaded)
 and run through the engine: one score per image, batched scores equal one-at-a-time scores,
 the model sits on the requested device. With no files at hand, building a scorer raises
 WeightsNotFoundError naming the missing file. Tests marked `needs_weights` compare with pyiqa
@@ -22,7 +22,7 @@ from banana100.metrics.weights import files_in_place
 from banana100.errors import WeightsNotFoundError
 from banana100.metrics.table import ROSTER, WeightFile, get_metric
 
-from untrained import CANNOT_BUILD, UNTRAINED_KWARGS, build_untrained
+from banana100.testing.untrained import CANNOT_BUILD, UNTRAINED_KWARGS, build_untrained
 
 DEEP = [m for m in ROSTER if get_metric(m).family != "hand-crafted"]
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-images" / "tid2013"
@@ -113,6 +113,7 @@ def test_a_missing_backbone_is_named_too(name, monkeypatch, tmp_path):
         assert str(cache / last.filename) in msg
 
 
+@pytest.mark.integration
 def test_files_are_put_where_each_library_looks(tmp_path, monkeypatch):
     """pyiqa / torchvision / CLIP files are linked into their caches; timm gets the file via its config."""
     import timm
@@ -150,6 +151,7 @@ def test_files_are_put_where_each_library_looks(tmp_path, monkeypatch):
 # -- with the real weights (wherever they are) --------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.needs_weights
 @pytest.mark.parametrize("name", DEEP + ["nrqm", "pi"])
 def test_scores_equal_pyiqa_with_real_weights(name):

@@ -146,7 +146,7 @@ def test_every_metric_applies_its_uniform_policy_before_the_model(name):
 @pytest.mark.parametrize("name", ["cnniqa", "wadiqam_nr", "arniqa"])
 def test_deep_archs_give_a_number_for_a_uniform_image(name, tmp_path):
     """With random weights (no real checkpoints here) the archs still score a uniform image."""
-    from untrained import build_untrained
+    from banana100.testing.untrained import build_untrained
 
     side = max(get_metric(name).min_size, 64)
     scorer = MetricScorer.from_model(name, build_untrained(name, tmp_path), device="cpu")

@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from banana100 import scoring
-from runfolder import make_run_folder
+from banana100.testing.runfolder import make_run_folder
+
+pytestmark = pytest.mark.integration  # several processes
 
 BIN = Path(sys.executable).parent
 LAUNCHERS = {

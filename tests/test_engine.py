@@ -1,7 +1,7 @@
 """The scoring engine: equal to pyiqa, batching, input kinds, minimum sizes.
 
 Uses the real parameter files in ../shared/iqa-params (never copied into the repository).
-IL-NIQE takes ~20 s an image on two CPU cores, so only its cheap checks run by default.
+pyiqa's IL-NIQE takes seconds an image (BENCHMARKS.md, "Metrics"), so only its cheap checks run by default.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def mixed_images(same_size_images) -> list[np.ndarray]:
 # -- equal to pyiqa ----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_to_tensor_is_bitwise_pyiqa_file_path(same_size_images):
     import torchvision.transforms.functional as TF
 
@@ -81,6 +82,7 @@ def test_to_tensor_is_bitwise_pyiqa_file_path(same_size_images):
         assert torch.equal(to_tensor(a), TF.to_tensor(Image.fromarray(a)))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", FAST)
 def test_scores_equal_pyiqa_on_files(name):
     import pyiqa
@@ -93,6 +95,7 @@ def test_scores_equal_pyiqa_on_files(name):
     assert scorer(name).score(files) == expected
 
 
+@pytest.mark.integration
 def test_pyiqa_never_downloads(monkeypatch):
     """The engine hands pyiqa the local file, so pyiqa's own downloader is never called."""
     from pyiqa.archs import brisque_arch, niqe_arch
@@ -145,6 +148,7 @@ def test_unbatchable_metrics_score_one_at_a_time(name, mixed_images):
     assert all(len(c) == 1 for c in scorer(name, batch_size=8)._chunks([a.shape[:2] for a in mixed_images]))
 
 
+@pytest.mark.integration
 def test_brisque_one_at_a_time_equals_pyiqa_per_image(mixed_images):
     import pyiqa
 
@@ -185,6 +189,7 @@ def test_too_small_is_checked_before_any_scoring(monkeypatch):
         s.score([crop(100, 100), crop(4, 4)])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", FAST)
 def test_minimum_is_pyiqas_real_minimum(name):
     """pyiqa scores an image of exactly its accepted minimum and fails one pixel below it; the
@@ -212,6 +217,7 @@ def test_ilniqe_minimum_check_is_cheap():
         check_size(spec, crop(m - 1, 300), "x")
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_ilniqe_minimum_is_pyiqas_real_minimum():
     """IL-NIQE resizes to 524x524: 2 px raise IndexError, 4 px fail in the SVD, 5 px score."""
@@ -238,6 +244,7 @@ def test_paths_pil_bytes_and_arrays_score_equal(tmp_path):
         assert s[:1] == scorer(name).score_arrays([a])
 
 
+@pytest.mark.integration
 def test_grayscale_is_replicated_like_pyiqa(tmp_path):
     import pyiqa
 
@@ -251,6 +258,7 @@ def test_grayscale_is_replicated_like_pyiqa(tmp_path):
     assert s[0] == float(ref(str(path)))
 
 
+@pytest.mark.integration
 def test_goldhill_gif_grayscale_file_equals_pyiqa():
     import pyiqa
 
@@ -260,6 +268,7 @@ def test_goldhill_gif_grayscale_file_equals_pyiqa():
     assert scorer("brisque").score([path]) == [float(ref(str(path)))]
 
 
+@pytest.mark.integration
 def test_rgba_drops_alpha_like_pyiqa(tmp_path):
     import pyiqa
 
@@ -274,6 +283,7 @@ def test_rgba_drops_alpha_like_pyiqa(tmp_path):
     assert s[0] == float(ref(str(path)))
 
 
+@pytest.mark.integration
 def test_16bit_png_uses_the_high_byte(tmp_path):
     import cv2
     import pyiqa
@@ -353,6 +363,7 @@ def test_device_and_batch_size(monkeypatch):
     assert scorer("piqe").score([]) == []
 
 
+@pytest.mark.integration
 def test_files_without_a_path_argument_are_linked_into_pyiqas_cache(monkeypatch, tmp_path):
     """For archs that only read pyiqa's cache (no path keyword), the engine links the file there."""
     from pyiqa.utils import download_util

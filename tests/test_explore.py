@@ -271,7 +271,7 @@ def test_hub_dataset_is_read_through_the_hub_filesystem(demo_set, monkeypatch):
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
-    from releasetools import make_release_standin
+    from banana100.testing.releasetools import make_release_standin
 
     return make_release_standin(tmp_path_factory.mktemp("release") / "Banana100")
 
@@ -346,7 +346,7 @@ def test_release_scores_on_demand_are_cached_per_chain_metric_backend(standin, t
 def test_release_with_a_published_scores_file_uses_it(standin, tmp_path):
     import shutil
 
-    from releasetools import make_release_standin
+    from banana100.testing.releasetools import make_release_standin
 
     scores = tmp_path / "scores.parquet"
     pd.DataFrame({"chain_id": ["dunes__replicate__r0"] * 4, "step": [1, 5, 10, 20], "metric": "brisque",

@@ -1,6 +1,6 @@
 """The gemini editor: the real google-genai client against a local stand-in server, with faults.
 
-Every test talks HTTP to `tests/gemini_standin.py` on 127.0.0.1; nothing leaves the machine.
+Every test talks HTTP to `banana100/testing/gemini_standin.py` on 127.0.0.1; nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from banana100.chains.store import STOPPED_FILE, read_stopped
 from banana100.errors import ChainsFailedError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import load_settings
-from runfolder import write_source
+from banana100.testing.runfolder import write_source
 
-from gemini_standin import StandIn
+from banana100.testing.gemini_standin import StandIn
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "AIzaSy-TEST-ONLY-KEY-b4n4n4-0123456789"

@@ -91,7 +91,7 @@ def test_space_explorer_leaderboard(tmp_path):
     """What the Space's Leaderboard tab shows: the table and heatmap of the scores it holds."""
     from banana100 import explore as ex
     from banana100.scoring import score_to_parquet
-    from runfolder import make_run_folder
+    from banana100.testing.runfolder import make_run_folder
 
     run = tmp_path / "run"
     make_run_folder(run, sources=("a", "b"), steps=20, size=(96, 96))

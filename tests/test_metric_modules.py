@@ -161,6 +161,7 @@ def test_device_and_batch_size_keywords_and_scorer_cache():
     assert len([k for k in m._scorers if k[:2] == ("cpu", 2)]) == 1
 
 
+@pytest.mark.integration
 def test_backend_and_mode_keywords():
     import pyiqa
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from runfolder import make_run_folder
+from banana100.testing.runfolder import make_run_folder
 
 import banana100.scoring as scoring
 from banana100.metrics import native, weights

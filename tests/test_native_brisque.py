@@ -41,6 +41,7 @@ def _close_to_pyiqa(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
     return bool(((ours - theirs).abs() <= 1e-2 * theirs.abs().clamp(min=1)).all())
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", IMAGE_NAMES)
 def test_reference_images_close_to_pyiqa(files, pyiqa_brisque, name):
     # a shape parameter is the nearest of a 0.001 grid: where pyiqa's float32 rounding (~1e-6 of
@@ -52,6 +53,7 @@ def test_reference_images_close_to_pyiqa(files, pyiqa_brisque, name):
     assert _close_to_pyiqa(ours, pyiqa_brisque(x)) or _close_to_pyiqa(ours, pyiqa_brisque.net(x.double()))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "label, x", list(colour_and_grey_crops(((13, 17), (50, 40), (97, 131)), top=20, left=30)), ids=lambda v: v if isinstance(v, str) else ""
 )
@@ -59,6 +61,7 @@ def test_odd_sizes_and_grey_close_to_pyiqa(files, pyiqa_brisque, label, x):
     assert _close_to_pyiqa(brisque.build(files, "pyiqa")(x), pyiqa_brisque(x))
 
 
+@pytest.mark.integration
 def test_tiny_images_like_pyiqa(files, pyiqa_brisque):
     # near 7x7 the half-scale image (4x4) often leaves some neighbour products without negative
     # (or positive) values: the AGGD fit of nothing is NaN, in pyiqa as in MATLAB, and here
@@ -77,6 +80,7 @@ def test_tiny_images_like_pyiqa(files, pyiqa_brisque):
         model(torch.rand(1, 3, 6, 20))
 
 
+@pytest.mark.integration
 def test_flat_areas_like_pyiqa(files, pyiqa_brisque):
     # in a flat area the MSCN coefficients are rounding residues whose neighbour products the AGGD
     # fits count: zero residues (a local mean rounded to the pixel value) move the score by ~50 %.

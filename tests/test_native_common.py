@@ -59,6 +59,7 @@ def test_imresize_hand_computed_upscale():
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -154,6 +155,7 @@ def test_round_half_away_from_zero():
     ).tolist() == [0.0, 255.0, 255.0]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("space", ["yiq", "ycbcr"])
 def test_pyiqa_y_channel_is_bit_exact(space):
     from pyiqa.utils.color_util import to_y_channel
@@ -164,6 +166,7 @@ def test_pyiqa_y_channel_is_bit_exact(space):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("space", ["yiq", "ycbcr"])
 def test_pyiqa_y_channel_matches_pyiqa_on_every_rgb_triple(space):
     """The CPU path multiplies by the Y column alone; every pixel value that can reach it (the
@@ -187,6 +190,7 @@ def test_pyiqa_y_channel_matches_pyiqa_on_every_rgb_triple(space):
 # --------------------------------------------------------------------------- filtering
 
 
+@pytest.mark.integration
 def test_fspecial_gaussian():
     from pyiqa.matlab_utils import fspecial
 
@@ -272,6 +276,7 @@ def test_near_separable_filtering_keeps_kernel_values():
 # --------------------------------------------------------------------------- NSS
 
 
+@pytest.mark.integration
 def test_ggd_aggd_match_pyiqa():
     from pyiqa.archs.func_util import estimate_aggd_param, estimate_ggd_param
 
@@ -304,6 +309,7 @@ def test_aggd_without_negative_values_is_nan_like_matlab():
     assert torch.isnan(left).all() and torch.isnan(right).all()
 
 
+@pytest.mark.integration
 def test_paired_products_blocks_and_nan_statistics():
     x = torch.randn(2, 3, 8, 10, dtype=torch.float64)
     for shifts in (nss.NIQE_SHIFTS, nss.BRISQUE_SHIFTS):

@@ -2,8 +2,8 @@
 
 In a flat window (and on an exact ramp) an MSCN coefficient or a derivative is a rounding
 leftover: exactly 0, or a few ulps of either sign, and the AGGD fits count signs. The native
-code computes those coefficients with pyiqa's own convolution arithmetic (`nss.repair_leftovers`,
-`nss.repair_filtered`, `matlab.conv2d_at`, `matlab.conv2d_rows`), so the signs agree and the
+code computes those coefficients with pyiqa's own convolution arithmetic (`repair.repair_leftovers`,
+`repair.repair_filtered`, `repair.conv2d_at`, `repair.conv2d_rows`), so the signs agree and the
 scores stay within the cards' tolerances. Images: flat patches at every grey level 0-255 (two
 sizes, colour and grey), skimage's synthetic images, contrast-stretched (clipped) photos and a
 photo with a clipped sky. None of them comes from ../shared (only the parameter files do).
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from flatimages import flat_images, flat_patch_image, large_patch_image, synthetic_images
+from banana100.testing.flat_images import flat_images, flat_patch_image, large_patch_image, synthetic_images
 from nativetools import rel
 
 from banana100.metrics.engine import to_tensor
-from banana100.metrics.native import brisque, ilniqe, matlab, niqe, nss
+from banana100.metrics.native import brisque, ilniqe, matlab, niqe, repair
 
 pytest.importorskip("skimage.data")
 
@@ -86,19 +86,19 @@ def test_conv2d_at_and_rows_equal_the_whole_image_call(dtype, size, threads):
                 x = x / 255.0 * 0.7  # not integers
             full = F.conv2d(x, weight)
             oh, ow = full.shape[-2:]
-            # every call size `matlab.at_chunks` makes: the smallest, powers of two, full calls
-            for count in (1, 5, 100, 2 * matlab.AT_CHUNK + 7):
+            # every call size `repair.at_chunks` makes: the smallest, powers of two, full calls
+            for count in (1, 5, 100, 2 * repair.AT_CHUNK + 7):
                 pick = torch.randperm(oh * ow, generator=gen)[:count]
                 index = torch.stack([torch.zeros_like(pick), pick // ow, pick % ow], dim=-1)
-                assert torch.equal(matlab.conv2d_at(x, weight, index), full.reshape(-1)[pick]), (h, w, count)
-                assert torch.equal(matlab.conv2d_at(x, weight, index, square=True),
+                assert torch.equal(repair.conv2d_at(x, weight, index), full.reshape(-1)[pick]), (h, w, count)
+                assert torch.equal(repair.conv2d_at(x, weight, index, square=True),
                                    F.conv2d(x * x, weight).reshape(-1)[pick]), (h, w, count)
-                mu, mean_sq = matlab.conv2d_at_moments(x, weight, index)
+                mu, mean_sq = repair.conv2d_at_moments(x, weight, index)
                 assert torch.equal(mu, full.reshape(-1)[pick]), (h, w, count)
                 assert torch.equal(mean_sq, F.conv2d(x * x, weight).reshape(-1)[pick]), (h, w, count)
             need = torch.zeros(oh, dtype=torch.bool)
             need[oh // 3] = True
-            rows = matlab.conv2d_rows(x, weight, need)
+            rows = repair.conv2d_rows(x, weight, need)
             assert torch.equal(rows[..., oh // 3, :], full[..., oh // 3, :]), (h, w)
     finally:
         torch.set_num_threads(before)
@@ -122,10 +122,10 @@ def test_flat_window_leftover_depends_on_the_grey_level_only():
 
 def test_at_chunks_cover_every_window_once():
     for count in (0, 1, 15, 16, 17, 130, 1023, 1024, 1025, 3000):
-        calls = matlab.at_chunks(count)
+        calls = repair.at_chunks(count)
         assert sum(min(size, count - start) for start, size in calls) == count
-        assert all(matlab.AT_MIN_CHUNK <= size <= matlab.AT_CHUNK for _, size in calls)
-        assert [start for start, _ in calls] == list(range(0, count, matlab.AT_CHUNK))
+        assert all(repair.AT_MIN_CHUNK <= size <= repair.AT_CHUNK for _, size in calls)
+        assert [start for start, _ in calls] == list(range(0, count, repair.AT_CHUNK))
 
 
 def test_true_positions_equal_nonzero():
@@ -138,7 +138,7 @@ def test_true_positions_equal_nonzero():
     masks += [block, torch.rand(3, 7, 9, generator=g) < 0.01, torch.ones(1, 8, 8, dtype=torch.bool)]
     for mask in masks:
         expected = mask.reshape(-1).nonzero()[:, 0]
-        assert torch.equal(nss.true_positions(mask, int(mask.sum())), expected)
+        assert torch.equal(repair.true_positions(mask, int(mask.sum())), expected)
 
 
 def test_flat_windows_match_min_equals_max_with_each_padding():
@@ -150,16 +150,17 @@ def test_flat_windows_match_min_equals_max_with_each_padding():
     for padding in ("zeros", "replicate"):
         p = matlab.pad_same(x[:, None], 7, 7, padding)
         low, high = -F.max_pool2d(-p, 7, 1)[:, 0], F.max_pool2d(p, 7, 1)[:, 0]
-        assert torch.equal(nss.flat_windows(x, 7, padding), (low == high) & ~torch.isnan(high)), padding
+        assert torch.equal(repair.flat_windows(x, 7, padding), (low == high) & ~torch.isnan(high)), padding
 
 
 LARGE_SQUARES = [([40, 153, 255], 320, 100), (list(range(5, 250, 7)), 480, 40)]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("levels, size, patch", LARGE_SQUARES, ids=["3 levels", "35 levels"])
 def test_flat_windows_of_the_half_scale_take_pyiqa_values(brisque_pair, levels, size, patch):
     """Large flat squares keep flat 7x7 windows at BRISQUE's half scale, where the values are
-    resampled (not integers): up to nss.FLAT_VALUES_MAX distinct values are put by value, more
+    resampled (not integers): up to repair.FLAT_VALUES_MAX distinct values are put by value, more
     by their windows or row strips. Every coefficient has pyiqa's sign; flat windows its value."""
     from pyiqa.archs.func_util import normalize_img_with_gauss
     from pyiqa.matlab_utils import imresize
@@ -171,12 +172,13 @@ def test_flat_windows_of_the_half_scale_take_pyiqa_values(brisque_pair, levels, 
     theirs = normalize_img_with_gauss(imresize(to_y_channel(x, 255.0), scale=0.5, antialiasing=True),
                                       7, 7 / 6, padding="same")[:, 0]
     native = ours.mscn_float32(half, full_scale=False)
-    flat = nss.flat_windows(half, 7)
-    assert int(flat.sum()) > matlab.AT_CHUNK  # the by-value path runs
+    flat = repair.flat_windows(half, 7)
+    assert int(flat.sum()) > repair.AT_CHUNK  # the by-value path runs
     assert torch.equal(torch.sign(native), torch.sign(theirs)), levels
     assert torch.equal(native[flat], theirs[flat]), levels
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("levels, size, patch", LARGE_SQUARES, ids=["3 levels", "35 levels"])
 def test_niqe_scores_equal_pyiqa_with_large_flat_squares(niqe_pair, levels, size, patch):
     """NIQE on large flat squares. Its float64 filtering with pyiqa's float32-valued window (sum
@@ -191,6 +193,7 @@ def test_niqe_scores_equal_pyiqa_with_large_flat_squares(niqe_pair, levels, size
 # ----------------------------------------------------------------------------- BRISQUE
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("label, rgb", flat_images(), ids=lambda v: v if isinstance(v, str) else "")
 def test_brisque_mscn_signs_equal_pyiqa_on_flat_patches(brisque_pair, label, rgb):
     """Every MSCN coefficient has pyiqa's sign at both scales, flat windows included."""
@@ -214,6 +217,7 @@ def test_brisque_mscn_signs_equal_pyiqa_on_flat_patches(brisque_pair, label, rgb
         assert abs(float((native.double() ** 2).sum() / (theirs.double() ** 2).sum()) - 1) < 5e-4  # measured 1e-4
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("label, rgb", flat_images() + synthetic_images(), ids=lambda v: v if isinstance(v, str) else "")
 def test_brisque_scores_equal_pyiqa_with_flat_areas(brisque_pair, label, rgb):
     ours, theirs = brisque_pair
@@ -226,6 +230,7 @@ def test_brisque_scores_equal_pyiqa_with_flat_areas(brisque_pair, label, rgb):
 # ----------------------------------------------------------------------------- NIQE
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("label, rgb", flat_images() + synthetic_images(), ids=lambda v: v if isinstance(v, str) else "")
 def test_niqe_scores_equal_pyiqa_with_flat_areas(niqe_pair, label, rgb):
     ours, theirs = niqe_pair
@@ -236,6 +241,7 @@ def test_niqe_scores_equal_pyiqa_with_flat_areas(niqe_pair, label, rgb):
 # ----------------------------------------------------------------------------- IL-NIQE (slow in pyiqa)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["colour-224x240", "grey-213x331", "horse", "coffee stretched x2, clipped"])
 def test_ilniqe_scores_equal_pyiqa_with_flat_areas(label):
@@ -252,10 +258,11 @@ def test_ilniqe_scores_equal_pyiqa_with_flat_areas(label):
     assert rel(ilniqe.build(files, "pyiqa")(x), theirs(x)) < min(TOL, 1e-6), label  # measured <= 3e-8
 
 
+@pytest.mark.integration
 def test_leftover_bound_separates_flat_from_structure():
     """The repair touches flat windows (and exact ramps), not textured ones."""
     window = matlab.fspecial_gaussian(7, 7 / 6, float32=True)
-    bound = nss.leftover_bound(window, torch.float32)
+    bound = repair.leftover_bound(window, torch.float32)
     assert 1e-4 < bound < 1e-2
     rgb = flat_patch_image(224, 240, colour=False)
     y = torch.from_numpy(rgb[..., 0].astype(np.float32))[None]
@@ -267,11 +274,11 @@ def test_leftover_bound_separates_flat_from_structure():
     # the exact integer test the repair uses agrees with min == max (borders: zero padding)
     padded0 = F.pad(y[:, None], (3, 3, 3, 3))
     flat0 = (F.max_pool2d(padded0, 7, 1) == -F.max_pool2d(-padded0, 7, 1))[:, 0]
-    assert torch.equal(nss.flat_windows(y, 7), flat0)
+    assert torch.equal(repair.flat_windows(y, 7), flat0)
     # and its per-level values are pyiqa's own on a flat image of each level
     from pyiqa.archs.func_util import normalize_img_with_gauss
 
-    levels = nss.pyiqa_mscn_levels(window, torch.float32, "cpu")
+    levels = repair.pyiqa_mscn_levels(window, torch.float32, "cpu")
     img = torch.arange(256, dtype=torch.float32).view(256, 1, 1, 1).expand(256, 1, 15, 15).contiguous()
     theirs = torch.stack([normalize_img_with_gauss(img[i : i + 1], 7, 7 / 6, padding="same")[0, 0, 7, 7]
                           for i in range(256)])
@@ -309,6 +316,7 @@ def test_flat_share_is_reported_and_warned(weights_from_shared):
     assert piqe.flat_shares[0] > 0.25
 
 
+@pytest.mark.integration
 def test_module_returns_flat_share(weights_from_shared):
     import evaluate
     from conftest import REPO
@@ -326,12 +334,10 @@ def test_warning_thresholds_are_the_measured_ones():
     official scores' spread over possible leftovers stayed within 0.5 % (rounded to 2 digits)."""
     import json
 
-    from conftest import REPO
-
+    from banana100.metrics.cards import NATIVE_DATA
     from banana100.metrics.native import FLAT_WARN_SHARE, safe_flat_share
 
-    path = REPO / "bench" / "results_flat_regime.json"
-    measured = json.loads(path.read_text())["metrics"]
+    measured = json.loads((NATIVE_DATA / "flat_regime.json").read_text())["metrics"]
     for metric in ("brisque", "niqe", "ilniqe"):
         if "rows" not in measured.get(metric, {}):
             continue

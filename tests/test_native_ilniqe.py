@@ -1,6 +1,6 @@
 """Native IL-NIQE against pyiqa 0.1.16 (mode "pyiqa") and the MATLAB release's published scores (mode "official").
 
-pyiqa's IL-NIQE takes ~11-20 s an image on two cores, so the default run compares it live on three
+pyiqa's IL-NIQE takes seconds an image (BENCHMARKS.md, "Metrics"), so the integration tier compares it live on three
 images (a 128 px pepper that is blown up 4x, an odd-size grayscale crop, a 7x6 image); the other
 reference images and crops (5x5 included) are marked slow. The official-mode checks are cheap and
 all run.
@@ -86,6 +86,7 @@ SLOW_CASES = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", list(LIVE_CASES))
 def test_matches_pyiqa(case, native_pyiqa, pyiqa_ilniqe):
     x = LIVE_CASES[case]()
@@ -99,6 +100,7 @@ def test_matches_pyiqa_slow(case, native_pyiqa, pyiqa_ilniqe):
     assert rel(native_pyiqa(x), pyiqa_ilniqe(x)) < 1e-3
 
 
+@pytest.mark.integration
 def test_official_mode_matches_matlab_release(native_official):
     published = published_official()
     names = ["pepper_0.png", "pepper_1.png", "pepper_2.png", "pepper_4.png"]  # 512x512: one batch

@@ -28,6 +28,7 @@ def pyiqa_niqe(iqa_params):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", IMAGE_NAMES)
 def test_reference_images_equal_pyiqa(files, pyiqa_niqe, name):
     x = image(name)
@@ -48,6 +49,7 @@ def _synthetic() -> torch.Tensor:
     return (img * 255).round().div(255).to(torch.float32)[None]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "label, x", list(colour_and_grey_crops(((96, 96), (97, 131), (193, 97)), top=40, left=70)), ids=lambda v: v if isinstance(v, str) else ""
 )
@@ -55,6 +57,7 @@ def test_odd_sizes_and_grey_equal_pyiqa(files, pyiqa_niqe, label, x):
     assert rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-5
 
 
+@pytest.mark.integration
 def test_flat_areas_and_ramps_equal_pyiqa(files, pyiqa_niqe):
     # On ramps the half-scale MSCN is rounding noise; pyiqa resizes in float32, so its noise is
     # not ours: 1.5e-4 apart here (real images: ~1e-7)

@@ -17,7 +17,7 @@ import pytest
 import scipy.io
 import torch
 from nativetools import IMAGES, REFERENCE_IMAGES, image, load, rel
-from nativetools import pyiqa_nrqm_features as pyiqa_features
+from banana100.testing.nrqm_reference import pyiqa_nrqm_features as pyiqa_features
 from PIL import Image
 
 from banana100.metrics.engine import to_tensor
@@ -52,6 +52,7 @@ def pepper() -> torch.Tensor:
 # -- feature stage -----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_features_match_pyiqa_on_odd_thin_small_and_gray_images(feature_model, pepper):
     image("I04.bmp")  # skips, naming the file, without ../shared
     gray = to_tensor(np.asarray(Image.open(REFERENCE_IMAGES / "tid2013" / "I04.bmp").convert("L").convert("RGB")))[None]
@@ -69,6 +70,7 @@ def test_features_match_pyiqa_on_odd_thin_small_and_gray_images(feature_model, p
             assert rel(a, b) < 1e-3, (name, f"f{group}", rel(a, b))
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("path", IMAGES, ids=[p.name for p in IMAGES])
 def test_features_match_pyiqa_on_reference_images(path, feature_model):
@@ -161,6 +163,7 @@ def iqa_params_module() -> Path:
     return folder
 
 
+@pytest.mark.integration
 def test_forest_walk_matches_pyiqa_including_ties(tmp_path):
     import pyiqa.archs.nrqm_arch as arch
 
@@ -184,6 +187,7 @@ def test_reader_names_what_is_wrong(tmp_path):
         nrqm.read_nrqm_mat(tmp_path / "absent.mat")
 
 
+@pytest.mark.integration
 def test_nrqm_with_a_synthetic_model_matches_pyiqa(synthetic_files, nrqm_images):
     import pyiqa.archs.nrqm_arch as arch
 
@@ -195,6 +199,7 @@ def test_nrqm_with_a_synthetic_model_matches_pyiqa(synthetic_files, nrqm_images)
     assert expected.unique().numel() == len(nrqm_images)  # the forests tell the images apart
 
 
+@pytest.mark.integration
 def test_pi_with_a_synthetic_model_matches_pyiqa(synthetic_files, nrqm_images, monkeypatch):
     import pyiqa.archs.nrqm_arch as arch
     from pyiqa.archs import niqe_arch
@@ -230,6 +235,7 @@ def real_files() -> dict[str, Path]:  # the needs_weights folders: conftest
     return {wf.filename: path for wf, path in weights.resolved_files("pi", allow_download=False)}
 
 
+@pytest.mark.integration
 @pytest.mark.needs_weights
 @pytest.mark.parametrize("metric", ["nrqm", "pi"])
 def test_real_model_matches_pyiqa_and_published_scores(metric, real_files):

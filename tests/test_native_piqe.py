@@ -27,12 +27,14 @@ def native_piqe():
     return piqe.build({}, mode="pyiqa")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("path", IMAGES, ids=[p.name for p in IMAGES])
 def test_matches_pyiqa_on_reference_images(path, pyiqa_piqe, native_piqe):
     x = load(path)
     assert rel(native_piqe(x), pyiqa_piqe(x)) < 1e-3
 
 
+@pytest.mark.integration
 def test_matches_pyiqa_on_odd_small_and_gray_images(pyiqa_piqe, native_piqe):
     pepper = image("pepper_0.png").clone()  # skips, naming the file, without ../shared
     image("I04.bmp")
@@ -56,6 +58,7 @@ def test_batch_gives_each_image_its_own_score(native_piqe):
     assert torch.allclose(batch, torch.cat([native_piqe(a), native_piqe(b)]), rtol=1e-12, atol=0)
 
 
+@pytest.mark.integration
 def test_pyiqa_mode_refuses_what_pyiqa_cannot_score_and_official_does_not():
     x = torch.rand(1, 3, 7, 30)
     with pytest.raises(ValueError, match="at least 8x8"):

@@ -13,7 +13,7 @@ from regenerate_reference_data import FILES, SNAPSHOT, native_snapshot
 STORED = json.loads(SNAPSHOT.read_text())
 
 
-@pytest.mark.parametrize("metric", [pytest.param("ilniqe", marks=pytest.mark.integration) if m == "ilniqe" else m
+@pytest.mark.parametrize("metric", [pytest.param(m, marks=pytest.mark.integration) if m == "ilniqe" else m
                                     for m in FILES])
 def test_native_scores_equal_the_stored_snapshot(iqa_params, metric):
     now = native_snapshot(iqa_params, metrics=(metric,))

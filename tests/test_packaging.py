@@ -57,9 +57,10 @@ def built(tmp_path_factory) -> dict[str, Path]:
 # -- what the distributions hold (fast) --------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_wheel_holds_the_library_and_every_metric_folder(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
-    assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/dataset/card_template.md",
+    assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json", "banana100/dataset/card_template.md",
             "banana100/generation/settings.yaml", "banana100/chains/editors/base.py"} <= names
     for name in (*ROSTER, SENSITIVITY):
         for rel in (f"{name}.py", "README.md", "requirements.txt", "app.py"):
@@ -67,6 +68,7 @@ def test_wheel_holds_the_library_and_every_metric_folder(built):
     assert not any(n.startswith("tests/") for n in names)
 
 
+@pytest.mark.integration
 def test_wheel_metadata_core_is_light_and_extras_bring_the_rest(built):
     with zipfile.ZipFile(built["wheel"]) as z:
         meta = Parser().parsestr(z.read(f"banana100-{__version__}.dist-info/METADATA").decode())
@@ -81,6 +83,7 @@ def test_wheel_metadata_core_is_light_and_extras_bring_the_rest(built):
     assert any(r.startswith("google-genai") and "extra == \"gemini\"" in r for r in requires)
 
 
+@pytest.mark.integration
 def test_sdist_holds_everything_its_tests_need(built):
     with tarfile.open(built["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
@@ -88,7 +91,8 @@ def test_sdist_holds_everything_its_tests_need(built):
     assert "tests/conftest.py" in tests and tests <= names, sorted(tests - names)
     for rel in ("pyproject.toml", "MANIFEST.in", "setup.sh", "LICENSE", "README.md", "space/app.py",
                 "space/requirements.txt", "generation/settings.yaml", "dataset_script/build.py",
-                "metrics/niqe/requirements.txt", "metrics/banana100_sensitivity/app.py"):
+                "metrics/niqe/requirements.txt", "metrics/banana100_sensitivity/app.py",
+                "tests/data/native_scores_snapshot.json", "tests/data/pyiqa_reference_scores.json"):
         assert rel in names, rel
     assert not any("__pycache__" in n or n.startswith(".venv/") for n in names)
 
@@ -229,9 +233,37 @@ def test_widget_apps_build_and_score(tmp_path, monkeypatch):
     assert overall["n_chains"] == 2 and overall["n_failed"] == 1 and list(per_chain["passed"]) == [True, False]
 
 
+@pytest.mark.integration
+def test_wheel_and_clone_write_identical_cards(built, tmp_path):
+    """The metric cards quote measurements (native agreement, flat regime) that the library
+    reads as package data: the unpacked wheel, imported from outside the repository, renders
+    every card as the clone does."""
+    from banana100.metrics.cards import card_metrics, render_metric_card
+
+    unpacked = tmp_path / "wheel"
+    zipfile.ZipFile(built["wheel"]).extractall(unpacked)
+    names = card_metrics(REPO / "metrics")
+    code = ("import json, sys, banana100\n"
+            "from banana100.metrics.cards import render_metric_card\n"
+            f"print(json.dumps([banana100.__file__, {{n: render_metric_card(n) for n in {names!r}}}]))")
+    env = {**os.environ, "PYTHONPATH": str(unpacked)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    where, cards = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert Path(where).is_relative_to(unpacked), where
+    assert sorted(names) == sorted(ROSTER)
+    assert cards == {n: render_metric_card(n) for n in names}
+    # the measurements themselves reached the cards (not an empty fallback on both sides)
+    assert "flat_share" in cards["brisque"] and "bench/native_agreement.py" in cards["brisque"]
+
+
 # -- the built wheel, installed into a fresh venv outside the repository -----------------------
 
 
+@pytest.mark.integration
 def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
     """pip installs banana100 from a staged requirements.txt that points at the built wheel; the
     heavy dependencies (torch, datasets, ...) come from this test's own environment through a

@@ -32,9 +32,9 @@ pepper_2 29.5075 / 28.9969 / 29.4195 (-0.30 % / +1.46 %), pepper_3 78.0557 / 83.
 pepper_4 the official Python release itself is 7-10 % off MATLAB; pyiqa follows the Python
 release there, so those two are checked against it only.
 
-pyiqa's IL-NIQE takes ~20 s an image on two CPU cores, so its comparisons here are marked
-slow (tests/test_native_ilniqe.py compares three cases by default). The official mode is fast and
-checked on every image, pepper_3 and pepper_4 included (against MATLAB).
+pyiqa's IL-NIQE takes seconds an image (BENCHMARKS.md, "Metrics"), so its comparisons here are
+marked slow (tests/test_native_ilniqe.py compares three cases in the integration tier). Its official
+mode is checked on every image, pepper_3 and pepper_4 included, by tests/test_native_ilniqe.py.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ REF = SHARED / "reference-images"
 
 from conftest import shared_missing  # noqa: E402
 
-pytestmark = pytest.mark.skipif(bool(shared_missing(PARAMS, REF)), reason=shared_missing(PARAMS, REF) or "-")
+# live pyiqa and the evaluate modules on every reference image: the integration tier (the fast
+# tier checks the native metrics against stored pyiqa scores: tests/test_stored_pyiqa_scores.py)
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(bool(shared_missing(PARAMS, REF)), reason=shared_missing(PARAMS, REF) or "-")]
 
 # Tolerances of pyiqa against the original implementation (see the table above).
 TOL = {
@@ -96,16 +99,11 @@ def reference_values() -> list[tuple[str, str, dict[str, float]]]:
 
 
 def official_values() -> list[tuple[str, str, float]]:
-    """(metric, image, original value) for the official mode: MATLAB for IL-NIQE, all five peppers."""
-    out = []
-    for metric, image, values in reference_values():
-        value = values.get(metric, values.get("ilniqe_matlab"))
-        if value is not None:
-            out.append((metric, image, value))
-    for row in read_csv(REF / "ilniqe" / "official_scores.csv") if REF.is_dir() else []:
-        if row["image"] in ("pepper_3.png", "pepper_4.png"):
-            out.append(("ilniqe", f"ilniqe/{row['image']}", float(row["ilniqe_official_mat_matlab"])))
-    return out
+    """(metric, image, original value) for the official mode of PIQE, NIQE and BRISQUE. IL-NIQE's
+    official mode is checked on the same seven images, batched, by tests/test_native_ilniqe.py
+    (test_official_mode_matches_matlab_release): checking it here too cost ~230 s for nothing."""
+    return [(metric, image, values[metric]) for metric, image, values in reference_values()
+            if metric != "ilniqe" and metric in values]
 
 
 def case_id(case) -> str:
@@ -113,7 +111,7 @@ def case_id(case) -> str:
 
 
 def marks(case) -> list:
-    # pyiqa's IL-NIQE is ~20 s an image: tests/test_native_ilniqe.py compares it by default on
+    # pyiqa's IL-NIQE takes seconds an image: tests/test_native_ilniqe.py compares it on
     # three telling cases; here all seven reference images, with `-m slow`
     return [pytest.mark.slow] if case[0] == "ilniqe" else []
 

@@ -12,7 +12,7 @@ import pytest
 
 from banana100.errors import UnknownMetricError
 from banana100.metrics import resolve as rs
-from runfolder import make_run_folder
+from banana100.testing.runfolder import make_run_folder
 
 BRIGHTNESS = '''
 import datasets

@@ -26,7 +26,7 @@ from banana100.chains.store import RUN_FILE
 from banana100.errors import ChainsFailedError, RunMismatchError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import Setting, get_setting
-from runfolder import write_source
+from banana100.testing.runfolder import write_source
 
 REPO = Path(__file__).resolve().parents[1]
 REPLICA = "Produce an exact replica of the provided image, with no alterations."

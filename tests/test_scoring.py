@@ -6,7 +6,7 @@ import pytest
 import banana100.scoring as scoring
 from banana100.metrics.engine import MetricScorer
 from banana100.errors import ManifestError, WeightsNotFoundError
-from runfolder import make_run_folder
+from banana100.testing.runfolder import make_run_folder
 
 
 def test_scores_every_image_and_metric(tmp_path, weights_from_shared):

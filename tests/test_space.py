@@ -4,7 +4,7 @@
   `gradio_client` (every endpoint, real inputs, bad inputs) and with headless Chromium (first
   load, the slider, both tabs);
 - as on the Hub (SPACE_ID set), its Hub a local HTTP stand-in (`tests/hubstandin.py`) serving a
-  stand-in of the original release laid out as its repository (`tests/releasetools.py`): chains
+  stand-in of the original release laid out as its repository (`banana100/testing/releasetools.py`): chains
   fetched and scored on demand, the "why it fails" view, and a screenshot of the Explore tab.
 
 Screenshots are kept in $BANANA100_TEST_ARTEFACTS or the pytest tmp folder.
@@ -23,6 +23,9 @@ gradio_client = pytest.importorskip("gradio_client", reason="the Space tests nee
 pytest.importorskip("gradio", reason="the Space tests need `pip install -e .[dev]`")
 
 from spacetools import browser_page, launched_app, wait_first_load  # noqa: E402
+
+# the Space as a server process, driven by gradio_client and a real browser
+pytestmark = pytest.mark.integration
 
 DEMO = "2x20x128"  # 2 chains x 20 steps, generated sources 128 px wide: the demo set builds in seconds
 
@@ -282,7 +285,7 @@ def release_space(tmp_path_factory):
     stand-in (`tests/hubstandin.py`) that serves `kenantang/Banana100` from a stand-in of the
     release: the real `huggingface_hub` client path, offline."""
     from hubstandin import serve_hub
-    from releasetools import make_release_standin
+    from banana100.testing.releasetools import make_release_standin
 
     work = tmp_path_factory.mktemp("space-release")
     standin = make_release_standin(work / "kenantang-Banana100", sources=("dunes", "skyline"), repeats=2,

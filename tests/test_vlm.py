@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from banana100.errors import AnswerParseError, ScoreUndefinedError, UsageError, WeightsNotFoundError  # noqa: E402
 from banana100.metrics import vlm  # noqa: E402
 from banana100.metrics.table import EVALUATORS, get_metric  # noqa: E402
-from tiny_qwen import tiny_model, tiny_processor  # noqa: E402
+from banana100.testing.tiny_qwen import tiny_model, tiny_processor  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -136,6 +136,7 @@ def test_several_folders_with_pathsep(monkeypatch, tmp_path, no_network):
     assert weights.resolve(NIQE_FILE) == PARAMS / NIQE_FILE
 
 
+@pytest.mark.integration
 @needs_params
 def test_pyiqa_cache_is_found(offline, no_network):
     cache = offline / "torch-home" / "hub" / "pyiqa"

@@ -83,7 +83,7 @@ class MetricSpec:
     # Files the pyiqa backend needs when they differ from `files` (the native backend's).
     pyiqa_files: tuple[WeightFile, ...] | None = None
     # min_size of the deep metrics: the smallest square side pyiqa 0.1.16's arch scores without
-    # error, measured on the archs built with random weights (tests/untrained.py); size
+    # error, measured on the archs built with random weights (banana100/testing/untrained.py); size
     # handling does not depend on the weights. Of the hand-crafted metrics: the smallest
     # meaningful side, measured by bench/bench_min_size.py (PIQE, NIQE, BRISQUE, IL-NIQE) or
     # from the feature stage (NRQM, PI); `min_size_note` says how, for the card.

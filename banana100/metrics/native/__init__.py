@@ -1,7 +1,7 @@
 """Native batched torch implementations of the hand-crafted metrics.
 
 pyiqa scores the hand-crafted family one image at a time with Python loops over patches (IL-NIQE
-takes ~15 s an image on two cores). These are the same computations as batched tensor code:
+takes seconds an image on two cores: BENCHMARKS.md, "Metrics"). These are the same computations as batched tensor code:
 same-size images go through together, patches are vectorised, large filters use FFTs, and the
 code runs unchanged on CPU and GPU.
 
@@ -18,9 +18,10 @@ The contract every `banana100/metrics/native/<metric>.py` keeps:
   depends on the others in its batch.
 - `mode="pyiqa"` reproduces pyiqa 0.1.16's `create_metric(name)` scores (relative difference
   under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
-  published values in `../shared/reference-images`, where pyiqa is off by up to 8 %.
+  published values in `../shared/reference-images`, from which pyiqa departs (by how much: each
+  metric's card, generated from agreement.json).
 - After each forward, `module.last_flat_share` (B,) float64 holds each image's share of
-  full-scale windows that are flat or exact ramps (`nss.leftover_share`, or `nss.centred_share`
+  full-scale windows that are flat or exact ramps (`repair.leftover_share`, or `repair.centred_share`
   from the metric's own filtering): the regime where a
   score depends on rounding (FlatRegionWarning above FLAT_WARN_SHARE; the cards say how far).
 - Buffers (model parameters) are registered so that `.to(device)` moves them. The statistics
@@ -48,7 +49,7 @@ class FlatRegionWarning(UserWarning):
 
 
 # Leftover share (`last_flat_share`) above which a score gets a FlatRegionWarning, per metric:
-# where, in bench/flat_regime.py (bench/results_flat_regime.json), the official scores' spread
+# where, in bench/flat_regime.py (banana100/metrics/native/flat_regime.json), the official scores' spread
 # over the possible leftover signs passed the 0.5 % the official mode aims at. None: no warning
 # (PIQE: insensitive, its criteria are thresholds far above rounding; NRQM: not measured here).
 FLAT_WARN_SHARE: dict[str, float | None] = {
@@ -87,7 +88,7 @@ def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.
 
 def safe_flat_share(rows, target: float = 0.005) -> float:
     """The largest leftover share up to which every measured official spread stayed within
-    `target` (rows of bench/results_flat_regime.json): how FLAT_WARN_SHARE was chosen."""
+    `target` (rows of banana100/metrics/native/flat_regime.json): how FLAT_WARN_SHARE was chosen."""
     rows = sorted(rows, key=lambda r: r["leftover_share"])
     safe = 0.0
     for r in rows:

@@ -10,9 +10,10 @@ float64); the totals of the row sums, the fits and the SVR in float64. The YIQ l
 rounded exactly as pyiqa does it; the 7x7 Gaussian runs as two symmetric 1-D passes of shifted
 slices and the MATLAB bicubic half as 8 strided slices (a one-channel conv2d is several times
 slower on CPU). Where a window is flat (or an exact ramp) the MSCN coefficient is a rounding
-leftover whose sign the AGGD fits count (a large flat area moves the score by up to 30 %):
+leftover whose sign the AGGD fits count (a large flat area moves the score by tens of per cent:
+BENCHMARKS.md, "Flat areas"):
 there, and only there, the coefficient is computed with pyiqa's own float32 conv2d arithmetic
-(`nss.repair_leftovers`; every grey level: tests/test_native_flat.py). On GPUs the whole
+(`repair.repair_leftovers`; every grey level: tests/test_native_flat.py). On GPUs the whole
 filtering is pyiqa's 2-D conv2d, one image a call. pyiqa's float32 rounding (mostly in the SVR sum) moves its
 own score by a few 1e-3 absolute with the batch it sits in, so scores differ by ~1e-4 to 1e-3
 relative, and by up to ~1e-2 absolute near zero (I04.bmp: pyiqa -0.1152, here -0.1069, pyiqa
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from banana100.metrics.native import matlab, nss
+from banana100.metrics.native import matlab, nss, repair
 from banana100.metrics.native.params import read_libsvm_model, read_libsvm_range
 
 MODEL_FILE = "brisque_live_allmodel"
@@ -106,7 +107,7 @@ class BRISQUE(nss.ChunkedScoring):
             self.register_buffer("window", matlab.gaussian_1d(7, 7 / 6))
             # pyiqa's float32 window sums to 1 + 1.1e-8: a flat area of value v keeps a residue
             # -excess * v after the local mean is taken off, and the neighbour products there are
-            # positive, not zero; the AGGD fits count them (a large flat area moves the score by ~50 %)
+            # positive, not zero; the AGGD fits count them (BENCHMARKS.md, "Flat areas": by how much)
             self.window_excess = float(matlab.fspecial_gaussian(7, 7 / 6, float32=True).sum() - 1)
             self.register_buffer("window_2d", matlab.fspecial_gaussian(7, 7 / 6, float32=True))
         else:
@@ -134,7 +135,7 @@ class BRISQUE(nss.ChunkedScoring):
             filtering = "exact_uint8" if scale == 1 else "near_separable"
             structdis, centred = nss.mscn(y, self.window, "zeros", filtering=filtering, with_centred=True)
             if scale == 1:  # the flat share, from this filtering's x - mu (no second pass)
-                self._share = nss.centred_share(centred)
+                self._share = repair.centred_share(centred)
             per_scale.append(scale_features(structdis))
             if scale == 1:
                 y = matlab.imresize(y, scale=0.5)
@@ -175,11 +176,11 @@ class BRISQUE(nss.ChunkedScoring):
             structdis = torch.div(centred, sigma, out=sigma)
             # flat windows and exact ramps: pyiqa's own leftovers (their signs are counted)
             # the full scale holds integers: its flat windows take pyiqa's value per grey level
-            share = nss.repair_leftovers(structdis, y, centred, self.window_2d, "zeros", integers=full_scale)
+            share = repair.repair_leftovers(structdis, y, centred, self.window_2d, "zeros", integers=full_scale)
             if full_scale:
                 self._share = share
         if full_scale and y.device.type != "cpu":
-            self._share = nss.leftover_share(y, padding="zeros")
+            self._share = repair.leftover_share(y, padding="zeros")
         return structdis
 
     def scale(self, feats: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.io
 import torch
 
-from banana100.metrics.native import matlab, nss
+from banana100.metrics.native import matlab, repair
 from banana100.metrics.native.matlab import pyiqa_imresize as _pyiqa_imresize
 
 PARAM_FILE = "ILNIQE_templateModel.mat"
@@ -120,7 +120,7 @@ class ILNIQE(torch.nn.Module):
         img = img[..., :n, :n]
         opponent = torch.einsum("oc,bchw->bohw", self.opponent, img)
         # the share of 5x5 MSCN windows of O3 (full scale) that are flat or exact ramps
-        self.last_flat_share = nss.leftover_share(opponent[:, 2], 5, 5 / 6, "replicate").cpu()
+        self.last_flat_share = repair.leftover_share(opponent[:, 2], 5, 5 / 6, "replicate").cpu()
         features = []
         for scale in (1, 2):
             features.append(self._scale_features(opponent, img, scale))
@@ -165,8 +165,8 @@ class ILNIQE(torch.nn.Module):
             # there, pyiqa's own float64 conv2d values (its 2-D kernels, its summation order)
             maps = opponent.reshape(-1, *opponent.shape[-2:])
             for g, kernel in zip((gx, gy), _pyiqa_derivative_kernels(sigma)):
-                bound = nss.leftover_bound(kernel, torch.float64, 2 * 255.0) * float(kernel.abs().sum())
-                nss.repair_filtered(g.view(-1, *g.shape[-2:]), maps, kernel, "zeros", bound)
+                bound = repair.leftover_bound(kernel, torch.float64, 2 * 255.0) * float(kernel.abs().sum())
+                repair.repair_filtered(g.view(-1, *g.shape[-2:]), maps, kernel, "zeros", bound)
         feats.append(self._weibull(_blocks(self._magnitude(gx, gy), bs)))
 
         log_rgb = torch.log(rgb + K_FOR_LOG)

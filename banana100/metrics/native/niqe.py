@@ -12,7 +12,7 @@ float64. The full-scale filtering is exact (bit-for-bit pyiqa's float64 conv2d),
 on flat areas and ramps the MSCN coefficients are rounding-sized and their signs are counted.
 In mode "pyiqa" the half scale is pyiqa's float32 resize (`matlab.pyiqa_imresize`, bit for bit)
 and its flat windows / exact ramps get pyiqa's own float64 conv2d leftovers
-(`nss.repair_leftovers`): checkerboards and clipped areas agree to ~1e-7.
+(`repair.repair_leftovers`): checkerboards and clipped areas agree to ~1e-7.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from banana100.metrics.native import matlab, nss
+from banana100.metrics.native import matlab, nss, repair
 from banana100.metrics.native.params import read_niqe_mat
 
 PARAM_FILE = "niqe_modelparameters.mat"
@@ -87,7 +87,7 @@ class NIQE(nss.ChunkedScoring):
             # scale 1 holds 0..255 integers: exact filtering; scale 2 is resampled
             filtering = "exact_uint8" if scale == 1 else "near_separable"
             # flat windows and exact ramps of the resampled image get pyiqa's own leftovers
-            repair = scale == 2 and self.mode == "pyiqa" and img.device.type == "cpu"
+            exact_leftovers = scale == 2 and self.mode == "pyiqa" and img.device.type == "cpu"
             structdis, centred = nss.mscn(
                 img,
                 self.window,
@@ -97,9 +97,9 @@ class NIQE(nss.ChunkedScoring):
                 with_centred=True,
             )
             if scale == 1:  # the flat share, from this filtering's x - mu (no second pass)
-                self._share = nss.centred_share(centred)
-            if repair:
-                nss.repair_leftovers(structdis, img, centred, self.window, "replicate")
+                self._share = repair.centred_share(centred)
+            if exact_leftovers:
+                repair.repair_leftovers(structdis, img, centred, self.window, "replicate")
             size = BLOCK // scale
             per_scale.append(block_features(nss.blocks(structdis, size, size)))
             if scale == 1 and self.mode == "pyiqa":

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from banana100.metrics.native import matlab, nss
+from banana100.metrics.native import matlab, repair
 from banana100.errors import ParameterFileError
 
 PARAM_FILE = "NRQM_model.mat"
@@ -462,9 +462,9 @@ class NRQM(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scores (B,); `last_flat_share` (B,): each image's share of flat (or exact-ramp) 7x7
-        luminance windows (`nss.leftover_share`)."""
+        luminance windows (`repair.leftover_share`)."""
         y = self.luminance(x)
-        self.last_flat_share = nss.leftover_share(y[:, 0]).cpu()
+        self.last_flat_share = repair.leftover_share(y[:, 0]).cpu()
         return self.score_luminance(y)
 
 

@@ -1,0 +1,55 @@
+"""What the bench scripts share: the repository's paths, a timer, and writing a script's one
+current results file. A script run as `python bench/<script>.py` imports this module as its
+neighbour; the library (`banana100`, its test images in `banana100.testing`) comes from the
+installed (editable) package: no script edits sys.path.
+
+    from benchtools import PARAMS, REPO, best_time, write_results
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+SHARED = REPO.parent / "shared"  # the read-only folder beside the repository (parameter files, reference images)
+PARAMS = SHARED / "iqa-params"
+
+
+def best_time(fn, repeats: int, clock=time.perf_counter, warm_up: bool = True):
+    """(shortest of `repeats` timed calls of fn on `clock`, what the last call returned)."""
+    if warm_up:
+        fn()  # caches, allocator
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t = clock()
+        out = fn()
+        best = min(best, clock() - t)
+    return best, out
+
+
+def environment() -> dict:
+    """The machine and library versions a result was measured with."""
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "machine": platform.machine(),
+            "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+
+
+def results_path(script: str, suffix: str = "") -> Path:
+    """bench/results_<script><suffix>.json: one current file per script (git keeps the old ones)."""
+    return BENCH / f"results_{Path(script).stem.removeprefix('bench_')}{suffix}.json"
+
+
+def write_results(path: Path, results: dict) -> Path:
+    """Write `results` as indented JSON to `path`, whole or not at all (a temporary file renamed)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
