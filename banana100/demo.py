@@ -7,6 +7,7 @@ Every stage resumes, so rerunning the command after an interruption continues.
 
 from __future__ import annotations
 
+import io
 import shutil
 import sys
 import time
@@ -16,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from banana100 import about
+from banana100.fileio import write_file_atomic
 
 # (file in skimage's bundled data folder, licence). No human faces, as in Banana100's sources.
 SAMPLE_IMAGES = (
@@ -219,9 +221,9 @@ def generated_sources(folder: Path, n: int, side: int = 2048) -> Path:
     for name in list(GENERATED_SOURCES)[:n]:
         target = folder / f"{name}.png"
         if not target.exists():
-            tmp = target.with_name(f".{target.name}.tmp")
-            Image.fromarray(generated_source(name, side)).save(tmp, format="PNG")
-            tmp.replace(target)
+            png = io.BytesIO()
+            Image.fromarray(generated_source(name, side)).save(png, format="PNG")
+            write_file_atomic(target, png.getvalue())
     return folder
 
 

@@ -11,8 +11,10 @@ metric whose statistics need variation, a NaN result) gets a row with a NaN scor
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import uuid
 import sys
 import warnings
 from dataclasses import dataclass
@@ -25,9 +27,10 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from banana100.metrics.engine import check_size
-from banana100.errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
+from banana100.errors import Banana100Error, DatasetError, ImageReadError, ImageTooSmallError, ManifestError
 from banana100.imageio import decode_ahead, load_rgb
-from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
+from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
+from banana100.fileio import ExclusiveLock, is_temporary_name, read_regular_bytes, sha256_bytes, write_file_atomic
 from banana100.metrics.table import get_metric
 
 # Identity and context of each scored image, copied from its manifest record.
@@ -62,7 +65,8 @@ def iter_items(source: Path) -> tuple[int, Iterator[ImageItem]]:
     source = Path(source)
     if (source / MANIFEST_NAME).is_file():
         records = read_manifest(source)
-        missing = [str(image_path(source, r)) for r in records if not image_path(source, r).is_file()]
+        # image_path refuses a path that leaves the run folder (the rule build-dataset uses too)
+        missing = [str(p) for p in (image_path(source, r) for r in records) if not p.exists()]
         if missing:
             more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
             raise ManifestError(f"{source / MANIFEST_NAME} lists images that are not on disk: {', '.join(missing[:5])}{more}")
@@ -70,7 +74,7 @@ def iter_items(source: Path) -> tuple[int, Iterator[ImageItem]]:
         def run_items():
             for r in records:
                 path = image_path(source, r)
-                yield ImageItem(r, str(path), path.read_bytes)
+                yield ImageItem(r, str(path), lambda path=path, r=r: _checked(read_regular_bytes(path), r))
 
         return len(records), run_items()
 
@@ -80,7 +84,7 @@ def iter_items(source: Path) -> tuple[int, Iterator[ImageItem]]:
         def dataset_items():
             for record, data in iter_dataset_records(source):
                 yield ImageItem(record, f"{source}:{record.get('image') or record['chain_id']}/step {record['step']}",
-                                lambda data=data: data)
+                                lambda data=data, record=record: _checked(data, record))
 
         return count_dataset_rows(source), dataset_items()
     if not source.exists():
@@ -88,21 +92,71 @@ def iter_items(source: Path) -> tuple[int, Iterator[ImageItem]]:
     raise DatasetError(f"{source} is neither a run folder (no {MANIFEST_NAME}) nor a dataset folder (no README.md with configs)")
 
 
+def _checked(data: bytes, record: dict) -> bytes:
+    """The image bytes, if they are the ones the manifest (or dataset row) recorded."""
+    digest = sha256_bytes(data)
+    if record.get("sha256") and digest != record["sha256"]:
+        raise ImageReadError(f"its sha256 is {digest[:16]}..., the manifest says {str(record['sha256'])[:16]}...: the "
+                             "file changed after it was recorded; not scored")
+    return data
+
+
 def _parts_dir(out: Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
-def read_scores(out: Path) -> pa.Table:
-    """Everything scored so far: the merged file plus any part files of an unfinished run."""
-    tables = []
-    if out.is_file():
-        tables.append(pq.read_table(out))
+MERGED_PARTS_KEY = b"banana100.merged_parts"  # the part files a merged scores file already holds
+
+
+def _merged_parts(out: Path) -> set[str] | None:
+    """Names of the part files merged into `out` (recorded in its Parquet metadata by `_merge`);
+    None for a file merged by a version before the record."""
+    meta = pq.read_schema(out).metadata or {}
+    return set(json.loads(meta[MERGED_PARTS_KEY])) if MERGED_PARTS_KEY in meta else None
+
+
+def _part_files(out: Path) -> list[Path]:
     parts = _parts_dir(out)
-    if parts.is_dir():
-        tables += [pq.read_table(p) for p in sorted(parts.glob("part-*.parquet"))]
-    if not tables:
+    return sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
+
+
+def _pending_parts(out: Path) -> list[Path]:
+    """The part files not yet merged into `out` (a kill between the merge and the removal of
+    the parts folder leaves merged ones behind: they are skipped, never counted twice)."""
+    if not out.is_file():
+        return _part_files(out)
+    merged = _merged_parts(out)
+    if merged is not None:
+        return [p for p in _part_files(out) if p.name not in merged]
+    # merged by an older version, which kept no record: a part whose every row is in `out` was merged
+    done = _done_keys(pq.read_table(out, columns=["chain_id", "step", "metric"]))
+    return [p for p in _part_files(out)
+            if not _done_keys(pq.read_table(p, columns=["chain_id", "step", "metric"])) <= done]
+
+
+def read_scores(out: Path) -> pa.Table:
+    """Everything scored so far: the merged file plus any part files of an unfinished run.
+
+    A (chain, step, metric) found twice is a state no merge of ours leaves (two runs writing
+    at once before locks, a file merged by an older version): it is refused naming the files.
+    """
+    named: list[tuple[str, pa.Table]] = []
+    if out.is_file():
+        named.append((str(out), _conform(pq.read_table(out))))
+    named += [(str(p), _conform(pq.read_table(p))) for p in _pending_parts(out)]
+    if not named:
         return SCORES_SCHEMA.empty_table()
-    return pa.concat_tables([_conform(t) for t in tables])
+    seen: dict[tuple, str] = {}
+    for name, table in named:
+        keys = list(zip(*table.select(["chain_id", "step", "metric"]).to_pydict().values()))
+        for key in keys:
+            if key in seen:
+                where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
+                raise DatasetError(
+                    f"{out}: chain {key[0]!r} step {key[1]} metric {key[2]!r} is scored {where}; the scores cannot be "
+                    f"merged without doubling rows. Remove the damaged file (or score into a new --out)")
+            seen[key] = name
+    return pa.concat_tables([t for _, t in named])
 
 
 def _conform(table: pa.Table) -> pa.Table:
@@ -135,20 +189,39 @@ def _done_keys(table: pa.Table) -> set[tuple[str, int, str]]:
 
 
 def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
-    """Write one part file; each process of a distributed run has its own `prefix` (no clashes)."""
+    """Write one part file; each process of a distributed run has its own `prefix` (no clashes).
+    A random tail makes each name unique for ever: a merged file lists the parts it holds by name."""
     parts.mkdir(parents=True, exist_ok=True)
     index = len(list(parts.glob(f"{prefix}*.parquet")))
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), sink)
-    write_file_atomic(parts / f"{prefix}{index:06d}.parquet", sink.getvalue().to_pybytes())
+    write_file_atomic(parts / f"{prefix}{index:06d}-{uuid.uuid4().hex[:12]}.parquet", sink.getvalue().to_pybytes())
 
 
 def _merge(out: Path) -> None:
+    """Merge the pending parts into `out`, then remove the parts folder.
+
+    `out` records the names of every part it holds, so a kill at any instant leaves a state
+    the rerun reads once: before the rename, the old `out` and all parts; after it, the new
+    `out` and parts it lists as merged (skipped by `read_scores`).
+    """
+    merged = {p.name for p in _part_files(out)}  # all of them, after this merge
     table = read_scores(out).sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           MERGED_PARTS_KEY: json.dumps(sorted(merged)).encode()})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     write_file_atomic(out, sink.getvalue().to_pybytes())
     shutil.rmtree(_parts_dir(out), ignore_errors=True)
+
+
+def _drop_temporary_files(out: Path) -> None:
+    """Temporary files a killed run left beside `out` and in its parts folder (under the lock)."""
+    for folder in (out.parent, _parts_dir(out)):
+        if folder.is_dir():
+            for f in folder.glob(f".{out.name if folder == out.parent else 'part-'}*"):
+                if is_temporary_name(f.name):
+                    f.unlink(missing_ok=True)
 
 
 @dataclass
@@ -323,6 +396,18 @@ def score_to_parquet(
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
     total, _ = iter_items(Path(source))  # checks the source before any model is built
+    # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
+    # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
+    lock = out.with_name(f".{out.name}.lock" + (f".rank{procs.rank}" if procs.rank else ""))
+    with ExclusiveLock(lock, out, "banana100 score", remove=True):
+        if procs.rank == 0:
+            _drop_temporary_files(out)
+        return _score_locked(source, metrics, out, device, batch_size, chunk_size, progress, decode_workers,
+                             backend, mode, procs, total)
+
+
+def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, progress, decode_workers, backend,
+                  mode, procs: "_Processes", total: int) -> Path:
     scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode)
     before = read_scores(out)
     _check_same_method(before, scorers, out)
@@ -368,5 +453,5 @@ def score_to_parquet(
     procs.barrier()
     if n_errors:
         warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",
-                      stacklevel=2)
+                      stacklevel=3)
     return out
