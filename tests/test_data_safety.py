@@ -464,3 +464,17 @@ def test_no_orphan_workers_after_a_sigkill_of_the_parent(tmp_path):
     for pid in left:  # do not leave them to the other tests
         os.kill(pid, signal.SIGKILL)
     assert not left, f"workers {left} outlived their parent"
+
+
+def test_build_on_a_full_disk_names_the_shard(tmp_path, capsys, monkeypatch):
+    import pyarrow as pa
+
+    import banana100.dataset.shards as shards
+
+    make_run_folder(tmp_path / "run", steps=2)
+    real = pa.OSFile
+    monkeypatch.setattr(shards.pa, "OSFile", lambda path, mode: real("/dev/full", mode))  # every write fails
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds")]) == 1
+    line = _one_line_error(capsys, "build-dataset")
+    assert "No space left on device" in line and ".part-00000.parquet" in line and ".ds.building" in line
+    assert not (tmp_path / "ds").exists()

@@ -25,7 +25,6 @@ fields per row, never the images: a batch of rows is read, hashed and dropped.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import re
@@ -45,6 +44,7 @@ from banana100.dataset.layout import (
 )
 from banana100.dataset.reader import card_configs, card_row_counts, dataset_files, footer_rows, iter_file_batches
 from banana100.errors import DatasetError
+from banana100.fileio import sha256_bytes
 from PIL import UnidentifiedImageError
 
 _META = ("chain_id", "step", "sha256", "parent_sha256", "setting", "source_id", "repeat", "model", "width", "height")
@@ -114,7 +114,7 @@ def _scan(dataset_dir: Path, files: list[Path], with_images: bool, decode: bool,
     def check(data):
         if data is None:
             return None, "no image bytes"
-        digest = hashlib.sha256(data).hexdigest()
+        digest = sha256_bytes(data)
         try:
             return digest, _png_size(data, decode)
         except Exception as e:  # noqa: BLE001 - PIL raises many types for broken files
