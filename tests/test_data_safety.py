@@ -478,3 +478,62 @@ def test_build_on_a_full_disk_names_the_shard(tmp_path, capsys, monkeypatch):
     line = _one_line_error(capsys, "build-dataset")
     assert "No space left on device" in line and ".part-00000.parquet" in line and ".ds.building" in line
     assert not (tmp_path / "ds").exists()
+
+
+def test_reading_a_fifo_as_an_image_fails_at_once(tmp_path):
+    from banana100.errors import ImageReadError
+    from banana100.imageio import load_rgb
+
+    fifo = tmp_path / "image.png"
+    os.mkfifo(fifo)
+    try:
+        error = _with_deadline(lambda: load_rgb(fifo))
+        assert isinstance(error, ImageReadError) and str(fifo) in str(error) and "FIFO" in str(error)
+    finally:
+        os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+
+
+@pytest.mark.integration  # several processes
+@pytest.mark.parametrize("instant", ["before_rename", "before_parts_removed"])
+def test_a_real_kill_at_the_merge_instant_then_a_rerun(tmp_path, instant):
+    """A real SIGKILL while `score` merges: with the temporary merged file written but not yet
+    renamed, or with the merged file in place but the parts not yet removed."""
+    import signal
+
+    make_run_folder(tmp_path / "run", steps=3, size=(96, 96))  # 8 images
+    out = tmp_path / "s.parquet"
+    script = textwrap.dedent(f"""
+        import os, sys
+        import banana100.fileio as fileio
+        import banana100.scoring as scoring
+        out = {str(out)!r}
+
+        def stop_here():
+            os.write(1, b"at the instant\\n")
+            sys.stdin.readline()  # killed while waiting here
+
+        real_replace, real_rmtree = fileio.os.replace, scoring.shutil.rmtree
+        def replace(src, dst):
+            if {instant!r} == "before_rename" and str(dst) == out:
+                stop_here()
+            return real_replace(src, dst)
+        def rmtree(path, *a, **k):
+            if {instant!r} == "before_parts_removed":
+                stop_here()
+            return real_rmtree(path, *a, **k)
+        fileio.os.replace, scoring.shutil.rmtree = replace, rmtree
+        scoring.score_to_parquet({str(tmp_path / 'run')!r}, ["piqe"], out, device="cpu", progress=False, chunk_size=3)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    try:
+        assert proc.stdout.readline().strip() == "at the instant"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert list((tmp_path / "s.parquet.parts").glob("part-*.parquet"))  # the state the kill left
+    _score(tmp_path / "run", out)  # the rerun: the lock of the killed run is free again
+    keys = _keys(out)
+    assert len(keys) == len(set(keys)) == 8
+    assert not (tmp_path / "s.parquet.parts").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "s.parquet"]  # no temporary or lock file left
