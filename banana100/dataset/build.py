@@ -103,6 +103,7 @@ def _build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num
                   licence: str | None, source_licences, source_datasets: list[str] | None,
                   repo_id: str | None) -> Path:
     _check_out_dir(out_dir)  # again, now that no other build can be writing it
+    _refuse_foreign_files(out_dir)  # before the long part, not after it
 
     licences = read_source_licences(source_licences)  # a bad file fails before the long part
     if repo_id is not None and (repo_id.count("/") != 1 or not all(repo_id.split("/"))):
@@ -202,6 +203,14 @@ def _foreign_files(target: Path) -> list[Path]:
     return found
 
 
+def _refuse_foreign_files(target: Path) -> None:
+    foreign = _foreign_files(target)
+    if foreign:
+        more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
+        raise DatasetError(f"{', '.join(map(str, foreign[:3]))}{more}: not written by build-dataset, inside the "
+                           "folders a rebuild replaces; move it out of the way (nothing was changed)")
+
+
 def _replace_dir(new: Path, target: Path) -> None:
     """Move the finished build `new` to `target`. Into an earlier build, only the build's own
     entries (README.md, data/, endpoints/) are replaced; everything else there (.git,
@@ -212,11 +221,7 @@ def _replace_dir(new: Path, target: Path) -> None:
         fsync_dir(target.parent)
         return
     _check_out_dir(target)
-    foreign = _foreign_files(target)
-    if foreign:
-        more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
-        raise DatasetError(f"{', '.join(map(str, foreign[:3]))}{more}: not written by build-dataset, inside the "
-                           "folders a rebuild replaces; move it out of the way (nothing was changed)")
+    _refuse_foreign_files(target)  # again: they may have appeared during the build
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
     done: list[str] = []
     try:
