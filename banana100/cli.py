@@ -14,7 +14,7 @@ Exit status:
 
 Every error is one line on stderr (`banana100 COMMAND: error: ...`), never a traceback;
 an unexpected exception (a bug) keeps its traceback. BANANA100_DEBUG=1 shows the traceback
-of user errors too.
+of user errors too, above the same line, and changes nothing else (not the exit status).
 """
 
 from __future__ import annotations
@@ -393,6 +393,15 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def _traceback(debug: bool) -> None:
+    """BANANA100_DEBUG=1: the traceback of the error being handled, above its one line; the
+    exit status stays the same."""
+    if debug:
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+
+
 def _run(args, name: str, debug: bool) -> int:
     """args.func(args), with every user error turned into one line and an exit status."""
     try:
@@ -401,18 +410,18 @@ def _run(args, name: str, debug: bool) -> int:
         print(f"\n{name}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Banana100Error as e:
-        if debug:
-            raise
         from banana100.errors import BudgetExceeded
 
+        _traceback(debug)
         code = _exit_status(e)
         print(f"{name}: {'stopped' if isinstance(e, BudgetExceeded) else 'error'}: {e}", file=sys.stderr)
         return code
     except ModuleNotFoundError as e:
 
         extra = about.MODULE_EXTRAS.get((e.name or "").split(".")[0])
-        if extra is None or debug:
+        if extra is None:
             raise
+        _traceback(debug)
         print(f"{name}: error: {e.name} is not installed: {about.install_hint(extra)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `banana100 weights list | head -1`: the reader has all it wanted
@@ -420,8 +429,7 @@ def _run(args, name: str, debug: bool) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so the exit flush does not fail again
         return EXIT_OK
     except OSError as e:  # permission denied, disk full, a path that is a file: the user's to fix
-        if debug:
-            raise
+        _traceback(debug)
         print(f"{name}: error: {e}", file=sys.stderr)
         return EXIT_DATA
     return int(status or 0)

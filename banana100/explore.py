@@ -48,6 +48,7 @@ from PIL import Image
 
 from banana100 import about
 from banana100.errors import Banana100Error, DatasetError, ImageReadError, UploadError
+from banana100.fileio import write_file_atomic
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 from banana100.metrics.table import METRICS
 from banana100.schema import chain_id as make_chain_id
@@ -512,10 +513,9 @@ class ChainScores:
         table = table.sort_values("step", ignore_index=True)
         if rows:
             path = self.path(info.chain_id, metric)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            table.to_parquet(tmp, index=False)
-            tmp.replace(path)
+            sink = io.BytesIO()
+            table.to_parquet(sink, index=False)
+            write_file_atomic(path, sink.getvalue())  # banana100.fileio: one way to write a file whole
         return table
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from banana100.errors import ImageReadError
+from banana100.fileio import open_regular
 
 ImageLike = Union[str, os.PathLike, bytes, Image.Image, np.ndarray]
 T = TypeVar("T")
@@ -157,7 +158,7 @@ def _opened(source: str | os.PathLike | bytes, name: str, max_pixels: int | None
     against the pixel limit; every failure inside the block is an ImageReadError naming the input."""
     limit = _checked_limit(MAX_IMAGE_PIXELS if max_pixels is None else max_pixels)
     try:
-        fp = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
+        fp = io.BytesIO(source) if isinstance(source, bytes) else open_regular(source)  # a FIFO fails at once
     except FileNotFoundError:
         raise ImageReadError(f"{name}: no such file") from None
     except IsADirectoryError:

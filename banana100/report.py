@@ -32,10 +32,24 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
     needed = {"chain_id", "step", "metric", "score", "lower_better"}
     if not needed <= set(df.columns):
         raise Banana100Error(f"{path}: missing columns {sorted(needed - set(df.columns))}")
-    df = df[df["chain_id"].notna()]  # plain images (scored from a folder) belong to no chain
+    if df.empty:
+        raise Banana100Error(f"{path}: no scores in it (0 rows); score a run or dataset folder that has images")
+    df = df[df["chain_id"].notna()].copy()  # plain images (scored from a folder) belong to no chain
     if df.empty:
         raise DatasetError(f"{path} holds no chain steps (plain images have no chain_id): the protocol compares "
                            "the steps of a chain; score a run or dataset folder for a report")
+    numeric = pd.to_numeric(df["score"], errors="coerce")
+    bad = df["score"][numeric.isna() & df["score"].notna()]
+    if len(bad) or df["score"].dtype == bool:
+        example = f" (e.g. {bad.iloc[0]!r})" if len(bad) else ""
+        raise Banana100Error(f"{path}: the `score` column is not numeric{example}")
+    df["score"] = numeric.astype(float)
+    keys = df[["chain_id", "step", "metric"]]
+    doubled = keys[keys.duplicated()]
+    if len(doubled):
+        c, s, m = doubled.iloc[0]
+        raise Banana100Error(f"{path}: {len(doubled)} rows repeat a (chain, step, metric) already scored, e.g. chain "
+                             f"{c!r} step {s} metric {m!r}; score again into a new --out")
     return df
 
 

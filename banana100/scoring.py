@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 import sys
 import warnings
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from banana100.metrics.engine import check_size
-from banana100.errors import Banana100Error, DatasetError, ImageTooSmallError, ManifestError
+from banana100.errors import Banana100Error, DatasetError, ImageReadError, ImageTooSmallError, ManifestError
 from banana100.imageio import decode_ahead, load_rgb
-from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest, write_file_atomic
+from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
+from banana100.fileio import ExclusiveLock, is_temporary_name, read_regular_bytes, sha256_bytes, write_file_atomic
 
 # Identity and context of each scored image, copied from its manifest record.
 RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "step", "editor", "model", "sha256", "image",
@@ -105,13 +107,14 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
     if files is not None:
         def plain_items():
             for path in files:
-                yield ImageItem({"image": str(path)}, str(path), path.read_bytes)
+                yield ImageItem({"image": str(path)}, str(path), lambda path=path: read_regular_bytes(path))
 
         return len(files), plain_items()
     source = Path(source if isinstance(source, (str, os.PathLike)) else list(source)[0])
     if (source / MANIFEST_NAME).is_file():
         records = read_manifest(source)
-        missing = [str(image_path(source, r)) for r in records if not image_path(source, r).is_file()]
+        # image_path refuses a path that leaves the run folder (the rule build-dataset uses too)
+        missing = [str(p) for p in (image_path(source, r) for r in records) if not p.exists()]
         if missing:
             more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
             raise ManifestError(f"{source / MANIFEST_NAME} lists images that are not on disk: {', '.join(missing[:5])}{more}")
@@ -119,7 +122,7 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
         def run_items():
             for r in records:
                 path = image_path(source, r)
-                yield ImageItem(r, str(path), path.read_bytes)
+                yield ImageItem(r, str(path), lambda path=path, r=r: _checked(read_regular_bytes(path), r))
 
         return len(records), run_items()
 
@@ -129,7 +132,7 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
         def dataset_items():
             for record, data in iter_dataset_records(source):
                 yield ImageItem(record, f"{source}:{record.get('image') or record['chain_id']}/step {record['step']}",
-                                lambda data=data: data)
+                                lambda data=data, record=record: _checked(data, record))
 
         return count_dataset_rows(source), dataset_items()
     if not source.exists():
@@ -137,21 +140,72 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
     raise DatasetError(f"{source} is neither a run folder (no {MANIFEST_NAME}) nor a dataset folder (no README.md with configs)")
 
 
+def _checked(data: bytes, record: dict) -> bytes:
+    """The image bytes, if they are the ones the manifest (or dataset row) recorded."""
+    digest = sha256_bytes(data)
+    if record.get("sha256") and digest != record["sha256"]:
+        raise ImageReadError(f"its sha256 is {digest[:16]}..., the manifest says {str(record['sha256'])[:16]}...: the "
+                             "file changed after it was recorded; not scored")
+    return data
+
+
 def _parts_dir(out: Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
-def read_scores(out: Path) -> pa.Table:
-    """Everything scored so far: the merged file plus any part files of an unfinished run."""
-    tables = []
-    if out.is_file():
-        tables.append(pq.read_table(out))
+MERGED_PARTS_KEY = b"banana100.merged_parts"  # the part files a merged scores file already holds
+
+
+def _merged_parts(out: Path) -> set[str] | None:
+    """Names of the part files merged into `out` (recorded in its Parquet metadata by `_merge`);
+    None for a file merged by a version before the record."""
+    meta = pq.read_schema(out).metadata or {}
+    return set(json.loads(meta[MERGED_PARTS_KEY])) if MERGED_PARTS_KEY in meta else None
+
+
+def _part_files(out: Path) -> list[Path]:
     parts = _parts_dir(out)
-    if parts.is_dir():
-        tables += [pq.read_table(p) for p in sorted(parts.glob("part-*.parquet"))]
-    if not tables:
+    return sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
+
+
+def _pending_parts(out: Path) -> list[Path]:
+    """The part files not yet merged into `out` (a kill between the merge and the removal of
+    the parts folder leaves merged ones behind: they are skipped, never counted twice)."""
+    if not out.is_file():
+        return _part_files(out)
+    merged = _merged_parts(out)
+    if merged is not None:
+        return [p for p in _part_files(out) if p.name not in merged]
+    # merged by an older version, which kept no record: a part whose every row is in `out` was merged
+    keyed = ["chain_id", "step", "image", "metric"]
+    done = _done_keys(pq.read_table(out, columns=keyed))
+    return [p for p in _part_files(out) if not _done_keys(pq.read_table(p, columns=keyed)) <= done]
+
+
+def read_scores(out: Path) -> pa.Table:
+    """Everything scored so far: the merged file plus any part files of an unfinished run.
+
+    A (chain, step, metric) found twice is a state no merge of ours leaves (two runs writing
+    at once before locks, a file merged by an older version): it is refused naming the files.
+    """
+    named: list[tuple[str, pa.Table]] = []
+    if out.is_file():
+        named.append((str(out), _conform(pq.read_table(out))))
+    named += [(str(p), _conform(pq.read_table(p))) for p in _pending_parts(out)]
+    if not named:
         return SCORES_SCHEMA.empty_table()
-    return pa.concat_tables([_conform(t) for t in tables])
+    seen: dict[tuple, str] = {}
+    for name, table in named:
+        for r in table.select(["chain_id", "step", "image", "metric"]).to_pylist():
+            key = _key(r, r["metric"])
+            if key in seen:
+                where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
+                what = f"image {key[1]!r}" if key[0] is None else f"chain {key[0]!r} step {key[1]}"
+                raise DatasetError(
+                    f"{out}: {what} metric {key[2]!r} is scored {where}; the scores cannot be "
+                    f"merged without doubling rows. Remove the damaged file (or score into a new --out)")
+            seen[key] = name
+    return pa.concat_tables([t for _, t in named])
 
 
 def _conform(table: pa.Table) -> pa.Table:
@@ -205,20 +259,39 @@ def _done_keys(table: pa.Table) -> set[tuple]:
 
 
 def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
-    """Write one part file; each process of a distributed run has its own `prefix` (no clashes)."""
+    """Write one part file; each process of a distributed run has its own `prefix` (no clashes).
+    A random tail makes each name unique for ever: a merged file lists the parts it holds by name."""
     parts.mkdir(parents=True, exist_ok=True)
     index = len(list(parts.glob(f"{prefix}*.parquet")))
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), sink)
-    write_file_atomic(parts / f"{prefix}{index:06d}.parquet", sink.getvalue().to_pybytes())
+    write_file_atomic(parts / f"{prefix}{index:06d}-{uuid.uuid4().hex[:12]}.parquet", sink.getvalue().to_pybytes())
 
 
 def _merge(out: Path) -> None:
+    """Merge the pending parts into `out`, then remove the parts folder.
+
+    `out` records the names of every part it holds, so a kill at any instant leaves a state
+    the rerun reads once: before the rename, the old `out` and all parts; after it, the new
+    `out` and parts it lists as merged (skipped by `read_scores`).
+    """
+    merged = {p.name for p in _part_files(out)}  # all of them, after this merge
     table = read_scores(out).sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           MERGED_PARTS_KEY: json.dumps(sorted(merged)).encode()})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     write_file_atomic(out, sink.getvalue().to_pybytes())
     shutil.rmtree(_parts_dir(out), ignore_errors=True)
+
+
+def _drop_temporary_files(out: Path) -> None:
+    """Temporary files a killed run left beside `out` and in its parts folder (under the lock)."""
+    for folder in (out.parent, _parts_dir(out)):
+        if folder.is_dir():
+            for f in folder.glob(f".{out.name if folder == out.parent else 'part-'}*"):
+                if is_temporary_name(f.name):
+                    f.unlink(missing_ok=True)
 
 
 @dataclass
@@ -250,9 +323,7 @@ def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, w
                 data = item.read()
                 d.rgb = load_rgb(data)
                 if item.record.get("chain_id") is None:  # a plain image: what a manifest would say
-                    import hashlib
-
-                    d.record = {**item.record, "sha256": hashlib.sha256(data).hexdigest(),
+                    d.record = {**item.record, "sha256": sha256_bytes(data),
                                 "height": d.rgb.shape[0], "width": d.rgb.shape[1]}
             except (Banana100Error, OSError) as e:  # named by the file, not as "<N bytes>"
                 d.error = f"{item.name}: {str(e).removeprefix(f'<{len(data)} bytes>: ')}"
@@ -482,6 +553,18 @@ def score_to_parquet(
     procs = _Processes(device)
     total, _ = iter_items(source)  # checks the source before any model is built
     check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
+    # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
+    # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
+    lock = out.with_name(f".{out.name}.lock" + (f".rank{procs.rank}" if procs.rank else ""))
+    with ExclusiveLock(lock, out, "banana100 score", remove=True):
+        if procs.rank == 0:
+            _drop_temporary_files(out)
+        return _score_locked(source, metrics, out, device, batch_size, chunk_size, progress, decode_workers,
+                             backend, mode, procs, total, keep_text, max_pixels)
+
+
+def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, progress, decode_workers, backend,
+                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None) -> Path:
     options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
     scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
                             **options)
@@ -532,5 +615,5 @@ def score_to_parquet(
     procs.barrier()
     if n_errors:
         warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",
-                      stacklevel=2)
+                      stacklevel=3)
     return out

@@ -6,10 +6,13 @@ demo, the Space's "generated sources" chains, the tests and the bench scripts us
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from banana100.fileio import write_file_atomic
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,7 +186,7 @@ def generated_sources(folder: Path, n: int, side: int = 2048) -> Path:
     for name in list(GENERATED_SOURCES)[:n]:
         target = folder / f"{name}.png"
         if not target.exists():
-            tmp = target.with_name(f".{target.name}.tmp")
-            Image.fromarray(generated_source(name, side)).save(tmp, format="PNG")
-            tmp.replace(target)
+            png = io.BytesIO()
+            Image.fromarray(generated_source(name, side)).save(png, format="PNG")
+            write_file_atomic(target, png.getvalue())
     return folder

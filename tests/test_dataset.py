@@ -423,9 +423,9 @@ def test_overwrite_rules(tmp_path):
     assert (other / "notes.txt").read_text() == "mine"
 
     out = build_dataset([tmp_path / "run"], tmp_path / "ds")
-    (out / "stale.txt").write_text("from the first build")
-    build_dataset([tmp_path / "run"], out)  # a previous build is replaced
-    assert not (out / "stale.txt").exists()
+    (out / "stale.txt").write_text("a user's file")
+    build_dataset([tmp_path / "run"], out)  # a previous build's own files are replaced, nothing else
+    assert (out / "stale.txt").read_text() == "a user's file"  # issue 20: docs/data-safety.md
     assert is_dataset_dir(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "other", "run"]
 

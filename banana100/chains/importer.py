@@ -19,29 +19,32 @@ Fields: `step` (required: 0 = the source image), then any of `chain` (a chain na
 (chain or source, setting, repeat, model) combination. Missing fields come from the options:
 `setting` (default `replicate`), `repeat` (default 0), `model`; `source` defaults to the
 `chain` field. The chain id is the toolkit's `{source}__{setting}__r{repeat}`. Files that do not
-match are ignored (and counted). Every matched file is checked to be an image PIL can open.
+match are ignored (and counted). Every matched file is decoded in full (a truncated image is refused).
 
 Images are copied (or hard-linked, `link=True`) to `<chain_id>/step_NNN.<ext>`; each record
 gets the file's SHA-256, its parent's (the previous step's) SHA-256, its size, the prompt of
 the setting (from `generation/settings.yaml` when the setting is known there) and
 `editor="imported"`. A chain with a gap in its steps is imported as it is (the step after a
 gap has no parent link) and reported; `banana100 verify` and `build-dataset` will say so too.
-Re-running the same command resumes: images already in the run's manifest are skipped.
+Re-running the same command resumes: images already in the run's manifest are skipped. A run
+folder this import did not make (another folder's images, a `generate` run) is refused rather
+than spliced into, and so is a source file changed since it was imported.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
-import shutil
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from banana100.errors import ImportChainsError
-from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, sha256_file, utc_now
+from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, utc_now
+from banana100.fileio import fsync_dir, read_regular_bytes, sha256_bytes, sha256_file, write_file_atomic
 from banana100.schema import chain_id as make_chain_id
 
 FIELDS = ("chain", "source", "setting", "repeat", "step", "model")
@@ -191,8 +194,6 @@ def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int
 def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.PathLike, setting: str = "replicate",
                   repeat: int = 0, model: str = "unknown", prompt: str | None = None, link: bool = False) -> ImportSummary:
     """Import `folder` (see the module doc) into the run folder `out_dir`; resumable."""
-    from PIL import Image
-
     folder, out_dir = Path(folder), Path(out_dir)
     if not folder.is_dir():
         raise ImportChainsError(f"{folder} is not a folder")
@@ -212,6 +213,7 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
     existing = {}
     if (out_dir / MANIFEST_NAME).exists():
         existing = {(r["chain_id"], r["step"]): r for r in read_manifest(out_dir)}
+    _check_resumable(out_dir, folder, planned, existing)
     known_prompts = _prompts()
     gaps: dict[str, list[int]] = {}
     imported = skipped = 0
@@ -231,25 +233,14 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
                     parent = existing[(cid, step)]["sha256"]
                     skipped += 1
                     continue
-                try:
-                    with Image.open(path) as im:
-                        width, height = im.size
-                except Exception as e:  # noqa: BLE001
-                    raise ImportChainsError(f"{path}: not an image PIL can open ({type(e).__name__}: {e})") from None
+                data, width, height = _read_image(path)
                 rel = f"{cid}/step_{step:03d}{path.suffix.lower()}"
                 target = out_dir / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.tmp")
-                tmp.unlink(missing_ok=True)
                 if link:
-                    try:
-                        os.link(path, tmp)
-                    except OSError:
-                        shutil.copyfile(path, tmp)
+                    _link_atomic(path, target, data)
                 else:
-                    shutil.copyfile(path, tmp)
-                os.replace(tmp, target)
-                sha = sha256_file(target)
+                    write_file_atomic(target, data)
+                sha = sha256_bytes(data)
                 p = None
                 if step > 0:
                     p = prompt or (known_prompts[st](step) if st in known_prompts else None)
@@ -266,6 +257,77 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
         warnings.warn(f"{len(gaps)} imported chain(s) have missing steps: "
                       + "; ".join(f"{c}: {v}" for c, v in sorted(gaps.items())[:10]), stacklevel=2)
     return ImportSummary(out_dir, len(ids), imported, skipped, unmatched, gaps)
+
+
+def _imported_from(record: dict) -> str | None:
+    """The path (relative to the imported folder) a record of `import_chains` was copied from."""
+    try:
+        info = json.loads(record.get("editor_info") or "{}")
+    except (TypeError, ValueError):
+        return None
+    return info.get("imported_from") if isinstance(info, dict) else None
+
+
+def _check_resumable(out_dir: Path, folder: Path, planned: ChainPlan, existing: dict) -> None:
+    """Refuse to splice into a chain that this import did not make: every step already in the
+    run folder's manifest must have been imported from the same file, with the same bytes."""
+    if not existing:
+        return
+    if (out_dir / "run.json").exists():
+        raise ImportChainsError(f"{out_dir} was made by `banana100 generate` ({out_dir / 'run.json'}); importing "
+                                "into it would splice other images onto its chains: use a new --out folder")
+    for cid, chain in planned.chains.items():
+        for step, rel in chain.files.items():
+            record = existing.get((cid, step))
+            if record is None:
+                continue
+            source = _imported_from(record)
+            where = f"{out_dir / MANIFEST_NAME}: chain {cid!r} step {step}"
+            if source != rel:
+                raise ImportChainsError(
+                    f"{where} holds {'an image imported from ' + repr(source) if source else 'an image not imported'}"
+                    f", not {folder / rel}: this import would splice other images onto a chain it did not make; "
+                    "use a new --out folder")
+            try:
+                same = sha256_file(folder / rel) == record["sha256"]
+            except OSError as e:
+                raise ImportChainsError(f"{folder / rel}: cannot read ({e.strerror or e})") from None
+            if not same:
+                raise ImportChainsError(
+                    f"{folder / rel} is not the image imported as {where} (its sha256 differs): this import would "
+                    "splice other images onto a chain it did not make; use a new --out folder")
+
+
+def _read_image(path: Path) -> tuple[bytes, int, int]:
+    """The file's bytes and size (width, height), once it has decoded in full (a truncated or
+    corrupt image, or a path that is not a regular file, is refused naming the file)."""
+    from PIL import Image
+
+    try:
+        data = read_regular_bytes(path)
+    except OSError as e:
+        raise ImportChainsError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()  # every pixel: a truncated file fails here, not in a later build or score
+            width, height = im.size
+    except Exception as e:  # noqa: BLE001 - PIL raises many types for broken files
+        raise ImportChainsError(f"{path}: not an image that decodes ({type(e).__name__}: {e})") from None
+    return data, width, height
+
+
+def _link_atomic(path: Path, target: Path, data: bytes) -> None:
+    """Hard-link `path` to `target` (a copy where links are not possible), atomically."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(path, tmp)
+    except OSError:
+        write_file_atomic(target, data)
+        return
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
 
 
 def _prompts() -> dict:

@@ -8,7 +8,6 @@ complete images; at most its last line is cut short, and readers drop that line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -17,49 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from banana100.errors import ManifestError
+from banana100.fileio import path_inside, sha256_bytes, sha256_file, write_file_atomic  # noqa: F401 - re-exported
 from banana100.schema import validate_record
 
 MANIFEST_NAME = "manifest.jsonl"
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not supported on every platform
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_file_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` so that `path` is either absent/old or complete, never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 class ManifestWriter:
@@ -158,4 +122,7 @@ def read_manifest(run_dir: str | os.PathLike) -> list[dict]:
 
 
 def image_path(run_dir: str | os.PathLike, record: dict) -> Path:
-    return Path(run_dir) / record["image"]
+    """The file of a record's image; ManifestError when the record's path leaves the run folder
+    (absolute, `..`, a symlink out): the one rule for `score` and `build-dataset`."""
+    return path_inside(run_dir, record["image"], f"{Path(run_dir) / MANIFEST_NAME}, chain {record['chain_id']!r} "
+                       f"step {record['step']}")

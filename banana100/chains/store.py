@@ -28,7 +28,8 @@ from banana100 import __version__
 from banana100.chains.editors.base import Editor
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, sha256_bytes, utc_now, write_file_atomic
 from banana100.chains.settings import Setting
-from banana100.errors import Banana100Error, ManifestError, RunMismatchError
+from banana100.errors import ManifestError, RunMismatchError
+from banana100.fileio import ExclusiveLock
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".generate.lock"
@@ -54,6 +55,15 @@ def run_parameters(editor: Editor, setting: Setting, seed: int) -> dict:
 def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> None:
     """Write run.json on the first run; refuse a rerun with different fixed parameters."""
     path = run_dir / RUN_FILE
+    manifest = run_dir / MANIFEST_NAME
+    if path.exists() and not manifest.exists():
+        made = sorted(str(p.relative_to(run_dir)) for p in run_dir.glob("*/step_*.png"))[:3]
+        if made:  # the manifest was lost: regenerating would redo (and pay for) every step and overwrite them
+            raise ManifestError(
+                f"{run_dir} has {RUN_FILE} and images ({', '.join(made)}, ...) but no {MANIFEST_NAME}: the manifest "
+                f"was lost, and generating again would make (and pay for) every step anew over the images there. "
+                f"Restore {manifest} from a backup, or use a new --out folder"
+            )
     if not path.exists():
         if has_records:
             raise ManifestError(
@@ -68,6 +78,7 @@ def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> N
             "banana100_version": __version__,
             "sources": str(sources) if isinstance(sources, (str, os.PathLike)) else None,
         }
+        manifest.touch()  # before run.json: a run.json without a manifest means a lost manifest (above)
         write_file_atomic(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
         return
     try:
@@ -87,34 +98,11 @@ def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> N
         )
 
 
-class RunLock:
+class RunLock(ExclusiveLock):
     """An exclusive lock on a run folder, so that two runs never append to one manifest."""
 
     def __init__(self, run_dir: Path):
-        self.path = run_dir / LOCK_FILE
-        self._fd = None
-
-    def __enter__(self):
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: no lock
-            return self
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._fd)
-            self._fd = None
-            raise Banana100Error(
-                f"{self.path.parent} is in use by another `banana100 generate`; wait for it to finish "
-                "(or stop it) before running into the same folder"
-            ) from None
-        return self
-
-    def __exit__(self, *exc):
-        if self._fd is not None:
-            os.close(self._fd)  # releases the lock
-            self._fd = None
+        super().__init__(Path(run_dir) / LOCK_FILE, run_dir, "banana100 generate")
 
 
 class RunStore:

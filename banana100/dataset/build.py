@@ -10,8 +10,11 @@ the layout that `datasets.load_dataset(folder)` loads exactly as it would from t
 (`<chain_id>/step_000.png`). The setting and model configs are views of the same files, so only
 `endpoints` costs extra storage.
 
-The folder is built in `.<name>.building` next to `out_dir` and renamed into place at the
-end, so a failed build never leaves half a dataset at `out_dir`; an interrupted build is
+The folder is built in `.<name>.building` next to `out_dir` and moved into place at the end, so
+a failed build never leaves half a dataset at `out_dir`. Rebuilding into an earlier build
+replaces only the build's own entries (README.md, data/, endpoints/) and keeps everything else
+(a `.git` clone of the Hub repo, `.gitattributes`, notes: docs/data-safety.md); a folder that is
+not a dataset is refused. A lock (`.<name>.lock` beside it) refuses a second build at once; an interrupted build is
 resumed by running it again: finished shards whose rows are unchanged are reused, and the
 images already checked (unchanged since, by size and modification time) are not decoded again.
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 from banana100.dataset.card import ConfigStats, provenance, read_source_licences, write_card
 from banana100.dataset.checks import Item, check_images, collect_items, stat_key
 from banana100.dataset.layout import (
+    CARD_NAME,
     DATA_DIR,
     DEFAULT_CONFIG,
     ENDPOINT_STEPS,
@@ -41,6 +45,8 @@ from banana100.dataset.layout import (
 from banana100.dataset.reader import is_dataset_dir
 from banana100.dataset.shards import JOURNAL_NAME, finalize_shards, write_group
 from banana100.errors import DatasetError
+from banana100.fileio import ExclusiveLock, fsync_dir
+from banana100.workers import process_pool
 
 _CHECKED = ".checked-images"  # images an interrupted build checked (see `check_images`)
 
@@ -62,7 +68,8 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
     """Build the Hub-ready dataset folder `out_dir` from run folders; return `out_dir`.
 
     Every image is checked before anything is written; the folder appears at `out_dir` only
-    when complete (an earlier dataset build there is replaced; any other folder is refused).
+    when complete (an earlier dataset build there has its own entries replaced and keeps
+    everything else; any other non-empty folder is refused).
     The work happens in `.<out_dir name>.building` next to it: an interrupted build (Ctrl-C,
     a crash, a full disk) is resumed by running the same command again, and every finished
     shard whose rows are unchanged is reused. `num_proc` > 1 checks images and writes the data
@@ -85,6 +92,18 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
     for run_dir in run_dirs:
         if out_dir.resolve() == run_dir.resolve() or out_dir.resolve() in run_dir.resolve().parents:
             raise DatasetError(f"--out {out_dir} must not be a run folder or contain one ({run_dir})")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    # the same kind of lock as `generate`: a second build into the same folder refuses at once
+    with ExclusiveLock(out_dir.parent / f".{out_dir.name}.lock", out_dir, "banana100 build-dataset", remove=True):
+        return _build_locked(run_dirs, out_dir, shard_max_bytes, num_proc, licence, source_licences,
+                             source_datasets, repo_id)
+
+
+def _build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num_proc: int | None,
+                  licence: str | None, source_licences, source_datasets: list[str] | None,
+                  repo_id: str | None) -> Path:
+    _check_out_dir(out_dir)  # again, now that no other build can be writing it
+    _refuse_foreign_files(out_dir)  # before the long part, not after it
 
     licences = read_source_licences(source_licences)  # a bad file fails before the long part
     if repo_id is not None and (repo_id.count("/") != 1 or not all(repo_id.split("/"))):
@@ -98,7 +117,6 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
     known = set(checked.read_text(encoding="utf-8").splitlines()) if checked.is_file() else set()
     check_images(items, workers=num_proc, processes=bool(num_proc and num_proc > 1), already_checked=known)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(exist_ok=True)  # a plain mkdir (not mkdtemp, whose 0700 mode would stay) honours the umask
     (tmp / ".banana100-build").write_text("a banana100 build-dataset work folder; safe to delete\n")
     checked.write_text("".join(f"{k}\n" for k in map(stat_key, items) if k), encoding="utf-8")
@@ -114,11 +132,7 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
 
     args = [(group, tmp / folder, shard_max_bytes, folder) for group, folder, _ in jobs]
     if num_proc and num_proc > 1 and len(args) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        ctx = multiprocessing.get_context()  # the platform's default, as `datasets` does for num_proc
-        with ProcessPoolExecutor(min(num_proc, len(args)), mp_context=ctx) as pool:
+        with process_pool(min(num_proc, len(args))) as pool:
             results = list(pool.map(write_group, args))
     else:
         results = [write_group(a) for a in args]
@@ -174,18 +188,57 @@ def _jobs(items: list[Item], models: dict[str, str],
     return jobs
 
 
+OWN_ENTRIES = (CARD_NAME, DATA_DIR, ENDPOINTS_DIR)  # what a build writes in its folder; nothing else is touched
+
+
+def _foreign_files(target: Path) -> list[Path]:
+    """Files inside the build's own folders (data/, endpoints/) that no build wrote (not Parquet)."""
+    found = []
+    for name in (DATA_DIR, ENDPOINTS_DIR):
+        folder = target / name
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            found.append(folder)
+        elif folder.is_dir():
+            found += [p for p in sorted(folder.rglob("*")) if not p.is_dir() and p.suffix != ".parquet"]
+    return found
+
+
+def _refuse_foreign_files(target: Path) -> None:
+    foreign = _foreign_files(target)
+    if foreign:
+        more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
+        raise DatasetError(f"{', '.join(map(str, foreign[:3]))}{more}: not written by build-dataset, inside the "
+                           "folders a rebuild replaces; move it out of the way (nothing was changed)")
+
+
 def _replace_dir(new: Path, target: Path) -> None:
-    """Move the finished folder `new` to `target`, replacing an earlier build there."""
+    """Move the finished build `new` to `target`. Into an earlier build, only the build's own
+    entries (README.md, data/, endpoints/) are replaced; everything else there (.git,
+    .gitattributes, a user's notes) stays untouched. A file of someone else's inside data/ or
+    endpoints/ is refused, named, before anything moves."""
     if not target.exists():
         os.replace(new, target)
+        fsync_dir(target.parent)
         return
-    _check_out_dir(target)  # again: it may have changed during the build
+    _check_out_dir(target)
+    _refuse_foreign_files(target)  # again: they may have appeared during the build
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-    os.replace(target, old / target.name)
+    done: list[str] = []
     try:
-        os.replace(new, target)
-    except BaseException:
-        os.replace(old / target.name, target)  # put the earlier build back
-        raise
-    finally:
+        for name in OWN_ENTRIES:
+            done.append(name)
+            if os.path.lexists(target / name):
+                os.replace(target / name, old / name)
+            if os.path.lexists(new / name):
+                os.replace(new / name, target / name)
+    except BaseException:  # put the earlier build back as it was (the new one back in its work folder)
+        for name in reversed(done):
+            if os.path.lexists(target / name) and not os.path.lexists(new / name):
+                os.replace(target / name, new / name)
+            if os.path.lexists(old / name):
+                os.replace(old / name, target / name)
         shutil.rmtree(old, ignore_errors=True)
+        raise
+    fsync_dir(target)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(new, ignore_errors=True)  # empty now, save what was left of the work folder

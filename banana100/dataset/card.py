@@ -34,6 +34,7 @@ from banana100.dataset.layout import (
 from banana100.dataset.shards import ROW_GROUP_ROWS
 from banana100.errors import DatasetError
 from banana100.schema import RECORD_FIELDS
+from banana100.fileio import write_file_atomic
 
 CARD_TEMPLATE = "card_template.md"
 #: The Hub id in the card's loading lines until the folder is pushed (`banana100 push` writes the
@@ -344,7 +345,7 @@ def write_card(folder: Path, records: list[dict], stats: dict[str, ConfigStats],
     card = DatasetCard.from_template(card_data, template_str=template, **context)
     text = re.sub(r"\n{3,}", "\n\n", str(card)).rstrip("\n") + "\n"
     path = folder / CARD_NAME
-    path.write_text(text, encoding="utf-8")
+    write_file_atomic(path, text.encode("utf-8"))
     return path
 
 

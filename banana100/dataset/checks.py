@@ -22,9 +22,11 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.chains.manifest import image_path, read_manifest
 from banana100.dataset.layout import RESERVED_CONFIGS
 from banana100.errors import DatasetError
+from banana100.fileio import read_regular_bytes, sha256_bytes
+from banana100.workers import process_pool
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MAX_LISTED_PROBLEMS = 20
@@ -134,7 +136,7 @@ def _check_image(item: Item) -> str | None:
     """None when the image is fine, else a message that names the file and the chain step."""
     path = item.path
     try:
-        data = path.read_bytes()
+        data = read_regular_bytes(path)  # a FIFO fails at once instead of hanging
     except FileNotFoundError:
         return f"{path}: missing image file ({item.where})"
     except OSError as e:
@@ -178,18 +180,13 @@ def check_images(items: list[Item], workers: int | None = None, processes: bool 
     work over `workers` processes instead. Images whose `stat_key` is in `already_checked`
     (checked by an interrupted earlier build, unchanged since) are not decoded again.
     """
-    for it in items:  # a manifest path must not leave its run folder
-        rel = Path(it.record["image"])
-        if rel.is_absolute() or ".." in rel.parts:
-            raise DatasetError(f"{it.run_dir / MANIFEST_NAME}: image path {it.record['image']!r} leaves the run folder")
+    for it in items:  # a manifest path must not leave its run folder (the rule `score` uses too)
+        image_path(it.run_dir, it.record)
     if already_checked:
         items = [it for it in items if stat_key(it) not in already_checked]
     workers = workers or min(8, os.cpu_count() or 1)
     if processes and workers > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context())
+        pool = process_pool(workers)
         chunk = max(1, min(64, len(items) // (workers * 8)))
     else:
         pool, chunk = ThreadPoolExecutor(max_workers=workers), 1

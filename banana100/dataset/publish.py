@@ -25,6 +25,7 @@ from pathlib import Path
 from banana100.dataset.card import human_bytes, with_repo_id
 from banana100.dataset.layout import CARD_NAME, SHARD_MAX_BYTES
 from banana100.errors import DatasetError, UsageError
+from banana100.fileio import write_file_atomic
 
 HUB_MAX_FILES_PER_FOLDER = 10_000
 HUB_MAX_FILE_BYTES = 50 * 1000**3
@@ -117,9 +118,7 @@ def set_card_repo_id(dataset_dir: str | os.PathLike, repo_id: str) -> bool:
     new = with_repo_id(text, repo_id)
     if new == text:
         return False
-    tmp = card.with_name(f".{CARD_NAME}.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, card)
+    write_file_atomic(card, new.encode("utf-8"))
     return True
 
 

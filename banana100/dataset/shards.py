@@ -276,6 +276,12 @@ def write_shards(items: list[Item], folder: Path, features, max_bytes: int, desc
         for it in progress(items[done:], len(items) - done, f"writing {desc}"):
             writer.add(_row(it), _row_key(it))
         writer.close()
+    except OSError as e:
+        writer.abort()
+        if e.filename is None and writer.parts:  # pyarrow's write errors name no file: a full disk, say where
+            message = f"cannot write {writer.parts[-1]}: {e.strerror or e}"
+            raise (OSError(e.errno, message) if e.errno else OSError(message)) from None
+        raise
     except BaseException:
         writer.abort()
         raise

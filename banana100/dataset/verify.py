@@ -25,9 +25,9 @@ fields per row, never the images: a batch of rows is read, hashed and dropped.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
+import re
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +44,8 @@ from banana100.dataset.layout import (
 )
 from banana100.dataset.reader import card_configs, card_row_counts, dataset_files, footer_rows, iter_file_batches
 from banana100.errors import DatasetError
+from banana100.fileio import sha256_bytes
+from PIL import UnidentifiedImageError
 
 _META = ("chain_id", "step", "sha256", "parent_sha256", "setting", "source_id", "repeat", "model", "width", "height")
 
@@ -93,30 +95,55 @@ def _png_size(data: bytes, decode: bool) -> tuple[int, int]:
         return im.size
 
 
-def _scan(files: list[Path], with_images: bool, decode: bool, workers: int):
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def _image_error(e: Exception, decode: bool) -> str:
+    """What is wrong with an embedded image, without PIL's `<_io.BytesIO object at 0x...>`."""
+    if isinstance(e, UnidentifiedImageError):
+        return "not an image PIL can read"
+    text = _OBJECT_REPR.sub("the image bytes", str(e))
+    return f"image does not {'decode' if decode else 'open'} ({type(e).__name__}: {text})"
+
+
+def _scan(dataset_dir: Path, files: list[Path], with_images: bool, decode: bool, workers: int, broken: set):
     """Yield (meta dict, where, computed sha256 or None, size problem or None) for every row;
-    (None, file name, None, why) for a file that cannot be read."""
+    (None, file path relative to the dataset, None, why) for a file that cannot be read, once:
+    a file already in `broken` (another config's view of it) is skipped."""
 
     def check(data):
         if data is None:
             return None, "no image bytes"
-        digest = hashlib.sha256(data).hexdigest()
+        digest = sha256_bytes(data)
         try:
             return digest, _png_size(data, decode)
         except Exception as e:  # noqa: BLE001 - PIL raises many types for broken files
-            return digest, f"image does not {'decode' if decode else 'open'} ({type(e).__name__}: {e})"
+            return digest, _image_error(e, decode)
 
     with ThreadPoolExecutor(workers) as pool:
         for path in files:
+            name = _relative(dataset_dir, path)
+            if path in broken:
+                continue
             try:
                 for row, records, images in iter_file_batches(path, _META, with_images):
                     checks = [(None, None)] * len(records)
                     if with_images:
                         checks = list(pool.map(check, (images[j].as_py() for j in range(len(records)))))
                     for j, meta in enumerate(records):
-                        yield meta, f"{path.name} row {row + j}", *checks[j]
+                        yield meta, f"{name} row {row + j}", *checks[j]
             except DatasetError as e:
-                yield None, path.name, None, str(e).removeprefix(f"{path}: ")
+                broken.add(path)
+                yield None, name, None, _OBJECT_REPR.sub("the file", str(e).removeprefix(f"{path}: "))
+
+
+def _relative(dataset_dir: Path, path: Path) -> str:
+    """A data file named by its path in the dataset (`data/replicate/x/train-00000-of-00001.parquet`):
+    the same file name exists in every config's folder."""
+    try:
+        return path.relative_to(dataset_dir).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers: int | None = None) -> VerifyReport:
@@ -144,9 +171,10 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
 
     # ---- default: every row, every byte
     rows: dict[tuple[str, int], dict] = {}
-    for meta, where, digest, size in _scan(files[DEFAULT_CONFIG], True, decode, workers):
+    broken: set[Path] = set()  # data files that cannot be read: each reported once, by the first config
+    for meta, where, digest, size in _scan(dataset_dir, files[DEFAULT_CONFIG], True, decode, workers, broken):
         if meta is None:
-            add(Problem("file", size, where=f"config default: {where}"))
+            add(Problem("file", f"{size}; its rows are not checked", where=where))
             continue
         report.rows += 1
         cid, step = meta["chain_id"], meta["step"]
@@ -167,7 +195,9 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
     for cid in sorted(chains):
         chain = chains[cid]
         steps = sorted(chain)
-        missing = sorted(set(range(0, steps[-1] + 1)) - set(steps))
+        # rows of an unreadable file are unknown: their steps would be reported as gaps, against
+        # intact files, so gaps are only checked when every file could be read
+        missing = sorted(set(range(0, steps[-1] + 1)) - set(steps)) if not broken else []
         for k in missing:
             add(Problem("gap", f"missing (the chain has steps up to {steps[-1]})", cid, k))
         for k in steps:
@@ -188,26 +218,30 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
     for name in names:
         n = sum(_footer_rows(f) for f in files[name])
         report.configs[name] = n
-        if name in expected and expected[name] != n:
+        unreadable = any(f in broken for f in files[name])
+        if name in expected and expected[name] != n and not unreadable:
             add(Problem("counts", f"{n} rows, the card's dataset_info says {expected[name]}", where=f"config {name}"))
         if name == DEFAULT_CONFIG or not files[name]:
             continue
         if name == ENDPOINTS_CONFIG:
             want = {k for k in rows if k[1] in ENDPOINT_STEPS}
-            scan = _scan(files[name], True, decode, workers)
+            scan = _scan(dataset_dir, files[name], True, decode, workers, broken)
         elif name in settings:
             want = {k for k, r in rows.items() if r["setting"] == name}
-            scan = _scan(files[name], False, False, workers)
+            scan = _scan(dataset_dir, files[name], False, False, workers, broken)
         elif name.startswith(MODEL_CONFIG_PREFIX):
             want = {k for k in rows if model_config(chain_model[k[0]]) == name}
-            scan = _scan(files[name], False, False, workers)
+            scan = _scan(dataset_dir, files[name], False, False, workers, broken)
         else:
-            add(Problem("config", "neither a setting of the data, a model-* nor the endpoints config", where=f"config {name}"))
+            if not broken:  # else its rows may all be in the unreadable file
+                add(Problem("config", "neither a setting of the data, a model-* nor the endpoints config",
+                            where=f"config {name}"))
             continue
         seen = set()
         for meta, where, digest, size in scan:
             if meta is None:
-                add(Problem("file", size, where=f"config {name}: {where}"))
+                add(Problem("file", f"{size}; its rows are not checked", where=where))
+                unreadable = True
                 continue
             key = (meta["chain_id"], meta["step"])
             where = f"config {name}: {where}"
@@ -215,11 +249,15 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
                 _check_row(meta, where, digest, size, add)
             if key in seen:
                 add(Problem("duplicate", f"appears twice in config {name}", *key, where))
+            elif key not in rows and broken:
+                pass  # its default row may be in the unreadable file, reported already
             elif key not in want:
                 add(Problem("config", f"does not belong in config {name}", *key, where))
             elif rows[key]["sha256"] != meta["sha256"]:
                 add(Problem("config", "sha256 differs from the default config's row", *key, where))
             seen.add(key)
+        if unreadable or any(f in broken for f in files[name]):
+            continue  # its rows in the unreadable file are unknown, not missing
         for key in sorted(want - seen):
             add(Problem("config", f"missing from config {name}", *key))
     return report

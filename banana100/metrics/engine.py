@@ -68,6 +68,32 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(device) -> torch.device:
+    """`device` ("cpu", "cuda", "cuda:N", a torch.device; None: `default_device()`) as a torch
+    device this machine has; UsageError naming the value otherwise (a typo, a GPU index that
+    is not there, cuda on a machine without one)."""
+    if device is None:
+        return torch.device(default_device())
+    try:
+        dev = device if isinstance(device, torch.device) else torch.device(str(device).strip())
+    except (RuntimeError, ValueError, TypeError):
+        raise UsageError(f"device {device!r}: not a device (expected cpu, cuda or cuda:N)") from None
+    if str(device).strip() == "":
+        raise UsageError("device '': not a device (expected cpu, cuda or cuda:N)")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"device {device!r}: no CUDA GPU is visible on this machine; use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+                             f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    elif dev.type == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise UsageError(f"device {device!r}: Apple's MPS is not available on this machine; use --device cpu")
+    elif dev.type != "cpu":
+        raise UsageError(f"device {device!r}: banana100 scores on cpu, cuda or cuda:N, not {dev.type}")
+    return dev
+
+
 def to_tensor(rgb: np.ndarray) -> torch.Tensor:
     """HxWx3 uint8 -> 3xHxW float32 in [0, 1]; bit-for-bit what `TF.to_tensor` gives pyiqa."""
     if not rgb.flags.writeable:  # arrays from PIL are read-only; torch warns on those
@@ -179,7 +205,7 @@ class MetricScorer:
         self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
         self._share_log: list = []
         self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
-        self.device = torch.device(device if device is not None else default_device())
+        self.device = check_device(device)
         if int(batch_size) < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)

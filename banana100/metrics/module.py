@@ -30,7 +30,7 @@ from PIL import Image
 
 from banana100 import about
 from banana100.metrics import protocol
-from banana100.metrics.engine import MetricScorer, default_device
+from banana100.metrics.engine import MetricScorer, check_device
 from banana100.metrics.table import get_metric
 
 _INPUTS_DESCRIPTION = """
@@ -109,7 +109,7 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
     def _scorer(self, device: str | None, batch_size: int, backend: str | None, mode: str, half: bool) -> MetricScorer:
         cache = self.__dict__.setdefault("_scorers", {})
         backend = get_metric(self.METRIC_NAME).check_backend(backend)
-        key = (str(device or default_device()), int(batch_size), backend, mode, bool(half))
+        key = (str(check_device(device)), int(batch_size), backend, mode, bool(half))
         if key not in cache:
             cache[key] = MetricScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], backend=backend, mode=mode,
                                       half=key[4])

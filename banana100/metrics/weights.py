@@ -20,7 +20,6 @@ and CLIP's caches, timm and Q-Align by patching their loaders while a model is b
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from banana100.errors import WeightsChecksumError, WeightsNotFoundError
+from banana100.fileio import sha256_file
 from banana100.metrics.table import PYIQA_WEIGHTS_REPO, WeightFile, all_specs, get_metric
 
 ENV_VAR = "BANANA100_WEIGHTS"
@@ -100,11 +100,7 @@ def sha256_of(path: str | os.PathLike) -> str:
     st = os.stat(path)
     key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
     if key not in _HASHES:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _HASHES[key] = h.hexdigest()
+        _HASHES[key] = sha256_file(path)
     return _HASHES[key]
 
 
