@@ -8,19 +8,23 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   (tiles that are mostly clipped are left out), divided by the filter's white-noise gain: for
   white noise of standard deviation s on a flat area it reads s. A band-pass, unlike the
   classical white-noise estimators (wavelet MAD, Immerkaer, PCA), also sees spatially
-  correlated grain. Term: grain / GRAIN_UNIT (2 levels, about where noise on a flat area
+  correlated grain. Term: grain / 2 (2 levels, about where noise on a flat area
   becomes visible).
 - **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
-  (arXiv 2609.11317): the largest normalised autocorrelation of the high-pass residual (luma
-  minus its sigma-1 Gaussian blur) at lags from 3 to 32 px, computed on the flatter half of the
-  tiles (edges would otherwise make ridges along their direction) with the residual clipped at
-  3 robust standard deviations. Mi-Ripple measured about 0.05 on a source photograph and 0.07 ->
-  0.25 over ten Nano Banana Pro steps. Term: max(0, lattice - 0.05) / 0.2.
-- **colour_cast** (degrees): the angle between the grey-edge illuminant estimate (van de
-  Weijer, Gevers, Gijsenij, "Edge-based colour constancy", IEEE TIP 2007: the mean gradient
-  magnitude of each channel after a sigma-1 blur, clipped pixels left out) and neutral grey.
-  Term: colour_cast / 3 (about 3 degrees is where an illuminant error becomes noticeable,
-  Gijsenij et al., JOSA A 2009).
+  (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
+  sigma-2 Gaussian blur) at lags from 3 to 32 px, on the flatter half of the tiles (edges would
+  otherwise make ridges along their direction), the residual clipped at 3 standard deviations;
+  the component is the largest peak of it over the autocorrelation at half that lag (a period
+  peaks there; a smooth fall-off from blur or correlated grain, or a ridge, does not). Mi-Ripple
+  measured their plain peak at about 0.05 on a source photograph and 0.07 -> 0.25 over ten Nano
+  Banana Pro steps. Term: max(0, lattice - 0.05) / 0.2.
+- **colour_cast** (8-bit levels at mid grey): how far the image's greys sit off neutral. The mean BT.601
+  chroma (Cb, Cr, divided by luma and times 128) of the near-neutral pixels (chroma within 24 levels of neutral, then within 12
+  of that first mean; none clipped), as a
+  length; 0 when under 1 % of the pixels are near-neutral. A tint moves every grey the same
+  way; in untinted content the near-greys scatter around neutral and average out (the grey-world
+  idea of Buchsbaum 1980, restricted to the pixels meant to be grey). Term: colour_cast / 2
+  (2 levels of Cb/Cr at mid grey is about one just-noticeable difference, Delta E*ab ~ 2.3).
 - **softness** (0-1): the blur effect of Crete et al. ("The blur effect: perception and
   estimation with a new no-reference perceptual blur metric", SPIE 2007: how little the
   differences between neighbours change when the image is blurred again by a 9-tap box), taken
@@ -48,17 +52,19 @@ COMPONENTS = ("grain", "lattice", "colour_cast", "softness")
 UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / unit
     "grain": (0.0, 2.0),
     "lattice": (0.05, 0.2),
-    "colour_cast": (0.0, 3.0),
+    "colour_cast": (0.0, 2.0),
     "softness": (0.5, 0.1),
 }
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 DOG_SIGMAS = (0.5, 2.5)
-RESIDUAL_SIGMA = 1.0
+RESIDUAL_SIGMA = 2.0  # passes periods of 8 px at 71 %, 4 px at 99 % (1 - exp(-2 pi^2 sigma^2 / p^2))
 MIN_LAG, MAX_LAG = 3, 32
 EDGE_SHARE = 0.05  # strongest edges on which softness is measured
 CRETE_TAPS = 9
 CLIP_LOW, CLIP_HIGH = 2.0, 253.0  # 8-bit levels counted as clipped
+NEUTRAL_CHROMA = 12.0  # Cb/Cr radius (levels) of the pixels taken as meant to be grey
+MIN_NEUTRAL_SHARE = 0.01  # fewer near-neutral pixels than this: no cast measured
 MIN_SIDE = 64
 
 
@@ -132,11 +138,12 @@ class EditDamage(torch.nn.Module):
         band = gauss(luma, DOG_SIGMAS[0]) - gauss(luma, DOG_SIGMAS[1])
         energy, usable = self._tiles(band, clipped)
         grain, flat_half = self._grain(energy, usable)
+        smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
         comps = {
             "grain": grain,
-            "lattice": self._lattice(luma, flat_half),
-            "colour_cast": self._colour_cast(rgb, clipped),
-            "softness": self._softness(luma),
+            "lattice": self._lattice(luma - smooth, flat_half),
+            "colour_cast": self._colour_cast(rgb, luma),
+            "softness": self._softness(luma, smooth),
         }
         self.last_components = {k: v.detach().to("cpu", torch.float64) for k, v in comps.items()}
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
@@ -167,21 +174,21 @@ class EditDamage(torch.nn.Module):
         return grain, flat_half
 
     @staticmethod
-    def _lattice(luma: torch.Tensor, flat_half: torch.Tensor) -> torch.Tensor:
-        """Largest normalised autocorrelation of the clipped high-pass residual at lags 3..32 px, on the flatter tiles."""
-        b, _, h, w = luma.shape
+    def _lattice(residual: torch.Tensor, flat_half: torch.Tensor) -> torch.Tensor:
+        """Peak-over-half-lag of the normalised autocorrelation of the clipped high-pass residual
+        at lags 3..32 px, on the flatter tiles."""
+        b, _, h, w = residual.shape
         th, tw = h // TILE * TILE, w // TILE * TILE
-        resid = (luma - gauss(luma, RESIDUAL_SIGMA))[:, 0, :th, :tw].to(torch.float64)
-        weight = flat_half.view(b, 1, th // TILE, tw // TILE).to(torch.float64)
+        resid = residual[:, 0, :th, :tw]
+        weight = flat_half.view(b, 1, th // TILE, tw // TILE).to(resid.dtype)
         weight = F.interpolate(weight, scale_factor=TILE, mode="nearest")[:, 0]
-        wsum = weight.sum((1, 2)).clamp(min=1)
-        mean = (weight * resid).sum((1, 2)) / wsum
-        resid = (resid - mean[:, None, None]) * weight
-        # clip at 3 robust standard deviations (median absolute deviation of the weighted residual)
-        flat = resid.abs().flatten(1)
-        mad = torch.stack([flat[i][weight[i].flatten() > 0].median() if bool((weight[i] > 0).any())
-                           else flat.new_zeros(()) for i in range(b)])
-        limit = (3 * 1.4826 * mad).clamp(min=1e-6)[:, None, None]
+        wsum = weight.sum((1, 2), dtype=torch.float64).clamp(min=1)
+        mean = (weight * resid).sum((1, 2), dtype=torch.float64) / wsum
+        resid = (resid - mean[:, None, None].to(resid.dtype)) * weight
+        # clip at 3 standard deviations (of the flatter tiles: edges are already left out), so that
+        # a few strong pixels cannot make the correlation
+        rms = (resid.pow(2).sum((1, 2), dtype=torch.float64) / wsum).sqrt()
+        limit = (3 * rms).clamp(min=1e-6)[:, None, None].to(resid.dtype)
         resid = torch.maximum(torch.minimum(resid, limit), -limit)
         lag = min(MAX_LAG, th // 4, tw // 4)
         size = (th + lag, tw + lag)
@@ -189,8 +196,8 @@ class EditDamage(torch.nn.Module):
         spec_w = torch.fft.rfft2(weight, s=size)
         num = torch.fft.irfft2(spec_r.abs().pow(2), s=size)
         overlap = torch.fft.irfft2(spec_w.abs().pow(2), s=size)
-        var = resid.pow(2).sum((1, 2)) / wsum
-        idx = torch.cat([torch.arange(0, lag + 1), torch.arange(-lag, 0)]).to(luma.device)
+        var = (resid.pow(2).sum((1, 2), dtype=torch.float64) / wsum).to(num.dtype)
+        idx = torch.cat([torch.arange(0, lag + 1), torch.arange(-lag, 0)]).to(residual.device)
         ys, xs = idx % size[0], idx % size[1]
         num = num[:, ys][:, :, xs]
         overlap = overlap[:, ys][:, :, xs]
@@ -205,48 +212,61 @@ class EditDamage(torch.nn.Module):
         valid = (cheb >= MIN_LAG) & (cheb <= lag)
         valid = valid[None] & (overlap >= 0.25 * wsum[:, None, None])
         corr = torch.where(valid, corr, torch.full_like(corr, -1.0))
-        out = corr.flatten(1).max(1).values.clamp(min=0)
-        return torch.where(var > 1e-12, out, torch.zeros_like(out))
+        out = corr.flatten(1).max(1).values.clamp(min=0).to(torch.float64)
+        return torch.where(var.to(torch.float64) > 1e-12, out, torch.zeros_like(out))
 
     @staticmethod
-    def _colour_cast(rgb: torch.Tensor, clipped: torch.Tensor) -> torch.Tensor:
-        """Angle (degrees) between the grey-edge illuminant (mean gradient magnitude per channel) and grey."""
-        smooth = gauss(rgb, 1.0)
-        gy = smooth[..., 1:, :-1] - smooth[..., :-1, :-1]
-        gx = smooth[..., :-1, 1:] - smooth[..., :-1, :-1]
-        mag = (gx.pow(2) + gy.pow(2)).sqrt().to(torch.float64)
-        keep = (~clipped[..., :-1, :-1]).to(torch.float64)
-        e = (mag * keep).sum((2, 3))  # (B, 3)
-        norm = e.norm(dim=1)
-        cos = (e.sum(1) / (norm * math.sqrt(3)).clamp(min=1e-12)).clamp(-1, 1)
-        angle = torch.rad2deg(torch.acos(cos))
-        return torch.where(norm > 1e-9, angle, torch.zeros_like(angle))
+    def _colour_cast(rgb: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
+        """Chroma (8-bit levels, BT.601 Cb/Cr) of the mean of the near-neutral, unclipped pixels:
+        a tint moves the greys off neutral; colourful content has few near-neutral pixels and
+        they average out."""
+        # chroma relative to luma, in levels at mid grey: a tint is a gain per channel, so a dark
+        # grey moves less than a bright one in absolute levels but as much relative to its luma
+        rel = 128 / luma.clamp(min=8)
+        cb = 0.564 * (rgb[:, 2:3] - luma) * rel
+        cr = 0.713 * (rgb[:, 0:1] - luma) * rel
+        lo, hi = rgb.amin(dim=1, keepdim=True), rgb.amax(dim=1, keepdim=True)
+        unclipped = (lo > CLIP_LOW) & (hi < CLIP_HIGH)
+        zero = torch.zeros(luma.shape[0], dtype=torch.float64, device=luma.device)
+        centre_cb, centre_cr = zero, zero
+        # twice: first around neutral with a doubled radius, then around that first estimate, so
+        # that a strong tint does not push the greys out of the set that measures it
+        for radius in (2 * NEUTRAL_CHROMA, NEUTRAL_CHROMA):
+            dcb = cb - centre_cb.view(-1, 1, 1, 1).to(cb.dtype)
+            dcr = cr - centre_cr.view(-1, 1, 1, 1).to(cr.dtype)
+            neutral = ((dcb.pow(2) + dcr.pow(2)) < radius ** 2) & unclipped
+            n = neutral.sum((1, 2, 3), dtype=torch.float64)
+            centre_cb = (cb * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
+            centre_cr = (cr * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
+        enough = n >= MIN_NEUTRAL_SHARE * luma[0].numel()
+        return torch.where(enough, (centre_cb.pow(2) + centre_cr.pow(2)).sqrt(), zero)
 
     @staticmethod
-    def _softness(luma: torch.Tensor) -> torch.Tensor:
+    def _softness(luma: torch.Tensor, smooth: torch.Tensor) -> torch.Tensor:
         """Crete et al.'s blur effect (0 sharp .. 1 blurred) over the strongest 5 % of edges."""
         b = luma.shape[0]
-        smooth = gauss(luma, 1.0)
         gy = F.pad(smooth[..., 1:, :] - smooth[..., :-1, :], (0, 0, 0, 1))
         gx = F.pad(smooth[..., :, 1:] - smooth[..., :, :-1], (0, 1, 0, 0))
-        mag = (gx.pow(2) + gy.pow(2)).sqrt().flatten(1)
+        mag = (gx.pow(2) + gy.pow(2)).flatten(1)
         sample = mag[:, ::7] if mag.shape[1] > 70_000 else mag
         k = max(1, int(round(sample.shape[1] * (1 - EDGE_SHARE))))
         threshold = sample.kthvalue(k, dim=1).values.clamp(min=1.0)  # edges of at least 1 level a pixel
         edges = (mag >= threshold[:, None]).view_as(luma)
-        box = torch.ones(CRETE_TAPS, device=luma.device, dtype=luma.dtype) / CRETE_TAPS
         r = CRETE_TAPS // 2
         out = []
         for axis in (-1, -2):
-            if axis == -1:
-                blurred = F.conv2d(F.pad(luma, (r, r, 0, 0), mode="replicate"), box.view(1, 1, 1, -1))
-            else:
-                blurred = F.conv2d(F.pad(luma, (0, 0, r, r), mode="replicate"), box.view(1, 1, -1, 1))
+            # the 9-tap box along the axis, from a cumulative sum (replicate padding)
+            pad = (r, r, 0, 0) if axis == -1 else (0, 0, r, r)
+            c = F.pad(F.pad(luma, pad, mode="replicate").cumsum(axis), (1, 0, 0, 0) if axis == -1 else (0, 0, 1, 0))
+            n = luma.shape[axis]
+            hi = c.narrow(axis, CRETE_TAPS, n)
+            lo = c.narrow(axis, 0, n)
+            blurred = (hi - lo) / CRETE_TAPS
             d_f = luma.diff(dim=axis).abs()
             d_b = blurred.diff(dim=axis).abs()
             v = (d_f - d_b).clamp(min=0)
-            m = edges[..., 1:, :] if axis == -2 else edges[..., :, 1:]
-            s_f = (d_f * m).flatten(1).sum(1).to(torch.float64)
-            s_v = (v * m).flatten(1).sum(1).to(torch.float64)
+            m = edges.narrow(axis, 1, n - 1)
+            s_f = (d_f * m).flatten(1).sum(1, dtype=torch.float64)
+            s_v = (v * m).flatten(1).sum(1, dtype=torch.float64)
             out.append(torch.where(s_f > 0, (s_f - s_v) / s_f.clamp(min=1e-12), torch.zeros_like(s_f)))
         return torch.maximum(out[0], out[1]).reshape(b)
