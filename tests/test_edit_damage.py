@@ -181,3 +181,25 @@ def test_through_evaluate_load(photo, tmp_path):
     piqe = evaluate.load(str(REPO / "metrics" / "piqe"))
     with pytest.raises(UsageError, match="components=True"):
         piqe.compute(images=[photo], device="cpu", components=True)
+
+
+def test_why_view_carries_the_detector_components_and_the_curves_draw_it(photo):
+    import pandas as pd
+
+    from banana100 import explore as ex
+
+    noisy = _noise(photo, 6)
+    view = ex.why_view(photo, noisy, crop=64)
+    damage = view["damage"]
+    assert set(damage) == {"score", *ed.COMPONENTS}
+    assert damage["grain"][1] > damage["grain"][0] + 3 and damage["score"][1] > damage["score"][0]
+    text = ex.damage_table(damage, 1, 10)
+    assert "| grain (levels) |" in text and "largest term at step 10: **grain**" in text
+    assert ex.why_view(photo[:48, :48], noisy[:48, :48], crop=32)["damage"] is None  # under 64 px
+    assert ex.damage_table(None, 1, 10) == ""
+    curves = pd.DataFrame({"metric": ["piqe"] * 3 + ["edit_damage"] * 3, "step": [0, 1, 2] * 2,
+                           "normalised": [1, 0.9, 0.95, 1, 0.5, 0]})
+    fig = ex.plot_curves(curves)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("this toolkit's detector" in label for label in labels)
+    assert ex.with_detector(["piqe", "edit_damage", "niqe"]) == ["piqe", "niqe", "edit_damage"]
