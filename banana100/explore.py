@@ -1008,10 +1008,12 @@ def damage_table(damage: dict | None, reference_step: int, step: int) -> str:
     for name, (a, b) in damage.items():
         label = "**edit damage** (sum of the terms)" if name == "score" else f"{name} ({units.get(name, '')})"
         rows.append(f"| {label} | {a:.3g} | {b:.3g} |")
-    t = terms({c: damage[c][1] for c in units})
-    main = max(t, key=t.get)
+    before, after = (terms({c: damage[c][i] for c in units}) for i in (0, 1))
+    grew = {c: after[c] - before[c] for c in units}
+    main = max(grew, key=grew.get)  # what changed since the reference step, not what the image is
     return ("\n\nThe edit-damage detector (`metrics/edit_damage`, higher = more damage) on the whole image:\n\n"
-            + "\n".join(rows) + f"\n\nIts largest term at step {step}: **{main}** ({t[main]:.2f}).")
+            + "\n".join(rows) + f"\n\nIts term that grew most from step {reference_step} to step {step}: "
+            f"**{main}** ({grew[main]:+.2f}).")
 
 
 def plot_mscn_histograms(view: dict, reference_step: int, step: int):
