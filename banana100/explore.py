@@ -65,6 +65,16 @@ DISPLAY_SIDE = 768  # longest side of the images shown
 _THUMB_QUALITY = 95
 
 
+#: This toolkit's own detector of recursive-edit damage: needs no files, so the demo set and the
+#: release view score it beside the NR-IQA metrics (`metrics/edit_damage`).
+DETECTOR = "edit_damage"
+
+
+def with_detector(metrics: list[str]) -> list[str]:
+    """`metrics` and the detector after them (once)."""
+    return [*[m for m in metrics if m != DETECTOR], DETECTOR]
+
+
 def metric_label(metric: str) -> str:
     from banana100.metrics.resolve import label
 
@@ -613,6 +623,10 @@ def plot_curves(curves: pd.DataFrame, step: int | None = None, title: str | None
         g = curves[curves["metric"] == metric]
         spec = METRICS.get(metric)
         direction = f" ({'lower' if spec.lower_better else 'higher'} is better)" if spec else ""
+        if metric == DETECTOR:  # ours, not one of the paper's metrics: drawn apart
+            ax.plot(g["step"], g["normalised"], lw=2.6, ls="--", color="black", marker="s", ms=3,
+                    label=f"{metric_label(metric)} (this toolkit's detector; lower is better)")
+            continue
         ax.plot(g["step"], g["normalised"], lw=1.8, marker="o", ms=2.5, label=f"{metric_label(metric)}{direction}")
     xmax = last_step if last_step is not None else (int(curves["step"].max()) if len(curves) else 20)
     for k in check_steps:
@@ -882,6 +896,8 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
 
     say = log or (lambda text: None)
     chosen = pick_metrics(metrics)
+    if metrics == "auto":  # the detector's curve beside the NR-IQA metrics'
+        chosen = with_detector(chosen)
     if not chosen:
         raise Banana100Error("no metric available for the demo set")
     root = Path(cache_dir) / f"demo-v{__version__}-{chains}x{steps}-{side}-{'+'.join(chosen)}"
@@ -1006,12 +1022,50 @@ def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP, sou
     out["alpha"] = tuple(alphas)
     out["mscn_values"] = tuple(values)
     out["box"] = (top, left, size)
+    out["damage"] = _damage_components(reference, image)
     if source is not None:
         m = nss.mscn(_luma(source)[0, 0], window, "replicate").reshape(1, -1)
         out["source_alpha"] = float(nss.estimate_ggd(m)[0][0])
         flat = m[0].numpy()
         out["source_values"] = flat[rng.choice(flat.size, min(flat.size, 200_000), replace=False)]
     return out
+
+
+def _damage_components(reference: np.ndarray, image: np.ndarray) -> dict | None:
+    """The edit_damage detector's score and components at the reference step and at this step:
+    {"score": (ref, step), component: (ref, step), ...}; None for images under its minimum size."""
+    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.native import edit_damage
+
+    if min(image.shape[:2]) < edit_damage.MIN_SIDE:
+        return None
+    model = edit_damage.build()
+    out: dict[str, list[float]] = {}
+    for rgb in (reference, image):
+        score = float(model(to_tensor(rgb)[None])[0])
+        out.setdefault("score", []).append(score)
+        for name, value in model.last_components.items():
+            out.setdefault(name, []).append(float(value[0]))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def damage_table(damage: dict | None, reference_step: int, step: int) -> str:
+    """The detector's components at both steps as a markdown table (empty without them)."""
+    if not damage:
+        return ""
+    from banana100.metrics.native.edit_damage import terms
+
+    rows = [f"| what | step {reference_step} | step {step} |", "| --- | --- | --- |"]
+    units = {"grain": "levels", "lattice": "correlation", "colour_cast": "levels", "softness": "0-1"}
+    for name, (a, b) in damage.items():
+        label = "**edit damage** (sum of the terms)" if name == "score" else f"{name} ({units.get(name, '')})"
+        rows.append(f"| {label} | {a:.3g} | {b:.3g} |")
+    before, after = (terms({c: damage[c][i] for c in units}) for i in (0, 1))
+    grew = {c: after[c] - before[c] for c in units}
+    main = max(grew, key=grew.get)  # what changed since the reference step, not what the image is
+    return ("\n\nThe edit-damage detector (`metrics/edit_damage`, higher = more damage) on the whole image:\n\n"
+            + "\n".join(rows) + f"\n\nIts term that grew most from step {reference_step} to step {step}: "
+            f"**{main}** ({grew[main]:+.2f}).")
 
 
 def plot_mscn_histograms(view: dict, reference_step: int, step: int):

@@ -90,7 +90,7 @@ def _demo_size() -> tuple[int, int, int]:
 def _release_metrics() -> list[str]:
     from banana100.metrics.resolve import parse_metrics  # also pyiqa:<id> and a user's evaluate module
 
-    return parse_metrics(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque"))
+    return parse_metrics(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque,edit_damage"))
 
 
 def _demo_explorer(cache: str, why: str = "") -> ex.Explorer:
@@ -192,6 +192,7 @@ def _why(cid: str, step: int):
     text = (f"Step {step} against step 1, a {size}x{size} crop at full size (top {top}, left {left}: the flattest "
             f"part of step 1, where grain shows first). Shape of the generalised Gaussian fitted to the whole "
             f"image's MSCN coefficients (2 = Gaussian): {shapes}.")
+    text += ex.damage_table(view.get("damage"), 1, step)  # the detector's components: what it sees
     return view["crop"], view["residual"], view["mscn"], fig, text
 
 

@@ -19,7 +19,7 @@ from conftest import IQA_PARAMS, REPO
 from banana100 import __version__, about
 from banana100.metrics.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
                                space_requirements, stage_metric_folders, sync_metric_folders)
-from banana100.metrics.table import ROSTER
+from banana100.metrics.table import DETECTORS, ROSTER
 
 IGNORED = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
                                  ".pytest_cache", "demo_output", "runs")
@@ -62,7 +62,7 @@ def test_wheel_holds_the_library_and_every_metric_folder(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
     assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json", "banana100/dataset/card_template.md",
             "banana100/generation/settings.yaml", "banana100/chains/editors/base.py"} <= names
-    for name in (*ROSTER, SENSITIVITY):
+    for name in (*ROSTER, *DETECTORS, SENSITIVITY):
         for rel in (f"{name}.py", "README.md", "requirements.txt", "app.py"):
             assert f"banana100/metric_modules/{name}/{rel}" in names, (name, rel)
     assert not any(n.startswith("tests/") for n in names)
@@ -115,7 +115,7 @@ def test_committed_metric_folders_are_in_step_with_about():
     assert sync_metric_folders(REPO / "metrics", check=True, space_dir=REPO / "space") == []
     # the protocol's card is written by hand: its install line must still be about.py's
     assert f'pip install "{about.requirement()}"' in (REPO / "metrics" / SENSITIVITY / "README.md").read_text()
-    assert metric_names(REPO / "metrics") == [*ROSTER, SENSITIVITY]
+    assert metric_names(REPO / "metrics") == [*ROSTER, *DETECTORS, SENSITIVITY]
 
 
 def test_requirement_lines_point_at_the_release():
@@ -130,14 +130,14 @@ def test_requirement_lines_point_at_the_release():
         assert req.url == f"git+{about.CODE_REPOSITORY}@{about.RELEASE_TAG}"
 
 
-def test_dry_run_stages_22_checked_spaces(tmp_path, capsys):
+def test_dry_run_stages_23_checked_spaces(tmp_path, capsys):
     from banana100.cli import main
 
     assert main(["publish-metrics", "--org", "someone", "--dry-run", "--stage", str(tmp_path / "stage")]) == 0
     out = capsys.readouterr().out
     assert "dry run: nothing uploaded" in out and f"git+{about.CODE_REPOSITORY}@{about.RELEASE_TAG}" in out
-    assert sum(f"someone/{n}:" in out for n in (*ROSTER, SENSITIVITY)) == 22
-    for name in (*ROSTER, SENSITIVITY):
+    assert sum(f"someone/{n}:" in out for n in (*ROSTER, *DETECTORS, SENSITIVITY)) == 23
+    for name in (*ROSTER, *DETECTORS, SENSITIVITY):
         folder = tmp_path / "stage" / name
         meta = card_front_matter(folder / "README.md")
         assert meta["sdk"] == "gradio" and (folder / meta["app_file"]).is_file()

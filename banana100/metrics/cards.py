@@ -27,6 +27,11 @@ NATIVE_DATA = Path(__file__).with_name("native")
 
 # What each metric measures (prose only; facts live in the metric table).
 _DESCRIPTIONS = {
+    "edit_damage": (
+        "Edit damage is this toolkit's reference-free detector of what recursive editing does to an image: "
+        "grain in the flattest tiles, a periodic lattice in the residual, a colour cast of the greys and the "
+        "softness of the strongest edges, summed (compute(components=True) returns each)."
+    ),
     "piqe": (
         "PIQE (Perception-based Image Quality Evaluator) is an opinion-unaware, training-free "
         "no-reference metric. It splits the luminance of the image into 16x16 blocks, keeps the "
@@ -489,6 +494,10 @@ command (the `# From:` comment on the module's import line).
 def render_metric_card(name: str) -> str:
     """The README.md of `metrics/<name>/`, from the metric table."""
     spec = get_metric(name)
+    if spec.family == "detector":  # this toolkit's own detector: its card is mostly its validation
+        from banana100.metrics import detector_card
+
+        return detector_card.render(spec)
     n = spec.name
     d = spec.display_name
     files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.all_files) or (

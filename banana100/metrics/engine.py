@@ -205,6 +205,10 @@ class MetricScorer:
         self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
         self._share_log: list = []
         self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
+        self._component_log: list = []
+        # per image of the last score() call: {component: value} for a model that explains its
+        # score (`last_components`: the edit_damage detector), else None
+        self.components: list[dict[str, float] | None] = []
         self.device = check_device(device)
         if int(batch_size) < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
@@ -285,6 +289,7 @@ class MetricScorer:
         names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
         scores: list[float | None] = [None] * len(images)
         shares: list[float | None] = [None] * len(images)
+        components: list[dict[str, float] | None] = [None] * len(images)
         failed: dict[int, Banana100Error] = {}
         label = self.spec.display_name
         for idx, rgbs in self._decoded_chunks(images, sizes, failed):
@@ -299,11 +304,12 @@ class MetricScorer:
                         "its statistics need some variation in the image")
                 else:
                     scores[i] = float(self.spec.uniform)
-            self._share_log = []
+            self._share_log, self._component_log = [], []
             run_scores = self._forward_isolating(rgbs, run, [names[idx[j]] for j in run], failed, idx)
             if len(self._share_log) == len(run):  # one forward per image or batch, in order
-                for j, share in zip(run, self._share_log):
+                for j, share, comps in zip(run, self._share_log, self._component_log):
                     shares[idx[j]] = share
+                    components[idx[j]] = comps
             for j, s in zip(run, run_scores):
                 if s is None:
                     continue
@@ -315,6 +321,7 @@ class MetricScorer:
                         "uniform image, or too little variation for the metric's statistics)")
         # the native hand-crafted metrics' share of flat windows per image (None elsewhere)
         self.flat_shares = shares
+        self.components = components
         if self.backend == "native" or any(s is not None for s in shares):
             from banana100.metrics.native import warn_if_flat
 
@@ -405,6 +412,10 @@ class MetricScorer:
         share = getattr(self.model, "last_flat_share", None)  # native modules: flat-window share
         self._share_log.extend(share.tolist() if share is not None and share.numel() == x.shape[0]
                                else [None] * x.shape[0])
+        comps = getattr(self.model, "last_components", None) or {}
+        per_image = {k: v.tolist() for k, v in comps.items() if v.numel() == x.shape[0]}
+        self._component_log.extend([{k: float(v[i]) for k, v in per_image.items()} or None
+                                    for i in range(x.shape[0])])
         return [float(v) for v in out.cpu().tolist()]
 
     def _forward_backing_off(self, rgbs: Sequence[np.ndarray], idx: list[int]) -> list[float]:

@@ -29,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from banana100 import about
+from banana100.errors import UsageError
 from banana100.metrics import protocol
 from banana100.metrics.engine import MetricScorer, check_device
 from banana100.metrics.table import get_metric
@@ -47,6 +48,7 @@ Args:
         tolerance (refused otherwise).
     max_image_pixels: the largest width x height read from a file (default 89,478,485, or
         $BANANA100_MAX_IMAGE_PIXELS): a guard against decompression bombs.
+    components: (edit_damage only) also return each component of the score per image.
 Returns:
     metric: the pyiqa id of the metric.
     scores: one float per image, in input order (never NaN).
@@ -55,6 +57,7 @@ Returns:
     flat_share: (hand-crafted metrics, native backend) per image, the share of windows that are
         flat or exact ramps, where the score depends on rounding; above the threshold its card states, a
         `banana100.metrics.native.FlatRegionWarning` is raised (the card says how far to trust the score).
+    components: (with components=True) {name: [value per image]}: grain, lattice, colour_cast, softness.
 Raises:
     ImageTooSmallError: an image below the metric's smallest meaningful size (before scoring).
     ImageReadError: a file that cannot be read (missing, corrupt, over the pixel limit); when
@@ -116,7 +119,7 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         return cache[key]
 
     def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
-                max_image_pixels=None, **kwargs):
+                max_image_pixels=None, components=False, **kwargs):
         """Score images with this metric.
 
         With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
@@ -124,9 +127,10 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         """
         if kwargs:
             raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; "
-                            "compute takes images, device, batch_size, backend, mode, half, max_image_pixels")
+                            "compute takes images, device, batch_size, backend, mode, half, max_image_pixels, "
+                            "components")
         options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half,
-                       max_image_pixels=max_image_pixels)
+                       max_image_pixels=max_image_pixels, components=components)
         if images is not None and self.writer is None and self.num_process == 1:
             return self._compute(images=_as_list(images), **options)
         if images is not None:
@@ -135,7 +139,7 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         return super().compute(images=images, **options)
 
     def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
-                 max_image_pixels=None):
+                 max_image_pixels=None, components=False):
         images = [_from_arrow(x) for x in images]
         if not images:
             raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
@@ -150,6 +154,12 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         }
         if any(s is not None for s in scorer.flat_shares):  # native hand-crafted metrics
             out["flat_share"] = scorer.flat_shares
+        if components:
+            if not any(c is not None for c in scorer.components):
+                raise UsageError(f"{self.METRIC_NAME}: components=True is for a metric that explains its score "
+                                 "(edit_damage); this one returns only the score")
+            names = next(c for c in scorer.components if c is not None)
+            out["components"] = {n: [c[n] if c is not None else None for c in scorer.components] for n in names}
         return out
 
 

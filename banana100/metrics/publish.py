@@ -36,7 +36,7 @@ def metrics_root() -> Path:
 
 
 def metric_names(metrics_dir: str | os.PathLike | None = None) -> list[str]:
-    """Every metric folder (`<name>/<name>.py`): the 21 roster metrics and the protocol."""
+    """Every metric folder (`<name>/<name>.py`): the 21 roster metrics, the edit_damage detector and the protocol."""
     from banana100.metrics.table import METRICS
 
     root = Path(metrics_dir) if metrics_dir else metrics_root()

@@ -103,6 +103,8 @@ class MetricSpec:
     status: str = "available"
     status_note: str = ""
     extra: str = "deep"  # the pip extra that brings what its backend imports
+    # False: a metric of this toolkit that pyiqa does not have (the edit_damage detector): native only.
+    in_pyiqa: bool = True
 
     @property
     def accepted_min_size(self) -> int:
@@ -121,6 +123,8 @@ class MetricSpec:
     def backends(self) -> tuple[str, ...]:
         if self.model_backend:
             return (self.model_backend,)
+        if not self.in_pyiqa:
+            return ("native",)
         return ("native", "pyiqa") if self.native else ("pyiqa",)
 
     def check_backend(self, backend: str | None) -> str:
@@ -128,8 +132,9 @@ class MetricSpec:
         backend = backend or self.default_backend
         if backend not in self.backends:
             raise UsageError(f"{self.name}: backend must be one of {self.backends}, got {backend!r}"
-                             + ("" if self.native or self.model_backend else
-                                " (only the six hand-crafted metrics have a native backend)"))
+                             + ("" if self.native or self.model_backend or not self.in_pyiqa else
+                                " (only the six hand-crafted metrics have a native backend)")
+                             + ("" if self.in_pyiqa else " (this toolkit's own metric: pyiqa does not have it)"))
         return backend
 
     def backend_files(self, backend: str | None = None) -> tuple[WeightFile, ...]:
@@ -428,8 +433,29 @@ _SPECS = [
     ),
 ]
 
-METRICS: dict[str, MetricSpec] = {s.name: s for s in _SPECS}
-ROSTER: tuple[str, ...] = tuple(METRICS)
+# Beyond the roster: this toolkit's own detector of recursive-edit damage (DESIGN.md), native
+# only; `banana100/metrics/native/edit_damage.py` says what it measures and why.
+_DETECTORS = [
+    MetricSpec(
+        "edit_damage", "Edit damage", "detector", True, (0, None), native=True, in_pyiqa=False, min_size=64,
+        min_size_note="64 px: the lattice component looks at lags up to a quarter of the side (at most 32 px) "
+                      "on 16x16 tiles; below 64 px too few tiles and lags remain.",
+        uniform="scored",
+        uniform_note="0 (to float32 rounding, under 1e-4): a uniform image has no grain, no lattice, no cast and no edges.",
+        resize="none: the whole image at its own size",
+        paper="Banana100 toolkit: grain after a difference-of-Gaussians band-pass in the flattest tiles; a periodic "
+              "lattice in the high-pass residual's autocorrelation after Mi-Ripple / MIRAGE (arXiv 2609.11317); "
+              "colour cast by grey-edge (van de Weijer et al., IEEE TIP 2007); softness by Crete et al.'s blur "
+              "effect (SPIE 2007).",
+        citation="@misc{banana100editdamage, title={Edit damage: a cheap detector of recursive-edit damage}, "
+                 "note={Banana100 toolkit, metrics/edit_damage}}",
+    ),
+]
+
+METRICS: dict[str, MetricSpec] = {s.name: s for s in _SPECS + _DETECTORS}
+# The 21 NR-IQA metrics of the paper (pyiqa ids); the detectors are in METRICS but not here.
+ROSTER: tuple[str, ...] = tuple(s.name for s in _SPECS)
+DETECTORS: tuple[str, ...] = tuple(s.name for s in _DETECTORS)
 CLASSICAL: tuple[str, ...] = tuple(n for n, s in METRICS.items() if s.family == "hand-crafted")
 
 
@@ -474,7 +500,7 @@ EVALUATORS: dict[str, MetricSpec] = {s.name: s for s in _EVALUATOR_SPECS}
 def get_metric(name: str) -> MetricSpec:
     spec = METRICS.get(name) or EVALUATORS.get(name)
     if spec is None:
-        raise UnknownMetricError(f"unknown metric {name!r}; known: {', '.join(ROSTER + tuple(EVALUATORS))}, "
+        raise UnknownMetricError(f"unknown metric {name!r}; known: {', '.join(tuple(METRICS) + tuple(EVALUATORS))}, "
                                  "pyiqa:<id>, or the folder / Hub id of an evaluate module")
     return spec
 
