@@ -47,10 +47,12 @@ EXTRAS = {
     "deep": ("pyiqa", "the 15 deep metrics and backend='pyiqa' (pyiqa 0.1.16: PolyForm Noncommercial 1.0.0)"),
     "gemini": ("google.genai", "the gemini editor (google-genai)"),
     "space": ("gradio", "the Gradio Space and the metric widget apps (gradio)"),
+    "diffusers": ("diffusers", "the diffusers editor: open image editors on your own GPU (diffusers, transformers)"),
 }
 # top-level module -> the extra that brings it (for ModuleNotFoundError raised deeper down)
 MODULE_EXTRAS = {"pyiqa": "deep", "timm": "deep", "torchvision": "deep", "clip": "deep", "icecream": "deep",
-                 "google": "gemini", "gradio": "space"}
+                 "google": "gemini", "gradio": "space",
+                 "diffusers": "diffusers"}
 
 
 def git_source(source: str | None = None) -> str:

@@ -87,6 +87,14 @@ def _cmd_generate(args) -> None:
         }
         if args.model:  # else the editor's default model
             options["model"] = args.model
+    elif args.editor.strip().lower() == "diffusers":
+        if args.base_url:
+            raise UsageError("--base-url applies to the gemini editor, not diffusers")
+        options = {
+            "model": args.model, "device": args.device, "dtype": args.dtype, "cpu_offload": args.cpu_offload,
+            "vae_tiling": args.vae_tiling, "size": args.size, "max_batch": args.batch_size,
+            "num_inference_steps": args.inference_steps, "guidance_scale": args.guidance,
+        }
     elif args.model or args.base_url:
         raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
     editor = make_editor(args.editor, **options)
@@ -209,13 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = command("generate", "make degradation chains (resumable: rerun the same command)")
     g.add_argument(
-        "--editor", default="simulated", help="editor: simulated (offline model of the effect) or gemini (Nano Banana)"
+        "--editor", default="simulated",
+        help="editor: simulated (offline model of the effect), gemini (Nano Banana) or diffusers (an open "
+             "editor on your own GPU: FLUX.2, Qwen-Image-Edit, Kontext; see docs/open-editors.md)"
     )
     g.add_argument(
         "--model",
         default=None,
         help=f"gemini model id: {gemini.DEFAULT_MODEL} (Nano Banana Pro, the default) or "
-        f"{gemini.FAST_MODEL} (Nano Banana 2, fast)",
+        f"{gemini.FAST_MODEL} (Nano Banana 2, fast); diffusers: a Hub id or local pipeline folder (required)",
     )
     g.add_argument(
         "--base-url", default=None, help="gemini: API base URL (default: $GOOGLE_GEMINI_BASE_URL, else Google's)"
@@ -238,6 +248,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gemini: calls per step on transient faults")
     g.add_argument("--safety-retries", type=COUNT, default=gemini.SAFETY_RETRIES,
                    help="gemini: new-seed retries after safety blocks")
+    g.add_argument("--device", default=None, help="diffusers: cpu, cuda, cuda:N (default: cuda when available)")
+    g.add_argument("--dtype", default=None, help="diffusers: bfloat16 (default on GPU) or float32 (default on CPU)")
+    g.add_argument("--cpu-offload", action="store_true",
+                   help="diffusers: model CPU offload (each model on the GPU only while it runs; less memory, slower)")
+    g.add_argument("--vae-tiling", action="store_true", help="diffusers: decode in tiles (large images in less memory)")
+    g.add_argument("--size", choices=("source", "native"), default="source",
+                   help="diffusers: output size: keep the source's (rounded down to a multiple of 16) or the "
+                        "model's native ~1 MP at the source's aspect ratio")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=4,
+                   help="diffusers: most chains' images per pipeline call (FLUX.2; Qwen-Image-Edit takes 1); "
+                        "batches are also bounded by --concurrency")
+    g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
+                   help="diffusers: denoising steps per edit (default: the pipeline's)")
+    g.add_argument("--guidance", type=NON_NEGATIVE, default=None,
+                   help="diffusers: guidance scale (default: the pipeline's)")
     g.set_defaults(func=_cmd_generate)
 
     b = command("build-dataset", "write a Hub-ready dataset folder from run folders")
