@@ -73,6 +73,17 @@ def _number(kind, low, inclusive=True, high=None):
 POSITIVE_INT, COUNT, POSITIVE, NON_NEGATIVE = _number(int, 1), _number(int, 0), _number(float, 0, False), _number(float, 0)
 
 
+def _steps(text: str) -> tuple[int, ...]:
+    """'2,5,10' -> (2, 5, 10): the protocol's check steps."""
+    try:
+        steps = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got {text!r}") from None
+    if not steps or min(steps) < 1:
+        raise argparse.ArgumentTypeError(f"expected step numbers of at least 1, got {text!r}")
+    return steps
+
+
 def _cmd_generate(args) -> None:
     from banana100.chains.editors import make_editor
     from banana100.chains.runner import generate_chains
@@ -187,8 +198,9 @@ def _cmd_score(args) -> None:
 def _cmd_report(args) -> None:
     from banana100.report import write_report
 
-    path = write_report(args.scores, args.out)
-    print(f"report written to {path}")
+    path = write_report(args.scores, args.out, reference_step=args.reference_step, check_steps=args.check_steps)
+    print(f"report written to {path} (steps checked: {', '.join(map(str, args.check_steps))} "
+          f"against step {args.reference_step})")
 
 
 def _cmd_demo(args) -> None:
@@ -338,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = command("report", "sensitivity report (markdown + plot) from a scores file")
     r.add_argument("scores", type=Path, help="scores .parquet file written by `banana100 score`")
     r.add_argument("--out", required=True, type=Path, help="report folder (required)")
+    r.add_argument("--reference-step", type=POSITIVE_INT, default=1, help="protocol: the step each check step is compared with")
+    r.add_argument("--check-steps", type=_steps, default=(5, 10, 20),
+                   help="protocol: comma-separated steps that must all score worse than the reference "
+                        "(ten-step releases: 2,5,10)")
     r.set_defaults(func=_cmd_report)
 
     d = command("demo", "generate, build, score and report on bundled sample images, offline")
