@@ -14,4 +14,12 @@ python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is
 half=(); if [ "$device" = "cuda" ]; then half=(--half); fi  # float16 tolerance: GPU only
 # flat areas: native vs pyiqa on the same device, pyiqa's device vs CPU (issue 12)
 python bench/gpu_flat_check.py --device "$device" --threads "$(nproc)" --out "${BENCH_FLAT_OUT:-bench/results_gpu_flat_check_$device.json}"
+# open editors (issue 23): images/min batched vs one at a time, peak memory, USD per 1,000 steps, for
+# each model in BENCH_EDITOR_MODELS (space-separated Hub ids or folders, weights already local), at
+# BENCH_GPU_USD_PER_HOUR (default 3.50, an H100-class on-demand hour; state the price you use)
+for model in ${BENCH_EDITOR_MODELS:-}; do
+  python bench/bench_open_editor.py --model "$model" --size 1024 --chains 4 --steps 2 --rounds 2 \
+    --inference-steps 28 --gpu-usd-per-hour "${BENCH_GPU_USD_PER_HOUR:-3.50}" \
+    --out "bench/results_open_editor_$(basename "$model").json"
+done
 exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

@@ -76,10 +76,23 @@ def test_flux2_chain_batched_across_chains_equals_one_by_one(flux2, sources, tmp
     # 4 chains, 2 sizes: every step's call carries the 2 chains of one size
     assert sorted(calls) == [2] * 6
 
+    # each batched step against the same request made alone (its stored parent, prompt and seed):
+    # equal up to float rounding in the batched matrix products (a pixel level now and then)
+    from banana100.imageio import load_rgb
+
     single = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, max_batch=1, **FLUX2_CALL)
-    generate_chains(single, sources, "reworded", steps=3, repeats=2, out_dir=tmp_path / "single", concurrency=1,
-                    progress=False)
-    assert hashes(tmp_path / "batched") == hashes(tmp_path / "single")
+    by_sha = {r["sha256"]: r for r in read_manifest(tmp_path / "batched")}
+    differing = []
+    for r in by_sha.values():
+        if r["step"] == 0:
+            continue
+        parent = load_rgb(tmp_path / "batched" / by_sha[r["parent_sha256"]]["image"])
+        alone = single.edit(EditRequest(image=parent, prompt=r["prompt"], seed=r["seed"])).image
+        got = load_rgb(tmp_path / "batched" / r["image"])
+        diff = np.abs(alone.astype(int) - got)
+        assert diff.max() <= 1, (r["chain_id"], r["step"], diff.max())
+        differing.append(np.count_nonzero(diff) / diff.size)
+    assert max(differing) < 1e-3
 
     records = read_manifest(tmp_path / "batched")
     sizes = {(r["source_id"], r["step"]): (r["width"], r["height"]) for r in records}
@@ -94,12 +107,14 @@ def test_flux2_chain_batched_across_chains_equals_one_by_one(flux2, sources, tmp
 
 
 def test_flux2_batch_is_per_sample(flux2):
-    """Each sample of a batch sees its own image: the same as it alone, not the batch's first."""
+    """Each sample of a batch sees its own image: the same as it alone (up to float rounding of
+    the batched products, a pixel level now and then), not the batch's first image."""
     editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, **FLUX2_CALL)
     requests = [EditRequest(image=noise_image(64, 80, i), prompt="copy", seed=7) for i in range(3)]
     together = editor.edit_batch(requests)
     for request, result in zip(requests, together):
-        np.testing.assert_array_equal(result.image, editor.edit(request).image)
+        diff = np.abs(result.image.astype(int) - editor.edit(request).image)
+        assert diff.max() <= 1 and np.count_nonzero(diff) < 1e-3 * diff.size
     assert not np.array_equal(together[0].image, together[1].image)  # same seed and prompt, other image
 
 

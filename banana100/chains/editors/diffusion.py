@@ -19,7 +19,8 @@ Output size policy (`size`): "source" keeps the input's size, rounded down to a 
 (the pipelines' latent grid), so a chain keeps its source's size after step 1; "native" makes
 images of about `native_area` pixels (1 MP, the models' training size) at the input's aspect
 ratio. A setting's `image_size` (1K/2K/4K) overrides both. The seed of each request seeds its
-own CPU `torch.Generator`, so a chain's images do not depend on which chains share its batch.
+own CPU `torch.Generator`, so a chain's noise does not depend on which chains share its batch (its
+image does, by float rounding in the batched products only: a pixel level now and then).
 """
 
 from __future__ import annotations
