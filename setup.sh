@@ -3,7 +3,7 @@
 #   bash setup.sh                the light core: CLI, dataset tools, protocol, native hand-crafted metrics
 #   bash setup.sh --space        ... plus Gradio, to run the Space (python space/app.py)
 #   bash setup.sh --all          ... plus every extra: deep (pyiqa), gemini (google-genai), space
-#   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,space)
+#   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,space,diffusers)
 #   bash setup.sh --dev          every extra plus what the tests need (pytest, gradio_client, playwright)
 # Install sizes of the core and of each extra: BENCHMARKS.md ("Install size").
 set -euo pipefail
@@ -13,8 +13,8 @@ case "${1:-}" in
   --space) extras="[space]" ;;
   --all) extras="[all]" ;;
   --dev) extras="[dev]" ;;
-  --extras) extras="[${2:?--extras needs a comma-separated list: deep,gemini,space}]" ;;
-  *) echo "usage: bash setup.sh [--space | --all | --dev | --extras deep,gemini,space]" >&2; exit 2 ;;
+  --extras) extras="[${2:?--extras needs a comma-separated list: deep,gemini,space,diffusers}]" ;;
+  *) echo "usage: bash setup.sh [--space | --all | --dev | --extras deep,gemini,space,diffusers]" >&2; exit 2 ;;
 esac
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv

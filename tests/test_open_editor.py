@@ -241,3 +241,25 @@ def test_cli_dry_run_and_missing_model(sources, tmp_path):
     assert missing.returncode == 1
     lines = [ln for ln in missing.stderr.splitlines() if "error:" in ln]
     assert len(lines) == 1 and "someone/not-downloaded-model" in lines[0], missing.stderr
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_space_offers_the_open_editor_only_with_a_gpu(gpu, monkeypatch):
+    """'Try it' lists `open` where torch sees a GPU (ZeroGPU makes it so) and says plainly when none is."""
+    pytest.importorskip("gradio", reason="the space extra is not installed")
+    import importlib.util
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    spec = importlib.util.spec_from_file_location("banana100_space_app_gpu", REPO / "space" / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    assert app.OPEN is gpu
+    assert ("open" in app.MAX_STEPS) is gpu
+    if gpu:
+        assert "pick `open`" in app.OPEN_NOTE and app.OPEN_MODEL in app.OPEN_NOTE
+    else:
+        assert "this Space has none" in app.OPEN_NOTE and "--editor diffusers" in app.OPEN_NOTE
+        with pytest.raises(app.gr.Error, match="choose an editor"):
+            next(app.run_live(None, app.ex.sample_names()[0], 3, "open", ""))
