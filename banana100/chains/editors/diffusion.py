@@ -142,7 +142,7 @@ class DiffusersEditor(Editor):
     def request_config(self, config: dict, seed: int) -> dict:
         """What one call is given besides the prompt and image (shown by --dry-run)."""
         self.check_config(config)
-        out = {"seed": int(seed), "size_policy": self.size, "max_batch": self.max_batch}
+        out = {"seed": int(seed), "size_policy": self.size}
         if config.get("image_size"):
             out["area"] = IMAGE_SIZE_AREA[str(config["image_size"])]
         elif self.size == "native":
