@@ -48,11 +48,12 @@ EXTRAS = {
     "gemini": ("google.genai", "the gemini editor (google-genai)"),
     "space": ("gradio", "the Gradio Space and the metric widget apps (gradio)"),
     "vlm": ("transformers", "the VisualQuality-R1 evaluator (transformers, Qwen2.5-VL)"),
+    "diffusers": ("diffusers", "the diffusers editor: open image editors on your own GPU (diffusers, transformers)"),
 }
 # top-level module -> the extra that brings it (for ModuleNotFoundError raised deeper down)
 MODULE_EXTRAS = {"pyiqa": "deep", "timm": "deep", "torchvision": "deep", "clip": "deep", "icecream": "deep",
                  "google": "gemini", "gradio": "space",
-                 "transformers": "vlm"}
+                 "transformers": "vlm", "diffusers": "diffusers"}
 
 
 def git_source(source: str | None = None) -> str:

@@ -73,6 +73,17 @@ def _number(kind, low, inclusive=True, high=None):
 POSITIVE_INT, COUNT, POSITIVE, NON_NEGATIVE = _number(int, 1), _number(int, 0), _number(float, 0, False), _number(float, 0)
 
 
+def _steps(text: str) -> tuple[int, ...]:
+    """'2,5,10' -> (2, 5, 10): the protocol's check steps."""
+    try:
+        steps = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got {text!r}") from None
+    if not steps or min(steps) < 1:
+        raise argparse.ArgumentTypeError(f"expected step numbers of at least 1, got {text!r}")
+    return steps
+
+
 def _cmd_generate(args) -> None:
     from banana100.chains.editors import make_editor
     from banana100.chains.runner import generate_chains
@@ -87,6 +98,14 @@ def _cmd_generate(args) -> None:
         }
         if args.model:  # else the editor's default model
             options["model"] = args.model
+    elif args.editor.strip().lower() == "diffusers":
+        if args.base_url:
+            raise UsageError("--base-url applies to the gemini editor, not diffusers")
+        options = {
+            "model": args.model, "device": args.device, "dtype": args.dtype, "cpu_offload": args.cpu_offload,
+            "vae_tiling": args.vae_tiling, "size": args.size, "max_batch": args.batch_size,
+            "num_inference_steps": args.inference_steps, "guidance_scale": args.guidance,
+        }
     elif args.model or args.base_url:
         raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
     editor = make_editor(args.editor, **options)
@@ -183,15 +202,17 @@ def _cmd_score(args) -> None:
 def _cmd_report(args) -> None:
     from banana100.report import write_report
 
+    steps = dict(reference_step=args.reference_step, check_steps=args.check_steps)
+    checked = f"steps checked: {', '.join(map(str, args.check_steps))} against step {args.reference_step}"
     if len(args.scores) == 1 and not args.by:  # the single-file report, as before
-        path = write_report(args.scores[0], args.out)
-        print(f"report written to {path}")
+        path = write_report(args.scores[0], args.out, **steps)
+        print(f"report written to {path} ({checked})")
         return
     from banana100.leaderboard import write_leaderboard
 
     by = [c.strip() for c in (args.by or "").split(",") if c.strip()]
-    paths = write_leaderboard(args.scores, args.out, by=by)
-    print(f"report written to {paths['report']}")
+    paths = write_leaderboard(args.scores, args.out, by=by, **steps)
+    print(f"report written to {paths['report']} ({checked})")
     print(f"leaderboard written to {paths['csv']}, {paths['md']} and {paths['png']}")
 
 
@@ -221,13 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = command("generate", "make degradation chains (resumable: rerun the same command)")
     g.add_argument(
-        "--editor", default="simulated", help="editor: simulated (offline model of the effect) or gemini (Nano Banana)"
+        "--editor", default="simulated",
+        help="editor: simulated (offline model of the effect), gemini (Nano Banana) or diffusers (an open "
+             "editor on your own GPU: FLUX.2, Qwen-Image-Edit, Kontext; see docs/open-editors.md)"
     )
     g.add_argument(
         "--model",
         default=None,
         help=f"gemini model id: {gemini.DEFAULT_MODEL} (Nano Banana Pro, the default) or "
-        f"{gemini.FAST_MODEL} (Nano Banana 2, fast)",
+        f"{gemini.FAST_MODEL} (Nano Banana 2, fast); diffusers: a Hub id or local pipeline folder (required)",
     )
     g.add_argument(
         "--base-url", default=None, help="gemini: API base URL (default: $GOOGLE_GEMINI_BASE_URL, else Google's)"
@@ -250,6 +273,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gemini: calls per step on transient faults")
     g.add_argument("--safety-retries", type=COUNT, default=gemini.SAFETY_RETRIES,
                    help="gemini: new-seed retries after safety blocks")
+    g.add_argument("--device", default=None, help="diffusers: cpu, cuda, cuda:N (default: cuda when available)")
+    g.add_argument("--dtype", default=None, help="diffusers: bfloat16 (default on GPU) or float32 (default on CPU)")
+    g.add_argument("--cpu-offload", action="store_true",
+                   help="diffusers: model CPU offload (each model on the GPU only while it runs; less memory, slower)")
+    g.add_argument("--vae-tiling", action="store_true", help="diffusers: decode in tiles (large images in less memory)")
+    g.add_argument("--size", choices=("source", "native"), default="source",
+                   help="diffusers: output size: keep the source's (rounded down to a multiple of 16) or the "
+                        "model's native ~1 MP at the source's aspect ratio")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=4,
+                   help="diffusers: most chains' images per pipeline call (FLUX.2; Qwen-Image-Edit takes 1); "
+                        "batches are also bounded by --concurrency")
+    g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
+                   help="diffusers: denoising steps per edit (default: the pipeline's)")
+    g.add_argument("--guidance", type=NON_NEGATIVE, default=None,
+                   help="diffusers: guidance scale (default: the pipeline's)")
     g.set_defaults(func=_cmd_generate)
 
     b = command("build-dataset", "write a Hub-ready dataset folder from run folders")
@@ -341,6 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated manifest columns to group the leaderboard by (e.g. setting,editor); "
                         "writes leaderboard.csv, leaderboard.md and leaderboard.png (default: none; with several "
                         "scores files, the leaderboard of all chains)")
+    r.add_argument("--reference-step", type=POSITIVE_INT, default=1, help="protocol: the step each check step is compared with")
+    r.add_argument("--check-steps", type=_steps, default=(5, 10, 20),
+                   help="protocol: comma-separated steps that must all score worse than the reference "
+                        "(ten-step releases: 2,5,10)")
     r.set_defaults(func=_cmd_report)
 
     d = command("demo", "generate, build, score and report on bundled sample images, offline")

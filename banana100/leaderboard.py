@@ -149,17 +149,20 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
     return path
 
 
-def write_leaderboard(scores: list[str | os.PathLike], out_dir: str | os.PathLike, by: list[str] | None = None) -> dict:
-    """Merge `scores`, write the report and the leaderboard (csv, md, png) into `out_dir`; their paths."""
+def write_leaderboard(scores: list[str | os.PathLike], out_dir: str | os.PathLike, by: list[str] | None = None,
+                      reference_step: int = DEFAULT_REFERENCE_STEP, check_steps=DEFAULT_CHECK_STEPS) -> dict:
+    """Merge `scores`, write the report and the leaderboard (csv, md, png) into `out_dir`; their paths.
+    `reference_step` and `check_steps` are the protocol's (ten-step releases: 1 and 2, 5, 10)."""
     from banana100.report import write_report
 
     by = list(by or [])
     df = merge_scores(list(scores))
-    board = leaderboard(df, by)  # checks --by before anything is written
+    check_steps = tuple(int(k) for k in check_steps)
+    board = leaderboard(df, by, reference_step, check_steps)  # checks --by before anything is written
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [Path(p).name for p in scores]
-    report = write_report(df, out_dir, name=", ".join(files))
+    report = write_report(df, out_dir, name=", ".join(files), reference_step=reference_step, check_steps=check_steps)
     csv = out_dir / "leaderboard.csv"
     board.drop(columns="label").to_csv(csv, index=False)
     md = out_dir / "leaderboard.md"

@@ -221,19 +221,22 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
 
 
 def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.PathLike, montage: Path | None = None,
-                 name: str | None = None) -> Path:
+                 name: str | None = None, reference_step: int = DEFAULT_REFERENCE_STEP,
+                 check_steps=DEFAULT_CHECK_STEPS) -> Path:
     """Write report.md, sensitivity.png and summary.json into out_dir; return the report path.
 
     `scores`: a scores file, or a scores table (several files merged: `banana100.leaderboard`,
     then `name` says which). `montage`, when given, is an image (e.g. a chain's steps side by
-    side) shown at the top.
+    side) shown at the top. `reference_step` and `check_steps` are the protocol's (ten-step
+    releases: e.g. 1 and 2, 5, 10).
     """
     df = scores if isinstance(scores, pd.DataFrame) else load_scores(scores)
     name = name or Path(scores).name
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = analyse(df)
-    plot_path = plot(df, results, out_dir / "sensitivity.png")
+    check_steps = tuple(int(k) for k in check_steps)
+    results = analyse(df, reference_step=reference_step, check_steps=check_steps)
+    plot_path = plot(df, results, out_dir / "sensitivity.png", reference_step=reference_step)
     (out_dir / "summary.json").write_text(json.dumps(results, indent=1))
 
     editors = sorted(set(zip(df.get("editor", pd.Series(dtype=str)).fillna("?"), df.get("model", pd.Series(dtype=str)).fillna("?"))))
@@ -254,8 +257,8 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
         lines += [f"![chain]({os.path.relpath(montage, out_dir)})", ""]
     lines += [
         f"Protocol ({about.PAPER_ID}): orient scores so that lower = worse; a chain passes when the score at "
-        f"every check step ({', '.join(map(str, DEFAULT_CHECK_STEPS))}) is strictly worse than at step "
-        f"{DEFAULT_REFERENCE_STEP}. A tie is a failure; chains missing a needed step, or with no score there (NaN: "
+        f"every check step ({', '.join(map(str, check_steps))}) is strictly worse than at step "
+        f"{reference_step}. A tie is a failure; chains missing a needed step, or with no score there (NaN: "
         "see Missing scores), are incomplete and left out of the rate.",
         "",
         "| metric | direction | chains | passed | failed | incomplete | failure rate | mean rho | last step worse |",

@@ -21,4 +21,12 @@ if python -c "import transformers" 2>/dev/null; then
   tiny=(); if [ "$device" = "cpu" ]; then tiny=(--tiny --sides 224 --batch-sizes 1,4 --n 4); fi
   python bench/gpu_vlm_check.py --device "$device" "${tiny[@]}" --out "${BENCH_VLM_OUT:-bench/results_gpu_vlm_check_$device.json}"
 fi
+# open editors (issue 23): images/min batched vs one at a time, peak memory, USD per 1,000 steps, for
+# each model in BENCH_EDITOR_MODELS (space-separated Hub ids or folders, weights already local), at
+# BENCH_GPU_USD_PER_HOUR (default 3.50, an H100-class on-demand hour; state the price you use)
+for model in ${BENCH_EDITOR_MODELS:-}; do
+  python bench/bench_open_editor.py --model "$model" --size 1024 --chains 4 --steps 2 --rounds 2 \
+    --inference-steps 28 --gpu-usd-per-hour "${BENCH_GPU_USD_PER_HOUR:-3.50}" \
+    --out "bench/results_open_editor_$(basename "$model").json"
+done
 exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

@@ -74,6 +74,45 @@ MAX_STEPS = {"simulated": int(os.environ.get("BANANA100_SPACE_MAX_STEPS", "30"))
 GEMINI = "gemini" in EDITORS
 
 
+def _gpu_present() -> bool:
+    """A GPU this process may use: ZeroGPU's (`spaces` makes torch report it) or a local one."""
+    if not about.extra_installed("diffusers"):
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no usable torch means no GPU here
+        return False
+
+
+# The open editor of "Try it" (issue 23): a diffusers pipeline, offered only where a GPU is present.
+OPEN_MODEL = os.environ.get("BANANA100_SPACE_OPEN_EDITOR", "black-forest-labs/FLUX.2-klein-4B")
+OPEN = _gpu_present()
+OPEN_NOTE = ("Open editors (FLUX.2, Qwen-Image-Edit) run only where a GPU is present; "
+             + (f"this Space has one: pick `open` to run {OPEN_MODEL}." if OPEN else
+                "this Space has none, so they are not offered here. Run them on your own GPU: "
+                "`banana100 generate --editor diffusers --model <id>` (docs/open-editors.md)."))
+if OPEN:
+    MAX_STEPS["open"] = 10
+
+
+@GPU(duration=120)
+def _open_edit(request):
+    """One open-editor step on the GPU (ZeroGPU lends it for this call)."""
+    editor = make_editor("diffusers", model=OPEN_MODEL)  # the pipeline itself is loaded once per process
+    return editor.edit(request)
+
+
+class _OpenEditor:
+    """The diffusers editor with each step under @spaces.GPU (stream_chain calls `edit`)."""
+
+    name, model, metered, price, max_batch = "diffusers", OPEN_MODEL, False, "free", 1
+
+    def edit(self, request):
+        return _open_edit(request)
+
+
 # -- data ---------------------------------------------------------------------------------------
 
 
@@ -314,7 +353,9 @@ def run_live(upload, sample, steps, editor_name, api_key):
     except ex.UploadError as e:
         raise gr.Error(f"Upload refused: {e}") from None
     rgb = ex.shrink(rgb, WORK_SIDE if editor_name == "simulated" else 1024)
-    if editor_name == "gemini":
+    if editor_name == "open":
+        editor = _OpenEditor()
+    elif editor_name == "gemini":
         if not api_key:
             raise gr.Error("paste your Gemini API key to use the Gemini editor (it is used for this run only)")
         try:
@@ -461,13 +502,13 @@ def build() -> gr.Blocks:
                         "each copy and the metric curves arrive step by step. The simulated editor runs here, "
                         "offline; it models the damage and is not a real editor."
                         + (" The Gemini editor calls Google's API with *your* key, which is used for this run only "
-                           "and never stored or logged." if GEMINI else ""))
+                           "and never stored or logged." if GEMINI else "") + " " + OPEN_NOTE)
             with gr.Row():
                 with gr.Column(scale=1):
                     upload = gr.File(label="upload an image", file_types=["image"], type="filepath", elem_id="upload")
                     sample = gr.Dropdown(ex.sample_names(), value=ex.sample_names()[0], label="...or a sample",
                                          elem_id="sample")
-                    editors = ["simulated"] + (["gemini"] if GEMINI else [])
+                    editors = ["simulated"] + (["gemini"] if GEMINI else []) + (["open"] if OPEN else [])
                     editor = gr.Radio(editors, value="simulated", label="editor", elem_id="editor")
                     key = gr.Textbox(label="Gemini API key (not stored)", type="password", visible=False,
                                      elem_id="api-key")

@@ -254,7 +254,7 @@ def test_wheel_and_clone_write_identical_cards(built, tmp_path):
 
     where, cards = json.loads(proc.stdout.strip().splitlines()[-1])
     assert Path(where).is_relative_to(unpacked), where
-    assert sorted(names) == sorted(ROSTER)
+    assert sorted(names) == sorted((*ROSTER, *DETECTORS))  # the detector's card reads package data too
     assert cards == {n: render_metric_card(n) for n in names}
     # the measurements themselves reached the cards (not an empty fallback on both sides)
     assert "flat_share" in cards["brisque"] and "bench/native_agreement.py" in cards["brisque"]

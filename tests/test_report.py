@@ -111,3 +111,32 @@ def test_report_explains_terms_step0_jump_and_saturation(tmp_path):
     pq.write_table(pa.Table.from_pylist(calm, schema=SCORES_SCHEMA), path)
     text = write_report(path, tmp_path / "r3").read_text()
     assert "Step-0 jump" not in text and "Saturated" not in text
+
+
+def test_ten_step_chains_with_their_own_check_steps(tmp_path, capsys):
+    """A ten-step release (the supplement's sequences): the CLI's --check-steps/--reference-step reach
+    the protocol, and the report says which steps were checked."""
+    from banana100.cli import main
+
+    rising = [float(s) for s in range(11)]  # steps 0-10
+    rows = _rows("niqe", True, {"a__replicate__r0": rising, "b__replicate__r0": rising[:6]})
+    path = tmp_path / "scores.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), path)
+
+    assert main(["report", str(path), "--out", str(tmp_path / "default")]) == 0
+    summary = json.loads((tmp_path / "default" / "summary.json").read_text())
+    assert summary["niqe"]["n_incomplete"] == 2  # step 20 is absent from both
+
+    assert main(["report", str(path), "--out", str(tmp_path / "ten"), "--check-steps", "2,5,10",
+                 "--reference-step", "1"]) == 0
+    assert "steps checked: 2, 5, 10 against step 1" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "ten" / "summary.json").read_text())
+    assert summary["niqe"]["check_steps"] == [2, 5, 10] and summary["niqe"]["n_passed"] == 1
+    assert summary["niqe"]["incomplete_chains"] == ["b__replicate__r0"]  # stops at step 5
+    text = (tmp_path / "ten" / "report.md").read_text()
+    assert "every check step (2, 5, 10) is strictly worse than at step 1" in text
+    assert "| b__replicate__r0 | incomplete (steps 10 absent) |" in text or "incomplete (step 10 absent)" in text
+
+    with pytest.raises(SystemExit) as bad:
+        main(["report", str(path), "--out", str(tmp_path / "bad"), "--check-steps", "two"])
+    assert bad.value.code == 2

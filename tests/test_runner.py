@@ -390,7 +390,7 @@ def test_cli_prints_summary(sources, tmp_path, capsys):
     assert cli_main(argv[:6] + ["mirror"] + argv[7:]) == 2
     assert "different setting" in capsys.readouterr().err
     assert cli_main(["generate", "--editor", "nope", "--sources", str(sources), "--out", str(out)]) == 2
-    assert "known editors: gemini, simulated" in capsys.readouterr().err
+    assert "known editors: diffusers, gemini, simulated" in capsys.readouterr().err
 
 
 # -- real processes: SIGKILL and Ctrl-C ----------------------------------------------------

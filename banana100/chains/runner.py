@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from banana100.chains.batching import BatchGate
 from banana100.chains.budget import CALLS_FILE, CallMeter
 from banana100.chains.editors.base import Editor
 from banana100.chains.manifest import MANIFEST_NAME, read_manifest
@@ -165,6 +166,14 @@ class _Run:
                 writing.result()
 
     def worker(self, jobs: queue.Queue[ChainPlan]) -> None:
+        gate = self.editor if isinstance(self.editor, BatchGate) else None  # joined in run_all
+        try:
+            self._work(jobs)
+        finally:
+            if gate is not None:
+                gate.leave()  # the chains still running stop waiting for this one
+
+    def _work(self, jobs: queue.Queue[ChainPlan]) -> None:
         while not self.stop.is_set():
             try:
                 plan = jobs.get_nowait()
@@ -195,6 +204,9 @@ class _Run:
             threading.Thread(target=self.worker, args=(jobs,), name=f"banana100-chain-{i}", daemon=True)
             for i in range(min(concurrency, len(pending)))
         ]
+        if isinstance(self.editor, BatchGate):
+            for _ in threads:  # before any starts, so that the first step's batch waits for all
+                self.editor.join()
         for t in threads:
             t.start()
         try:
@@ -286,7 +298,9 @@ def generate_chains(
             show_cost(meter)
         writers = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(pending))),
                                      thread_name_prefix="banana100-write")
-        run = _Run(editor, setting, steps, seed, run_dir, bar, meter, writers)
+        # an editor that takes several images per call gets the same step of several chains at once
+        stepper = BatchGate(editor) if getattr(editor, "max_batch", 1) > 1 and concurrency > 1 else editor
+        run = _Run(stepper, setting, steps, seed, run_dir, bar, meter, writers)
         try:
             run.run_all(pending, concurrency)
         finally:

@@ -15,6 +15,7 @@ from banana100.chains.editors.base import Editor, EditRequest, EditResult
 EDITORS: dict[str, str] = {
     "simulated": ".simulated:SimulatedEditor",
     "gemini": ".gemini:GeminiEditor",
+    "diffusers": ".diffusion:DiffusersEditor",
 }
 
 

@@ -57,10 +57,22 @@ class Editor(abc.ABC):
     # FREE: the editor costs nothing; None: a paid editor whose prices are unknown (no cost
     # estimate, and --max-cost is refused); else its prices (banana100.chains.pricing.ModelPrice).
     price: object | None = FREE
+    # The most requests one `edit_batch` call takes; above 1 the runner batches the same step of
+    # several chains (banana100.chains.batching).
+    max_batch: int = 1
 
     @abc.abstractmethod
     def edit(self, request: EditRequest) -> EditResult:
         """Produce the next image of a chain."""
+
+    def edit_batch(self, requests: list[EditRequest]) -> list[EditResult]:
+        """The next image of several chains, in request order; an editor with `max_batch` > 1
+        makes them in one call. Each result must be what `edit` gives for that request alone."""
+        return [self.edit(r) for r in requests]
+
+    def batch_key(self, request: EditRequest) -> tuple:
+        """Requests with equal keys may share one `edit_batch` call (e.g. same image size)."""
+        return (request.image.shape, tuple(sorted((k, str(v)) for k, v in request.config.items())))
 
     def estimate_usd(self, config: dict) -> tuple[float, float] | None:
         """(typical, reserved) USD of one call under the setting's `config`; None when the
