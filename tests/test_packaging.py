@@ -243,7 +243,12 @@ def test_wheel_and_clone_write_identical_cards(built, tmp_path):
     unpacked = tmp_path / "wheel"
     zipfile.ZipFile(built["wheel"]).extractall(unpacked)
     names = card_metrics(REPO / "metrics")
-    code = ("import json, sys, banana100\n"
+    # as a wheel install would: without the editable install's finder, which setup.sh puts first
+    # in sys.meta_path (against the namespace-package trap), so that PYTHONPATH decides
+    code = ("import sys\n"
+            "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '__module__', '').startswith("
+            "'__editable___banana100')]\n"
+            "import json, banana100\n"
             "from banana100.metrics.cards import render_metric_card\n"
             f"print(json.dumps([banana100.__file__, {{n: render_metric_card(n) for n in {names!r}}}]))")
     env = {**os.environ, "PYTHONPATH": str(unpacked)}
