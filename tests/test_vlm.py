@@ -166,6 +166,14 @@ def test_evaluate_module(tiny):
     assert all(isinstance(e, AnswerParseError) for e in info.value.errors.values())
     with pytest.raises(TypeError, match="unexpected"):
         module.compute(images=_images(1), backend="pyiqa")
+    # the device as for every metric: left out, the default one (was a NameError); a bad one, one UsageError
+    with pytest.raises(ScoreUndefinedError):
+        module.compute(images=_images(1), max_pixels=112 * 112, max_new_tokens=8)
+    for bad in ("tpu", "", "cuda:9"):
+        with pytest.raises(UsageError, match="device"):
+            module.compute(images=_images(1), device=bad)
+        with pytest.raises(UsageError, match="device"):
+            _scorer(tiny, device=bad)
 
 
 def test_scoring_rows_and_texts_file(tiny, tmp_path):

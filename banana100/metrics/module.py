@@ -263,7 +263,8 @@ class VLMEvaluator(evaluate.Metric, metaclass=abc.ABCMeta):
         from banana100.metrics.vlm import VLMScorer
 
         cache = self.__dict__.setdefault("_scorers", {})
-        key = (str(device or default_device()), int(batch_size), int(max_pixels), int(max_new_tokens))
+        # the same device check as the metric modules: a bad or absent device is one UsageError
+        key = (str(check_device(device)), int(batch_size), int(max_pixels), int(max_new_tokens))
         if key not in cache:
             model, processor = self.__dict__.get("_given", (None, None))
             cache[key] = VLMScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], max_pixels=key[2],

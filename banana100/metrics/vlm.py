@@ -27,7 +27,7 @@ import numpy as np
 from banana100.errors import AnswerParseError, Banana100Error, ImageReadError
 from banana100.imageio import ImageLike, describe, image_size, load_rgb
 from banana100.metrics import weights
-from banana100.metrics.engine import check_size, default_device, image_failures
+from banana100.metrics.engine import check_device, check_size, image_failures
 from banana100.metrics.table import get_metric
 
 NAME = "visualquality_r1"
@@ -127,7 +127,7 @@ class VLMScorer:
         from banana100.errors import UsageError
 
         self.spec = get_metric(metric)
-        self.device = torch.device(device if device is not None else default_device())
+        self.device = check_device(device)  # a bad or absent device: one UsageError, as for every metric
         if int(batch_size) < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         if int(max_pixels) < MIN_PIXELS:
