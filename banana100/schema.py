@@ -19,10 +19,12 @@ class Field:
 
 
 RECORD_FIELDS: tuple[Field, ...] = (
-    Field("chain_id", "string", True, "Chain identifier: `{source_id}__{setting}__r{repeat}`."),
+    Field("chain_id", "string", True, "Chain identifier: `{source_id}__{setting}[__{variant}][__same-chat]__r{repeat}`."),
     Field("source_id", "string", True, "Source image identifier (its file stem)."),
     Field("setting", "string", True, "Generation setting (see the settings table)."),
     Field("repeat", "int32", True, "Repeat index of this source x setting, from 0."),
+    Field("chat_mode", "string", False, "`different` (a fresh conversation for every step, the paper's protocol) or `same` (one conversation per chain); null means `different`."),
+    Field("variant", "string", False, "Free label that tells apart chains of one source, setting and chat mode in an imported release (e.g. the editor family of a supplement sequence); null for chains made here."),
     Field("step", "int32", True, "0 = the source image, 1..N = the editor's outputs."),
     Field("image", "string", True, "Image path relative to the run folder (manifest only)."),
     Field("sha256", "string", True, "SHA-256 of the image file's bytes."),
@@ -70,5 +72,19 @@ def validate_record(record: dict) -> list[str]:
     return problems
 
 
-def chain_id(source_id: str, setting: str, repeat: int) -> str:
-    return f"{source_id}__{setting}__r{repeat}"
+CHAT_MODES = ("different", "same")
+
+
+def chain_id(source_id: str, setting: str, repeat: int, chat_mode: str | None = None,
+             variant: str | None = None) -> str:
+    """`{source_id}__{setting}__r{repeat}`, with `__{variant}` and `__same-chat` before the repeat
+    when they apply, so that chains differing only in variant or chat mode never share an id (and a
+    folder). The paper's different-chat chains keep the id they always had."""
+    if chat_mode not in (None, *CHAT_MODES):
+        raise ValueError(f"chat_mode {chat_mode!r}: expected one of {', '.join(CHAT_MODES)}")
+    parts = [source_id, setting]
+    if variant:
+        parts.append(variant)
+    if chat_mode == "same":
+        parts.append("same-chat")
+    return "__".join(parts) + f"__r{repeat}"
