@@ -122,6 +122,7 @@ def _cmd_generate(args) -> None:
         rpm=args.rpm,
         dry_run=args.dry_run,
         retry_stopped=args.retry_stopped,
+        chat=args.chat,
     )
     print(summary)
 
@@ -268,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="client-side rate limit, requests per minute, all chains (default: no limit)")
     g.add_argument("--dry-run", action="store_true", help="show chains, steps, cost estimate and prompts; call nothing")
     g.add_argument("--retry-stopped", action="store_true", help="retry chains the editor stopped (safety blocks)")
+    g.add_argument("--chat", default="different", metavar="different|same",
+                   help="different: a fresh request per step (the paper's protocol); same: one conversation per "
+                   "chain, each request resends the earlier turns (gemini); 'different,same' makes both")
     g.add_argument("--timeout", type=POSITIVE, default=gemini.TIMEOUT_S, help="gemini: seconds per request before retrying")
     g.add_argument("--max-attempts", type=POSITIVE_INT, default=gemini.MAX_ATTEMPTS,
                    help="gemini: calls per step on transient faults")

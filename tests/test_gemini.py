@@ -29,7 +29,7 @@ from banana100.chains.pricing import price_for
 from banana100.chains.runner import generate_chains
 from banana100.chains.step import step_seed
 from banana100.chains.store import STOPPED_FILE, read_stopped
-from banana100.errors import ChainsFailedError
+from banana100.errors import Banana100Error, ChainsFailedError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import load_settings
 from banana100.testing.runfolder import write_source
@@ -535,3 +535,88 @@ def test_api_key_never_leaks(tmp_path, sources):
     with pytest.raises(Exception) as info:
         ed.edit(EditRequest(image=np.zeros((4, 4, 3), np.uint8), prompt="x", seed=1))
     assert KEY not in str(info.value) and KEY not in repr(info.value)
+
+
+# -- same-chat mode ----------------------------------------------------------------------------
+
+
+def same_chat_requests(server, cid_seeds):
+    return [q for q in server.requests if q["seed"] in cid_seeds]
+
+
+def test_same_chat_sends_the_conversation_with_the_models_own_parts(server, sources, tmp_path):
+    out = tmp_path / "run"
+    summary = run(editor(server), [sources / "alpha.png"], out, steps=3, chat="different,same")
+    assert summary.chains == 2
+    same, diff = "alpha__replicate__same-chat__r0", "alpha__replicate__r0"
+    by_seed = {seed_of(same, k): k for k in (1, 2, 3)}
+    asked = [q for q in server.requests if q["seed"] in by_seed]
+    # turn k: the user's k turns and the model's k-1 answers; every earlier answer sent back whole
+    assert [(by_seed[q["seed"]], q["turns"], q["images_in"]) for q in asked] == [(1, 1, 1), (2, 3, 3), (3, 5, 5)]
+    assert all(q["history_problems"] == [] for q in asked)
+    # each same-chat step edits the model's previous answer, as stored
+    recs = records_of(out, same)
+    assert [q["sha256"] for q in asked[1:]] == [r["sha256"] for r in recs[1:3]]
+    assert {r.get("chat_mode") for r in recs} == {"same"}
+    assert {r.get("chat_mode") for r in records_of(out, diff)} == {"different"}
+    assert [q["turns"] for q in server.requests if q["seed"] in {seed_of(diff, k) for k in (1, 2, 3)}] == [1, 1, 1]
+    # the input tokens grow with the history, and so does the recorded cost
+    tokens = [r["input_tokens"] for r in recs[1:]]
+    costs = [r["cost_usd"] for r in recs[1:]]
+    assert tokens[0] < tokens[1] < tokens[2] and costs[0] < costs[1] < costs[2]
+    assert sorted(p.name for p in (out / same).glob("*.turn.json")) == [f"step_00{k}.turn.json" for k in (1, 2, 3)]
+    assert not list((out / diff).glob("*.turn.json"))
+    check_chains(out, 2, 3)
+
+
+def test_same_chat_resumes_from_the_stored_turns(server, sources, tmp_path):
+    """A chain made in two runs sends what a chain made in one run sends."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    run(editor(server), [sources / "alpha.png"], one, steps=4, chat="same")
+    full = [(q["seed"], q["turns"], q["images_in"], q["sha256"]) for q in server.requests]
+    server.requests.clear()
+    run(editor(server), [sources / "alpha.png"], two, steps=2, chat="same")
+    run(editor(server), [sources / "alpha.png"], two, steps=4, chat="same")
+    resumed = [(q["seed"], q["turns"], q["images_in"], q["sha256"]) for q in server.requests]
+    assert resumed == full  # nothing asked twice, the same history each step
+    assert all(q["history_problems"] == [] for q in server.requests)
+    cid = "alpha__replicate__same-chat__r0"
+    assert [r["sha256"] for r in records_of(one, cid)] == [r["sha256"] for r in records_of(two, cid)]
+
+
+def test_same_chat_missing_turn_file_is_one_clear_error(server, sources, tmp_path):
+    out = tmp_path / "run"
+    run(editor(server), [sources / "alpha.png"], out, steps=2, chat="same")
+    turn = out / "alpha__replicate__same-chat__r0" / "step_002.turn.json"
+    turn.unlink()
+    n = len(server.requests)
+    with pytest.raises(ChainsFailedError, match="step_002.turn.json: missing"):
+        run(editor(server), [sources / "alpha.png"], out, steps=3, chat="same")
+    assert len(server.requests) == n  # nothing was asked without the conversation
+
+
+def test_same_chat_cost_grows_and_the_cap_holds(server, sources, tmp_path):
+    out = tmp_path / "run"
+    ed = editor(server)
+    text = run(ed, [sources / "alpha.png"], out, steps=10, chat="same", dry_run=True)
+    assert "chat: same" in text and "costs $0.0012 more than the one before" in text
+    diff = run(ed, [sources / "alpha.png"], out, steps=10, dry_run=True)
+    cost = lambda t: float(t.split(" for this run")[0].rsplit("$", 1)[1])  # noqa: E731
+    assert cost(text) > cost(diff)
+    # a cap between 3 and 4 same-chat steps: the run stops before the call that would pass it
+    cap = 3 * ed.estimate_usd({}, 2)[1]
+    with pytest.raises(BudgetExceeded):
+        run(ed, [sources / "alpha.png"], out, steps=10, chat="same", max_cost=cap)
+    spent = ledger_totals(out / CALLS_FILE)["spent_usd"]
+    assert spent <= cap
+    assert 1 <= len(records_of(out, "alpha__replicate__same-chat__r0")) - 1 < 10
+
+
+def test_same_chat_needs_an_editor_that_holds_a_conversation(sources, tmp_path):
+    from banana100.chains.editors import make_editor
+
+    with pytest.raises(Banana100Error, match="--chat same: the simulated editor .* cannot hold a conversation"):
+        run(make_editor("simulated"), sources, tmp_path / "run", chat="same")
+    with pytest.raises(Banana100Error, match="--chat 'sometimes': expected different or same"):
+        run(make_editor("simulated"), sources, tmp_path / "run", chat="sometimes")
+    assert not (tmp_path / "run").exists()

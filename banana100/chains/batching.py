@@ -107,8 +107,8 @@ class BatchGate(Editor):
         return slot.result  # type: ignore[return-value]
 
     # the rest of the contract is the wrapped editor's
-    def estimate_usd(self, config: dict):
-        return self.editor.estimate_usd(config)
+    def estimate_usd(self, config: dict, history_images: int = 0):
+        return self.editor.estimate_usd(config, history_images)
 
     def request_config(self, config: dict, seed: int) -> dict:
         return self.editor.request_config(config, seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from banana100.chains.editors.base import Editor
@@ -14,7 +14,7 @@ from banana100.chains.settings import Setting
 from banana100.chains.step import chain_seed
 from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import IMAGE_SUFFIXES, list_images, load_rgb
-from banana100.schema import chain_id as make_chain_id
+from banana100.schema import CHAT_MODES, chain_id as make_chain_id
 
 
 @dataclass
@@ -32,17 +32,37 @@ class ChainPlan:
     parent_sha256: str | None  # sha256 of step next_step - 1
     last_image: Path | None  # image of step next_step - 1 (None when next_step == 0)
     present: int  # records already there, within 0..steps
+    chat_mode: str = "different"  # banana100.schema.CHAT_MODES; "same": one conversation (chains.chat)
+    records: list = field(default_factory=list)  # same-chat: the stored steps, to replay the conversation
 
     def advance(self, run_dir: Path, record: dict) -> None:
         """Step `record["step"]` is recorded: the chain continues after it."""
         self.parent_sha256 = record["sha256"]
         self.last_image = run_dir / record["image"]
         self.next_step = record["step"] + 1
+        if self.chat_mode == "same":
+            self.records.append(record)
 
 
 def _check_count(label: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise Banana100Error(f"{label} must be a whole number >= {minimum}, got {value!r}")
+
+
+def check_chat_modes(editor, chat) -> tuple[str, ...]:
+    """`chat` ("different", "same", "different,same" or a list) -> the run's chat modes, refused
+    with one line when unknown or when the editor cannot hold a conversation."""
+    modes = chat.split(",") if isinstance(chat, str) else list(chat)
+    modes = tuple(dict.fromkeys(m.strip() for m in modes if m.strip()))
+    bad = [m for m in modes if m not in CHAT_MODES]
+    if not modes or bad:
+        raise Banana100Error(f"--chat {','.join(bad) or chat!r}: expected {' or '.join(CHAT_MODES)} (or both, comma-separated)")
+    if "same" in modes and not getattr(editor, "supports_chat", False):
+        raise Banana100Error(
+            f"--chat same: the {editor.name} editor ({editor.model}) cannot hold a conversation; "
+            "same-chat chains need an editor that can (gemini)"
+        )
+    return modes
 
 
 def check_arguments(editor, setting: Setting, steps, repeats, concurrency, seed, max_cost, rpm) -> None:
@@ -107,7 +127,8 @@ def collect_sources(sources) -> list[Source]:
 
 
 def plan_chains(
-    run_dir: Path, sources: list[Source], setting: Setting, params: dict, steps: int, repeats: int, records: list[dict]
+    run_dir: Path, sources: list[Source], setting: Setting, params: dict, steps: int, repeats: int, records: list[dict],
+    chat_modes: tuple[str, ...] = ("different",),
 ) -> list[ChainPlan]:
     """Every chain of the run, with the step it continues from (checked against the manifest)."""
     manifest = run_dir / MANIFEST_NAME
@@ -115,37 +136,40 @@ def plan_chains(
     for r in records:
         by_chain.setdefault(r["chain_id"], []).append(r)
     plans = []
-    for src in sources:
-        for rep in range(repeats):
-            cid = make_chain_id(src.source_id, setting.name, rep)
-            recs = sorted(by_chain.get(cid, []), key=lambda r: r["step"])
-            found = [r["step"] for r in recs]
-            if found != list(range(len(recs))):
-                raise ManifestError(
-                    f"{manifest}: chain {cid!r} has steps {_ranges(found)}, not a contiguous run from 0; "
-                    "the manifest was edited by hand or merged from elsewhere"
-                )
-            for r in recs:
-                for key, want in (
-                    ("source_id", src.source_id),
-                    ("repeat", rep),
-                    ("setting", setting.name),
-                    ("editor", params["editor"]),
-                    ("model", params["model"]),
-                ):
-                    if r[key] != want:
-                        raise ManifestError(
-                            f"{manifest}: chain {cid!r} step {r['step']} has {key}={r[key]!r}, expected {want!r}"
-                        )
-            n = len(recs)
-            plan = ChainPlan(cid, src, rep, n, None, None, min(n, steps + 1))
-            if n:
-                last = recs[-1]
-                plan.parent_sha256 = last["sha256"]
-                plan.last_image = run_dir / last["image"]
-                if n <= steps:  # the chain continues: its last image must be intact
-                    _verify_image(plan.last_image, last, manifest)
-            plans.append(plan)
+    for src, mode, rep in ((s, m, r) for s in sources for m in chat_modes for r in range(repeats)):  # one chain each
+        cid = make_chain_id(src.source_id, setting.name, rep, chat_mode=mode)
+        recs = sorted(by_chain.get(cid, []), key=lambda r: r["step"])
+        found = [r["step"] for r in recs]
+        if found != list(range(len(recs))):
+            raise ManifestError(
+                f"{manifest}: chain {cid!r} has steps {_ranges(found)}, not a contiguous run from 0; "
+                "the manifest was edited by hand or merged from elsewhere"
+            )
+        for r in recs:
+            for key, want in (
+                ("source_id", src.source_id),
+                ("repeat", rep),
+                ("setting", setting.name),
+                ("editor", params["editor"]),
+                ("model", params["model"]),
+                ("chat_mode", mode),
+            ):
+                have = r.get(key)
+                if key == "chat_mode" and have is None:  # records made before same-chat mode existed
+                    have = "different"
+                if have != want:
+                    raise ManifestError(
+                        f"{manifest}: chain {cid!r} step {r['step']} has {key}={have!r}, expected {want!r}"
+                    )
+        n = len(recs)
+        plan = ChainPlan(cid, src, rep, n, None, None, min(n, steps + 1), mode, recs if mode == "same" else [])
+        if n:
+            last = recs[-1]
+            plan.parent_sha256 = last["sha256"]
+            plan.last_image = run_dir / last["image"]
+            if n <= steps:  # the chain continues: its last image must be intact
+                _verify_image(plan.last_image, last, manifest)
+        plans.append(plan)
     return plans
 
 
@@ -177,6 +201,12 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(out)
 
 
+def _step_usd(editor: Editor, setting: Setting, chat_mode: str, step: int) -> float:
+    """Typical USD of output step `step`: a same-chat step k resends the source and k-1 answers."""
+    history = step - 1 if chat_mode == "same" else 0
+    return editor.estimate_usd(dict(setting.config), history_images=history)[0]
+
+
 def dry_run_text(
     editor: Editor, setting: Setting, plans: list[ChainPlan], pending: list[ChainPlan], steps: int, seed: int,
     run_dir: Path, stopped: dict, max_cost: float | None,
@@ -189,16 +219,32 @@ def dry_run_text(
         f"  chains: {len(plans)} ({len(plans) - len(pending) - len(stopped)} complete, {len(pending)} to run"
         + (f", {len(stopped)} stopped by the editor and skipped" if stopped else "")
         + f"); steps to make: {calls} (one call each when nothing fails)",
+        f"  chat: {', '.join(dict.fromkeys(p.chat_mode for p in plans)) or 'different'}"
+        " (different: a fresh request each step; same: one conversation per chain)",
     ]
     est = editor.estimate_usd(dict(setting.config))
     if est is not None:
         typical, reserve = est
+        # step-major order, as concurrent chains advance together
+        costs = [_step_usd(editor, setting, p.chat_mode, k) for k in range(1, steps + 1)
+                 for p in pending if k >= p.next_step]
+        total = sum(costs)
         lines.append(
-            f"  estimated cost: ${typical:.4f} a step, ${typical * calls:.2f} for this run "
+            f"  estimated cost: ${typical:.4f} a step, ${total:.2f} for this run "
             f"(${typical * 100:.2f} per 100 steps; up to ${reserve:.4f} reserved per call under --max-cost)"
         )
-        if max_cost is not None and typical * calls > max_cost:
-            lines.append(f"  --max-cost ${max_cost:.2f} will stop the run after about {int(max_cost / typical)} steps")
+        if any(p.chat_mode == "same" for p in plans):
+            grow = _step_usd(editor, setting, "same", 2) - _step_usd(editor, setting, "same", 1)
+            lines.append(
+                f"  same-chat chains resend the conversation: each step costs ${grow:.4f} more than the one "
+                f"before (one more image in the history), so step {steps} costs "
+                f"${_step_usd(editor, setting, 'same', steps):.4f}"
+            )
+        if max_cost is not None and total > max_cost:
+            spent, n = 0.0, 0
+            while n < len(costs) and spent + costs[n] <= max_cost:
+                spent, n = spent + costs[n], n + 1
+            lines.append(f"  --max-cost ${max_cost:.2f} will stop the run after about {n} steps")
     elif editor.price is None:
         lines.append(f"  estimated cost: unknown (no prices for {editor.model!r} in generation/pricing.yaml)")
     lines.append("  prompt schedule and config (first steps of the first chain):")

@@ -44,13 +44,17 @@ class ModelPrice:
             + output_image_tokens * self.output_image_per_mtok
         ) / 1e6
 
-    def typical_call(self, image_size: str | None = None, prompt_tokens: int = 30, thought_tokens: int = 300) -> float:
-        """USD of one ordinary edit call: one image in, one image out, a short thought."""
-        return self.cost(self.input_image_tokens + prompt_tokens, thought_tokens, self.image_tokens(image_size))
+    def typical_call(self, image_size: str | None = None, prompt_tokens: int = 30, thought_tokens: int = 300,
+                     images_in: int = 1) -> float:
+        """USD of one ordinary edit call: `images_in` images in (1; a same-chat step k sends k:
+        the source and the k-1 earlier answers), one image out, a short thought."""
+        return self.cost(self.input_image_tokens * images_in + prompt_tokens * images_in, thought_tokens,
+                         self.image_tokens(image_size))
 
-    def reserve_call(self, image_size: str | None = None) -> float:
+    def reserve_call(self, image_size: str | None = None, images_in: int = 1) -> float:
         """USD reserved before a call under a cost cap: a generous bound on one call's cost."""
-        return self.cost(self.input_image_tokens + 200, self.reserve_text_tokens, self.image_tokens(image_size))
+        return self.cost(self.input_image_tokens * images_in + 200 * images_in, self.reserve_text_tokens,
+                         self.image_tokens(image_size))
 
     def from_usage(
         self,

@@ -25,9 +25,17 @@ from tqdm import tqdm
 
 from banana100.chains.batching import BatchGate
 from banana100.chains.budget import CALLS_FILE, CallMeter
+from banana100.chains.chat import rebuild_history, write_turn
 from banana100.chains.editors.base import Editor
 from banana100.chains.manifest import MANIFEST_NAME, read_manifest
-from banana100.chains.plan import ChainPlan, check_arguments, collect_sources, dry_run_text, plan_chains
+from banana100.chains.plan import (
+    ChainPlan,
+    check_arguments,
+    check_chat_modes,
+    collect_sources,
+    dry_run_text,
+    plan_chains,
+)
 from banana100.chains.settings import Setting, get_setting
 from banana100.chains.step import edit_request, make_step, step_record
 from banana100.chains.store import (
@@ -110,13 +118,15 @@ class _Run:
             self.written += 1
             self.bar.update(1)
 
-    def _write(self, plan: ChainPlan, record: dict, data: bytes) -> None:
+    def _write(self, plan: ChainPlan, record: dict, data: bytes, turn: list | None = None) -> None:
+        if turn is not None:  # same-chat: the model's turn is on disk before the step's record
+            write_turn(self.run_dir / plan.chain_id, record["step"], turn, data)
         self.store.write(record, data)
         plan.advance(self.run_dir, record)
 
     def _record(self, plan: ChainPlan, step: int, data: bytes, rgb, parent: str | None, **fields) -> dict:
         return step_record(self.editor, self.setting, plan.chain_id, plan.source.source_id, plan.repeat, step,
-                           image_rel(plan.chain_id, step), data, rgb, parent, **fields)
+                           image_rel(plan.chain_id, step), data, rgb, parent, chat_mode=plan.chat_mode, **fields)
 
     def run_chain(self, plan: ChainPlan) -> None:
         """Make the chain's missing steps, in order.
@@ -146,19 +156,25 @@ class _Run:
             plan.advance(self.run_dir, record)
             current = load_rgb(current_bytes)
         k, parent = plan.next_step, plan.parent_sha256
+        # same-chat: the conversation so far, replayed from the stored turns (banana100.chains.chat)
+        history = rebuild_history(self.run_dir, plan.records) if plan.chat_mode == "same" else None
+        source_png = (self.run_dir / plan.records[0]["image"]).read_bytes() if history is not None else None
         writing = None  # the future of the step being written
         try:
             while k <= self.steps:
                 if self.stop.is_set():
                     return
-                request = edit_request(self.setting, k, current, self.seed, plan.chain_id, current_bytes, self.meter)
+                request = edit_request(self.setting, k, current, self.seed, plan.chain_id, current_bytes, self.meter,
+                                       history=None if history is None else list(history), source_png=source_png)
                 out = make_step(self.editor, request)
+                if history is not None:
+                    history.append({"user": request.user_turn, "model": out.turn})
                 current, current_bytes = out.rgb, out.data
                 record = self._record(plan, k, out.data, out.rgb, parent, prompt=request.prompt, seed=out.seed,
                                       **out.fields)
                 if writing is not None:
                     writing.result()  # step k-1 is in the manifest before step k is written
-                writing = self.writers.submit(self._write, plan, record, out.data)
+                writing = self.writers.submit(self._write, plan, record, out.data, out.turn)
                 parent = record["sha256"]
                 k += 1
         finally:
@@ -236,6 +252,7 @@ def generate_chains(
     rpm: float | None = None,
     dry_run: bool = False,
     retry_stopped: bool = False,
+    chat: str | list[str] = "different",
 ) -> RunSummary | str:
     """Make (or resume, or extend) `repeats` chains of `steps` edits per source image.
 
@@ -255,17 +272,22 @@ def generate_chains(
     (ChainStopped, e.g. repeated safety blocks) is recorded in `stopped.jsonl` and skipped by
     later runs unless `retry_stopped`. `dry_run` returns a description of what would be done
     (chains, steps, estimated cost, prompt schedule, config) and touches nothing.
+
+    `chat` is "different" (the paper's protocol: a fresh request per step), "same" (one
+    conversation per chain, for an editor with `supports_chat`; see banana100.chains.chat) or
+    both ("different,same"): each mode makes its own chains, with their own ids.
     """
     t_start = time.monotonic()
     setting = setting if isinstance(setting, Setting) else get_setting(setting)
     check_arguments(editor, setting, steps, repeats, concurrency, seed, max_cost, rpm)
+    chat_modes = check_chat_modes(editor, chat)
     srcs = collect_sources(sources)  # before any work: nothing is written if a source is bad
     run_dir = Path(out_dir)
     params = run_parameters(editor, setting, seed)
 
     if dry_run:
         records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
-        plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records)
+        plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
         stopped = {} if retry_stopped else read_stopped(run_dir)
         pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped]
         return dry_run_text(editor, setting, plans, pending, steps, seed, run_dir, stopped, max_cost)
@@ -275,7 +297,7 @@ def generate_chains(
     with RunLock(run_dir):
         records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
         check_run_file(run_dir, params, bool(records), sources)
-        plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records)
+        plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
         present = sum(p.present for p in plans)
         stopped_before = read_stopped(run_dir)
         if retry_stopped and stopped_before:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from banana100.chains.chat import user_parts
 from banana100.chains.editors.base import Editor, EditRequest, EditResult
 from banana100.chains.manifest import sha256_bytes, utc_now
 from banana100.chains.settings import Setting
@@ -61,12 +62,15 @@ def chain_seed(setting: Setting, base_seed: int, chain_id: str, step: int) -> in
 
 def edit_request(
     setting: Setting, step: int, image: np.ndarray, base_seed: int, chain_id: str,
-    image_bytes: bytes | None = None, meter=None,
+    image_bytes: bytes | None = None, meter=None, history: list | None = None, source_png: bytes | None = None,
 ) -> EditRequest:
-    """The request for output step `step` of chain `chain_id`, fed `image` (the previous step)."""
+    """The request for output step `step` of chain `chain_id`, fed `image` (the previous step).
+    `history` (a list, empty at step 1) makes it a same-chat request (banana100.chains.chat);
+    `source_png` is then the chain's step-0 image, which the first turn carries."""
+    prompt = setting.prompt(step)
     return EditRequest(
         image=image,
-        prompt=setting.prompt(step),
+        prompt=prompt,
         seed=chain_seed(setting, base_seed, chain_id, step),
         config=dict(setting.config),
         simulate=setting.simulate_for(step),
@@ -74,6 +78,8 @@ def edit_request(
         image_bytes=image_bytes,
         chain_id=chain_id,
         meter=meter,
+        history=history,
+        user_turn=None if history is None else user_parts(step, prompt, source_png),
     )
 
 
@@ -84,6 +90,7 @@ class StepOutput:
     seed: int  # the seed that produced the image (the editor's, when it had to change it)
     fields: dict  # manifest fields from the editor's metadata (see `_metadata_fields`)
     metadata: dict  # the editor's metadata as it returned it
+    turn: list | None = None  # same-chat mode: the model's turn, to store (banana100.chains.chat)
 
 
 def make_step(editor: Editor, request: EditRequest) -> StepOutput:
@@ -94,7 +101,9 @@ def make_step(editor: Editor, request: EditRequest) -> StepOutput:
     data, rgb = _result_image(result)
     seed = result.seed if isinstance(result.seed, int) and not isinstance(result.seed, bool) else request.seed
     metadata = dict(result.metadata or {})
-    return StepOutput(data, rgb, seed, _metadata_fields(metadata, latency), metadata)
+    if request.history is not None and not result.turn:
+        raise Banana100Error(f"{type(editor).__name__} returned no conversation turn for a same-chat request")
+    return StepOutput(data, rgb, seed, _metadata_fields(metadata, latency), metadata, result.turn)
 
 
 def _result_image(result: EditResult) -> tuple[bytes, np.ndarray]:

@@ -6,7 +6,8 @@ A run folder (see `banana100.chains.manifest` and the design's "Chains on disk")
   on the first run; a rerun with different ones is refused, while --steps and --repeats may grow;
 - `manifest.jsonl`: one record per image, appended only after the image is fully on disk;
 - `<chain_id>/step_000.png` (the source, decoded to RGB), `step_001.png`, ... one folder per
-  chain, `chain_id = {source_id}__{setting}__r{repeat}`;
+  chain, `chain_id` from `banana100.schema.chain_id`; a same-chat chain also keeps each
+  step's conversation turn, `step_NNN.turn.json` (banana100.chains.chat);
 - `calls.jsonl`: every call of a service editor (banana100.chains.budget);
 - `stopped.jsonl`: chains an editor stopped (e.g. repeated safety blocks), with the reason.
 

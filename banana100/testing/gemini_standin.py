@@ -132,16 +132,19 @@ class StandIn:
         return Handler
 
     def _answer(self, model: str, body: dict, key: str):
-        parts = body["contents"][0]["parts"]
-        image_b64, prompt = None, None
-        for p in parts:
-            inline = p.get("inlineData") or p.get("inline_data")
-            if inline:
-                image_b64 = inline["data"]
-            elif "text" in p:
-                prompt = p["text"]
+        contents = _camel(body["contents"])
+        image_b64, prompt, images_in = None, None, 0
+        for turn in contents:  # the image edited: the latest one in the conversation that is not a draft
+            for p in turn["parts"]:
+                inline = p.get("inlineData")
+                if inline:
+                    images_in += 1
+                    if not p.get("thought"):
+                        image_b64 = inline["data"]
+                elif "text" in p and turn.get("role", "user") == "user":
+                    prompt = p["text"]
         gen = _camel(body.get("generationConfig") or {})  # proto JSON accepts both spellings
-        raw = base64.urlsafe_b64decode(image_b64.replace("+", "-").replace("/", "_"))  # the SDK sends urlsafe
+        raw = _b64(image_b64)
         with Image.open(io.BytesIO(raw)) as im:
             width, height = im.size
         info = {
@@ -152,6 +155,9 @@ class StandIn:
             "width": width,
             "height": height,
             "sha256": hashlib.sha256(raw).hexdigest(),
+            "turns": len(contents),
+            "images_in": images_in,
+            "history_problems": _history_problems(contents),
         }
         with self.lock:
             self.keys_seen.add(key)
@@ -164,6 +170,8 @@ class StandIn:
             spec = dict(spec or {})
             self.requests.append(info)
         status, payload, headers, delay = self._respond(spec, raw, info, key)
+        if status == 200 and "usageMetadata" in payload:  # each image sent is billed as input
+            payload["usageMetadata"]["promptTokenCount"] = 560 * max(images_in, 1) + 20 * ((len(contents) + 1) // 2)
         with self.lock:
             self.responses.append("ok" if status == 200 and not spec else _label(spec, status))
         return status, payload, headers, delay + self.latency_s
@@ -211,7 +219,7 @@ class StandIn:
         parts = [
             thought,
             {"inlineData": {"mimeType": "image/png", "data": draft}, "thought": True},  # an interim thought image
-            {"inlineData": {"mimeType": "image/png", "data": data}},
+            {"inlineData": {"mimeType": "image/png", "data": data}, "thoughtSignature": _signature(out)},
         ]
         cand = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
         payload = {"candidates": [cand], "usageMetadata": usage, "modelVersion": info["model"], "responseId": "standin"}
@@ -225,6 +233,39 @@ class StandIn:
         rng = np.random.default_rng(int(info["seed"] or 0))
         rgb = np.clip(rgb + rng.integers(-2, 3, rgb.shape), 0, 255).astype(np.uint8)
         return _png(rgb)
+
+
+def _b64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text.replace("+", "-").replace("/", "_"))  # the SDK sends urlsafe
+
+
+def _signature(image: bytes) -> str:
+    """The stand-in's thought signature of an answer: tied to the image it came with."""
+    return base64.b64encode(b"standin-sig:" + hashlib.sha256(image).digest()[:12]).decode()
+
+
+def _history_problems(contents: list) -> list[str]:
+    """What is wrong with a conversation as the service would see it (same-chat mode): roles
+    must alternate user/model from a user turn, and each model turn must come back as it was
+    sent: its thought summary, its draft and its final image with that image's signature."""
+    problems = []
+    for i, turn in enumerate(contents):
+        role = turn.get("role", "user")
+        if role != ("user" if i % 2 == 0 else "model"):
+            problems.append(f"turn {i} has role {role!r}")
+        if role != "model":
+            continue
+        parts = turn["parts"]
+        finals = [p for p in parts if p.get("inlineData") and not p.get("thought")]
+        if not any(p.get("thought") and p.get("text") == THOUGHT_TEXT for p in parts):
+            problems.append(f"turn {i}: the thought summary is missing")
+        if not any(p.get("thought") and p.get("inlineData") for p in parts):
+            problems.append(f"turn {i}: the draft image is missing")
+        if len(finals) != 1:
+            problems.append(f"turn {i}: {len(finals)} final images")
+        elif _b64(finals[0].get("thoughtSignature") or "") != _b64(_signature(_b64(finals[0]["inlineData"]["data"]))):
+            problems.append(f"turn {i}: the final image's thought signature is missing or not its own")
+    return problems
 
 
 def _label(spec: dict, status: int) -> str:

@@ -27,6 +27,10 @@ class EditRequest:
     # editor calls `meter.start(estimate_usd, ...)` before each service call (rate limit and
     # cost cap; raises BudgetExceeded) and `meter.end(ticket, cost_usd, outcome)` after it.
     meter: object | None = None
+    # Same-chat mode (banana100.chains.chat): the chain's earlier turns, [{"user": parts, "model":
+    # parts}, ...], and this step's user parts; None in the paper's different-chat mode.
+    history: list | None = None
+    user_turn: list | None = None
 
 
 @dataclass
@@ -39,6 +43,9 @@ class EditResult:
     # The seed that actually produced the image, when the editor had to change it (a retry
     # with a new seed after a safety block); None = request.seed.
     seed: int | None = None
+    # Same-chat mode: the model's turn as the service returned it (banana100.chains.chat parts),
+    # stored beside the image so that the conversation can be replayed.
+    turn: list | None = None
 
 
 class Editor(abc.ABC):
@@ -60,6 +67,9 @@ class Editor(abc.ABC):
     # The most requests one `edit_batch` call takes; above 1 the runner batches the same step of
     # several chains (banana100.chains.batching).
     max_batch: int = 1
+    # True for an editor that can hold a conversation (same-chat mode, banana100.chains.chat):
+    # it sends `EditRequest.history` + `user_turn` and returns `EditResult.turn`.
+    supports_chat: bool = False
 
     @abc.abstractmethod
     def edit(self, request: EditRequest) -> EditResult:
@@ -74,9 +84,10 @@ class Editor(abc.ABC):
         """Requests with equal keys may share one `edit_batch` call (e.g. same image size)."""
         return (request.image.shape, tuple(sorted((k, str(v)) for k, v in request.config.items())))
 
-    def estimate_usd(self, config: dict) -> tuple[float, float] | None:
-        """(typical, reserved) USD of one call under the setting's `config`; None when the
-        editor is free or its prices are unknown (then no running cost is shown)."""
+    def estimate_usd(self, config: dict, history_images: int = 0) -> tuple[float, float] | None:
+        """(typical, reserved) USD of one call under the setting's `config`, with
+        `history_images` earlier images sent along (same-chat mode); None when the editor is
+        free or its prices are unknown (then no running cost is shown)."""
         return None
 
     def request_config(self, config: dict, seed: int) -> dict:

@@ -103,6 +103,47 @@ def decode_image(data: bytes) -> np.ndarray:
     return np.ascontiguousarray(rgb)
 
 
+def _turn_part(part) -> dict:
+    """An SDK Part -> a banana100.chains.chat part (text or image, thought flag, signature)."""
+    out: dict = {}
+    inline = getattr(part, "inline_data", None)
+    if inline is not None and getattr(inline, "data", None):
+        data = inline.data
+        out["inline_data"] = {"mime_type": getattr(inline, "mime_type", None),
+                              "data": base64.b64decode(data) if isinstance(data, str) else bytes(data)}
+    elif getattr(part, "text", None) is not None:
+        out["text"] = part.text
+    if getattr(part, "thought", False):
+        out["thought"] = True
+    sig = getattr(part, "thought_signature", None)
+    if sig:
+        out["thought_signature"] = base64.b64decode(sig) if isinstance(sig, str) else bytes(sig)
+    return out
+
+
+def _content(types, role: str, parts: list[dict]):
+    """banana100.chains.chat parts -> an SDK Content, signatures and thought flags kept."""
+    out = []
+    for p in parts:
+        kw = {}
+        if "inline_data" in p:
+            kw["inline_data"] = types.Blob(data=p["inline_data"]["data"], mime_type=p["inline_data"]["mime_type"])
+        else:
+            kw["text"] = p.get("text", "")
+        if p.get("thought"):
+            kw["thought"] = True
+        if p.get("thought_signature") is not None:
+            kw["thought_signature"] = p["thought_signature"]
+        out.append(types.Part(**kw))
+    return types.Content(role=role, parts=out)
+
+
+def _images_in(request: EditRequest) -> int:
+    from banana100.chains.chat import history_images
+
+    return history_images(request.history) + history_images([{"user": request.user_turn or [], "model": []}])
+
+
 def _enum(value) -> str | None:
     if value is None:
         return None
@@ -121,6 +162,7 @@ class GeminiEditor(Editor):
 
     name = "gemini"
     metered = True
+    supports_chat = True  # same-chat mode: EditRequest.history goes with each request
 
     def __init__(
         self,
@@ -217,12 +259,14 @@ class GeminiEditor(Editor):
             out["thinking_config"] = {"include_thoughts": True}
         return out
 
-    def estimate_usd(self, config: dict) -> tuple[float, float] | None:
-        """(typical, reserved) USD of one call under this config; None when pricing is unknown."""
+    def estimate_usd(self, config: dict, history_images: int = 0) -> tuple[float, float] | None:
+        """(typical, reserved) USD of one call under this config, `history_images` earlier images
+        sent along (same-chat mode: each is billed as input); None when pricing is unknown."""
         if self.price is None:
             return None
         size = (config or {}).get("image_size")
-        return self.price.typical_call(size), self.price.reserve_call(size)
+        images_in = 1 + int(history_images)
+        return self.price.typical_call(size, images_in=images_in), self.price.reserve_call(size, images_in=images_in)
 
     # -- one step ------------------------------------------------------------------------
 
@@ -272,10 +316,16 @@ class GeminiEditor(Editor):
         config = dict(request.config or {})
         self.check_config(config)
         size = config.get("image_size")
-        typical_reserve = self.estimate_usd(config)
+        if request.history is not None:  # same-chat mode: the conversation so far, then this turn
+            contents = [_content(types, "user" if side == "user" else "model", turn[side])
+                        for turn in request.history for side in ("user", "model")]
+            contents.append(_content(types, "user", request.user_turn))
+            typical_reserve = self.estimate_usd(config, history_images=_images_in(request) - 1)
+        else:
+            png = request.image_bytes if request.image_bytes is not None else encode_png(request.image)
+            contents = [types.Part.from_bytes(data=png, mime_type="image/png"), request.prompt]
+            typical_reserve = self.estimate_usd(config)
         reserve = typical_reserve[1] if typical_reserve else 0.0
-        png = request.image_bytes if request.image_bytes is not None else encode_png(request.image)
-        contents = [types.Part.from_bytes(data=png, mime_type="image/png"), request.prompt]
         meter = request.meter
 
         faults: Counter = Counter()
@@ -402,7 +452,9 @@ class GeminiEditor(Editor):
         block = _enum(getattr(feedback, "block_reason", None)) if feedback is not None else None
         parts = (getattr(getattr(cand, "content", None), "parts", None) or []) if cand is not None else []
         thoughts, texts, images, thought_images = [], [], [], 0
+        turn = []  # every part as returned (same-chat mode sends them back)
         for part in parts:
+            turn.append(_turn_part(part))
             is_thought = bool(getattr(part, "thought", False))
             inline = getattr(part, "inline_data", None)
             if inline is not None and getattr(inline, "data", None):
@@ -436,6 +488,7 @@ class GeminiEditor(Editor):
             "model_version": getattr(response, "model_version", None),
             "response_id": getattr(response, "response_id", None),
             "image": None,
+            "turn": turn,
         }
         if not images:
             out["no_image_kind"] = "no_image"
@@ -465,6 +518,9 @@ class GeminiEditor(Editor):
         }
         if parsed["text"]:
             info["text"] = parsed["text"]
+        if request.history is not None:
+            info["chat_turns_sent"] = len(request.history) + 1
+            info["chat_images_sent"] = _images_in(request)
         metadata = {
             "latency_s": round(latency, 6),
             "finish_reason": parsed["finish_reason"],
@@ -478,4 +534,5 @@ class GeminiEditor(Editor):
             "generation_config": json.dumps(sent, sort_keys=True),
             "editor_info": json.dumps(info, sort_keys=True, default=str),
         }
-        return EditResult(image=rgb, metadata=metadata, image_bytes=data, seed=seed)
+        return EditResult(image=rgb, metadata=metadata, image_bytes=data, seed=seed,
+                          turn=parsed["turn"] if request.history is not None else None)

@@ -1,0 +1,132 @@
+"""Same-chat mode: one conversation per chain, kept on disk so that a resumed chain replays it.
+
+In the paper's protocol (`chat_mode = "different"`) every step is a fresh request: the previous
+image and the prompt. In `chat_mode = "same"` (the `more_models` supplement's "same chat"
+variant) a chain is one conversation:
+
+- turn 1: user [the source image (step_000.png), the step-1 prompt] -> model [its answer];
+- turn k > 1: user [the step-k prompt] -> model [its answer]. The image being edited is the
+  model's previous answer, already in the conversation, so it is not attached again.
+
+Each request sends every earlier turn. The model's turns go back exactly as the service returned
+them, every part (thought summaries, interim images, the final image) with its
+`thought_signature`, which the service asks for to keep its reasoning across turns. So the
+runner stores each step's answer beside its image as `step_NNN.turn.json`, before the step's
+record: the history of a resumed chain is rebuilt from these files and the prompts in the
+manifest, and nothing already paid for is asked again.
+
+A part, here and in `EditRequest.history` / `EditResult.turn`, is a plain dict: `{"text": str}`
+or `{"inline_data": {"mime_type": str, "data": bytes}}`, with optional `"thought": True` and
+`"thought_signature": bytes`. On disk bytes are base64; the final image's bytes, when they are
+the step's stored PNG, are a reference to it instead of a copy.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from banana100.errors import ManifestError
+from banana100.fileio import sha256_bytes, write_file_atomic
+
+TURN_FORMAT = 1
+
+
+def turn_name(step: int) -> str:
+    return f"step_{step:03d}.turn.json"
+
+
+def user_parts(step: int, prompt: str, source_png: bytes | None) -> list[dict]:
+    """The user's turn for output step `step`: the source image and prompt first, then the prompt only."""
+    if step == 1:
+        if source_png is None:
+            raise ValueError("same-chat step 1 needs the source image")
+        return [{"inline_data": {"mime_type": "image/png", "data": source_png}}, {"text": prompt}]
+    return [{"text": prompt}]
+
+
+def _part_to_json(part: dict, image_sha: str) -> dict:
+    out = {}
+    if part.get("text") is not None:
+        out["text"] = part["text"]
+    inline = part.get("inline_data")
+    if inline is not None:
+        data = bytes(inline["data"])
+        if sha256_bytes(data) == image_sha:
+            out["inline_data"] = {"mime_type": inline.get("mime_type"), "step_image": True}
+        else:
+            out["inline_data"] = {"mime_type": inline.get("mime_type"), "data_b64": base64.b64encode(data).decode()}
+    if part.get("thought"):
+        out["thought"] = True
+    if part.get("thought_signature") is not None:
+        out["thought_signature_b64"] = base64.b64encode(bytes(part["thought_signature"])).decode()
+    return out
+
+
+def _part_from_json(obj: dict, image: bytes, where: Path) -> dict:
+    part = {}
+    if "text" in obj:
+        part["text"] = obj["text"]
+    inline = obj.get("inline_data")
+    if inline is not None:
+        if inline.get("step_image"):
+            data = image
+        elif "data_b64" in inline:
+            data = base64.b64decode(inline["data_b64"])
+        else:
+            raise ManifestError(f"{where}: an image part with neither data nor a step reference")
+        part["inline_data"] = {"mime_type": inline.get("mime_type"), "data": data}
+    if obj.get("thought"):
+        part["thought"] = True
+    if "thought_signature_b64" in obj:
+        part["thought_signature"] = base64.b64decode(obj["thought_signature_b64"])
+    return part
+
+
+def write_turn(chain_dir: Path, step: int, parts: list[dict], image_data: bytes) -> Path:
+    """Store the model's answer of one step (atomically, before the step's record)."""
+    sha = sha256_bytes(image_data)
+    body = {"format": TURN_FORMAT, "step": step, "image_sha256": sha,
+            "parts": [_part_to_json(p, sha) for p in parts]}
+    path = chain_dir / turn_name(step)
+    write_file_atomic(path, json.dumps(body, ensure_ascii=False).encode("utf-8"))
+    return path
+
+
+def read_turn(chain_dir: Path, step: int, image_data: bytes) -> list[dict]:
+    path = chain_dir / turn_name(step)
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{path}: missing; this same-chat chain's conversation cannot be replayed past step {step - 1}. "
+            "Restore the file, or start the chain again in a new --out folder"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise ManifestError(f"{path}: not a readable turn file ({e})") from None
+    if not isinstance(body, dict) or body.get("step") != step or not isinstance(body.get("parts"), list):
+        raise ManifestError(f"{path}: not the turn of step {step}")
+    if body.get("image_sha256") != sha256_bytes(image_data):
+        raise ManifestError(f"{path}: written for another image than step {step}'s (its image_sha256 differs)")
+    return [_part_from_json(p, image_data, path) for p in body["parts"]]
+
+
+def rebuild_history(run_dir: Path, records: list[dict]) -> list[dict]:
+    """The conversation of a same-chat chain from its stored steps 0..n (records sorted by step):
+    [{"user": parts, "model": parts}, ...] for steps 1..n."""
+    if not records:
+        return []
+    source_png = (run_dir / records[0]["image"]).read_bytes()
+    history = []
+    for rec in records[1:]:
+        image = (run_dir / rec["image"]).read_bytes()
+        chain_dir = (run_dir / rec["image"]).parent
+        history.append({"user": user_parts(rec["step"], rec.get("prompt") or "", source_png),
+                        "model": read_turn(chain_dir, rec["step"], image)})
+    return history
+
+
+def history_images(history: list[dict] | None) -> int:
+    """Images a same-chat request carries from its history (each billed as input)."""
+    return sum(1 for turn in history or () for side in ("user", "model") for p in turn[side] if "inline_data" in p)
