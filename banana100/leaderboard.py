@@ -69,6 +69,7 @@ def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENC
         usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "metric"))
         raise UsageError(f"--by {','.join(missing)}: no such column in the scores; the scores carry {', '.join(usable)}")
     rows = []
+    df = df.assign(**{c: df[c].fillna("-") for c in by if df[c].dtype == object})  # not recorded: one group, "-"
     groups = df.groupby(["metric"] + list(by), dropna=False, sort=True)
     for keys, g in groups:
         keys = keys if isinstance(keys, tuple) else (keys,)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,10 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         example = f" (e.g. {bad.iloc[0]!r})" if len(bad) else ""
         raise Banana100Error(f"{path}: the `score` column is not numeric{example}")
     df["score"] = numeric.astype(float)
+    # files from before these columns, and null chat modes, are the paper's different chat (schema.py)
+    df["chat_mode"] = df["chat_mode"].fillna("different") if "chat_mode" in df else "different"
+    if "variant" not in df:
+        df["variant"] = None
     keys = df[["chain_id", "step", "metric"]]
     doubled = keys[keys.duplicated()]
     if len(doubled):
@@ -92,7 +97,8 @@ def _reading(metric: str, r: dict) -> str:
             f"{_fmt(r['share_last_worse'], pct=True)} of chains.")
 
 
-def _reading_guide(df: pd.DataFrame, results: dict) -> list[str]:
+def _reading_guide(df: pd.DataFrame, results: dict, reference_step: int = DEFAULT_REFERENCE_STEP,
+                   check_steps=DEFAULT_CHECK_STEPS) -> list[str]:
     """The report's terms (oriented score, d_k, rho), then what in these scores needs a word:
     a step-0 jump (the clean source scored far worse than the first copy) and scores that sit at
     the end of a metric's range (saturated: PIQE's 100 on a clean smooth image)."""
@@ -100,9 +106,11 @@ def _reading_guide(df: pd.DataFrame, results: dict) -> list[str]:
     lines = ["## Reading this report", "",
              "- **Oriented score**: the score with its sign turned so that *lower means worse* for every metric "
              "(a lower-is-better score such as NIQE's is negated).",
-             f"- **d_k** = oriented score at step k - oriented score at step {ref}. Negative: the metric saw the "
-             "image get worse by step k. The paper's test: a chain passes only when d_5, d_10 and d_20 are all "
-             "negative.",
+             f"- **d_k** = oriented score at step k - oriented score at step {reference_step}. Negative: the metric "
+             f"saw the image get worse by step k. This report's test: a chain passes only when "
+             f"{', '.join(f'd_{k}' for k in check_steps)} are all negative"
+             + (" (the paper's test)." if tuple(check_steps) == DEFAULT_CHECK_STEPS and reference_step == ref else
+                f" (the paper's: {', '.join(f'd_{k}' for k in DEFAULT_CHECK_STEPS)} against step {ref})."),
              "- **rho**: Spearman's rank correlation between step and oriented score over a chain: -1 when the "
              "score falls at every step (the metric follows the damage), near 0 when it does not notice, +1 "
              "when it scores the copies as better.",
@@ -220,6 +228,39 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
     return path
 
 
+def short_chains_note(df: pd.DataFrame, reference_step: int = DEFAULT_REFERENCE_STEP,
+                      check_steps=DEFAULT_CHECK_STEPS) -> str | None:
+    """A line when no chain reaches the last check step (a ten-step release read with the paper's
+    steps 5, 10, 20): every verdict would be "incomplete", so say which steps to give instead."""
+    last = int(df.groupby("chain_id")["step"].max().max())
+    if last >= max(check_steps):
+        return None
+    fit = [k for k in sorted({2, 5, 10, 20, 50, 100, last}) if reference_step < k <= last]
+    hint = (f"; e.g. --check-steps {','.join(map(str, fit[-3:]))} --reference-step {reference_step}"
+            if fit else "")
+    return (f"No chain reaches step {max(check_steps)} (the longest ends at step {last}), so no chain can be "
+            f"judged at check steps {', '.join(map(str, check_steps))}: give the steps the chains have{hint}")
+
+
+def _by_chat_and_variant(df: pd.DataFrame, reference_step: int, check_steps) -> list[str]:
+    """The failure table split by chat mode and variant, when the scores hold more than one (a
+    release's supplement): a same-chat chain and a different-chat chain are different experiments."""
+    from banana100.leaderboard import leaderboard
+
+    by = [c for c in ("chat_mode", "variant") if c in df and df[c].nunique(dropna=False) > 1]
+    if not by:
+        return []
+    board = leaderboard(df, by, reference_step=reference_step, check_steps=check_steps)
+    lines = ["", f"### By {' and '.join(c.replace('_', ' ') for c in by)}", "",
+             f"| metric | {' | '.join(by)} | chains | failed | incomplete | failure rate | mean rho |",
+             "| --- | " + " | ".join("---" for _ in by) + " | ---: | ---: | ---: | ---: | ---: |"]
+    for r in board.to_dict("records"):
+        lines.append(f"| {r['metric']} | " + " | ".join(f"`{r[c]}`" for c in by)
+                     + f" | {r['chains']} | {r['failed']} | {r['incomplete']} | {_fmt(r['failure_rate'], pct=True)}"
+                     f" | {_fmt(r['mean_rho'])} |")
+    return lines
+
+
 def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.PathLike, montage: Path | None = None,
                  name: str | None = None, reference_step: int = DEFAULT_REFERENCE_STEP,
                  check_steps=DEFAULT_CHECK_STEPS) -> Path:
@@ -255,6 +296,10 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
                   "(34.1 -> -9.8) while the noise grew.", ""]
     if montage is not None:
         lines += [f"![chain]({os.path.relpath(montage, out_dir)})", ""]
+    note = short_chains_note(df, reference_step, check_steps)
+    if note:
+        lines += [f"> **{note}**", ""]
+        warnings.warn(note, stacklevel=2)
     lines += [
         f"Protocol ({about.PAPER_ID}): orient scores so that lower = worse; a chain passes when the score at "
         f"every check step ({', '.join(map(str, check_steps))}) is strictly worse than at step "
@@ -270,9 +315,10 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
             f"| {metric} | {direction} | {r['n_chains']} | {r['n_passed']} | {r['n_failed']} | {r['n_incomplete']} "
             f"| {_fmt(r['failure_rate'], pct=True)} | {_fmt(r['mean_rho'])} | {_fmt(r['share_last_worse'], pct=True)} |"
         )
+    lines += _by_chat_and_variant(df, reference_step, check_steps)
     lines += ["", f"![oriented score vs step]({plot_path.name})", "", "## How each metric reacted", ""]
     lines += [f"- {_reading(m, r)}" for m, r in results.items()]
-    lines += ["", *_reading_guide(df, results)]
+    lines += ["", *_reading_guide(df, results, reference_step, check_steps)]
     lines += _missing_scores(df, results)
     lines += ["", "## Per chain", ""]
     for metric, r in results.items():

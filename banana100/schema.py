@@ -74,6 +74,9 @@ def validate_record(record: dict) -> list[str]:
 
 CHAT_MODES = ("different", "same")
 
+#: The fields every record of one chain shares (its id is made from them).
+CHAIN_KEYS = ("setting", "source_id", "repeat", "chat_mode", "variant")
+
 
 def chain_id(source_id: str, setting: str, repeat: int, chat_mode: str | None = None,
              variant: str | None = None) -> str:

@@ -33,11 +33,13 @@ from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
 from banana100.fileio import ExclusiveLock, is_temporary_name, read_regular_bytes, sha256_bytes, write_file_atomic
 
 # Identity and context of each scored image, copied from its manifest record.
-RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "step", "editor", "model", "sha256", "image",
-                  "width", "height")
+RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "chat_mode", "variant", "step", "editor", "model",
+                  "sha256", "image", "width", "height")
 SCORES_SCHEMA = pa.schema(
     [
         ("chain_id", pa.string()), ("source_id", pa.string()), ("setting", pa.string()), ("repeat", pa.int32()),
+        # null chat_mode = the paper's different chat; variant: a release's label (schema.py)
+        ("chat_mode", pa.string()), ("variant", pa.string()),
         ("step", pa.int32()), ("editor", pa.string()), ("model", pa.string()), ("sha256", pa.string()),
         ("image", pa.string()), ("width", pa.int32()), ("height", pa.int32()),
         ("metric", pa.string()), ("score", pa.float64()), ("lower_better", pa.bool_()), ("error", pa.string()),
@@ -213,8 +215,9 @@ def _conform(table: pa.Table) -> pa.Table:
     for name in ("backend", "mode"):
         if name not in table.column_names:
             table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
-    if "flat_share" not in table.column_names:  # files from before the column: not measured
-        table = table.append_column("flat_share", pa.nulls(len(table), pa.float64()))
+    for name, kind in (("flat_share", pa.float64()), ("chat_mode", pa.string()), ("variant", pa.string())):
+        if name not in table.column_names:  # files from before the column: not measured / not recorded
+            table = table.append_column(name, pa.nulls(len(table), kind))
     return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
 
 

@@ -15,11 +15,16 @@ The pattern says how a file's path (relative to FOLDER, with `/`) names its chai
       re:(?P<chain>[^/]+)/(?P<step>\\d+)\\.png
 
 Fields: `step` (required: 0 = the source image), then any of `chain` (a chain name),
-`source` (the source image id), `setting`, `repeat`, `model`. A chain is one distinct
-(chain or source, setting, repeat, model) combination. Missing fields come from the options:
-`setting` (default `replicate`), `repeat` (default 0), `model`; `source` defaults to the
-`chain` field. The chain id is the toolkit's `{source}__{setting}__r{repeat}`. Files that do not
-match are ignored (and counted). Every matched file is decoded in full (a truncated image is refused).
+`source` (the source image id), `setting`, `repeat`, `model`, `chat` (the chat mode: a path part
+such as `same`, `same_chat`, `different`, `diff-chat`, `new_chat`) and `variant` (a free label
+that tells apart sequences of one source and setting, e.g. the editor family of the release's
+`more_models` supplement). A chain is one distinct (chain or source, setting, repeat, model, chat,
+variant) combination. Missing fields come from the options: `setting` (default `replicate`),
+`repeat` (default 0), `model`, `chat_mode` (default none: the paper's different chat), `variant`;
+`source` defaults to the `chain` field. The chain id is the toolkit's (`schema.chain_id`):
+`{source}__{setting}[__{variant}][__same-chat]__r{repeat}`. Files that do not match are ignored
+(and counted). Every matched file is decoded in full (a truncated image is refused). Steps may
+differ in size from each other and from the source: each record has its own width and height.
 
 Images are copied (or hard-linked, `link=True`) to `<chain_id>/step_NNN.<ext>`; each record
 gets the file's SHA-256, its parent's (the previous step's) SHA-256, its size, the prompt of
@@ -45,9 +50,10 @@ from pathlib import Path
 from banana100.errors import ImportChainsError
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, utc_now
 from banana100.fileio import fsync_dir, read_regular_bytes, sha256_bytes, sha256_file, write_file_atomic
+from banana100.schema import CHAT_MODES
 from banana100.schema import chain_id as make_chain_id
 
-FIELDS = ("chain", "source", "setting", "repeat", "step", "model")
+FIELDS = ("chain", "source", "setting", "repeat", "step", "model", "chat", "variant")
 _NUMERIC = ("step", "repeat")
 _TEMPLATE_FIELD = re.compile(r"\{(\w+)(?::0?(\d*)d)?\}")
 
@@ -120,6 +126,21 @@ class ImportSummary:
         return s
 
 
+def chat_mode_of(value: str | None, where: str) -> str | None:
+    """`same`/`different` from a path part or option (`same_chat`, `Same-Chat`, `diff`, `new_chat`,
+    `multi-turn`...); None stays None (the paper's different chat). Anything else names `where`."""
+    if value is None:
+        return None
+    word = re.sub(r"[^a-z]", "", value.lower())
+    word = word[:-4] if word.endswith("chat") and len(word) > 4 else word
+    modes = {"same": "same", "multiturn": "same", "different": "different", "diff": "different",
+             "new": "different", "separate": "different", "singleturn": "different"}
+    if word not in modes:
+        raise ImportChainsError(f"{where}: chat mode {value!r} is neither {' nor '.join(CHAT_MODES)} "
+                                "(e.g. same_chat, different_chat)")
+    return modes[word]
+
+
 def _safe(value: str, what: str, path: str) -> str:
     value = value.strip()
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", value):
@@ -129,7 +150,8 @@ def _safe(value: str, what: str, path: str) -> str:
 
 @dataclass
 class PlannedChain:
-    """One chain found by a pattern: its id, (source, setting, repeat, model, chain name) and files by step."""
+    """One chain found by a pattern: its id, (source, setting, repeat, model, chain name, chat mode,
+    variant) and files by step."""
 
     chain_id: str
     key: tuple
@@ -147,6 +169,14 @@ class PlannedChain:
     def repeat(self) -> int:
         return self.key[2]
 
+    @property
+    def chat_mode(self) -> str | None:
+        return self.key[5]
+
+    @property
+    def variant(self) -> str | None:
+        return self.key[6]
+
 
 @dataclass
 class ChainPlan:
@@ -155,7 +185,7 @@ class ChainPlan:
 
 
 def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int = 0,
-                model: str = "unknown") -> ChainPlan:
+                model: str = "unknown", chat_mode: str | None = None, variant: str | None = None) -> ChainPlan:
     """Group file paths (relative, with `/`) into chains by `pattern` (see the module doc).
 
     The one place that says which file is which chain and step: `import_chains` uses it on a
@@ -163,6 +193,9 @@ def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int
     downloaded. Same errors as `import_chains` for duplicate steps and colliding chain ids.
     """
     rx = compile_pattern(pattern)
+    chat_mode = chat_mode_of(chat_mode, "--chat-mode")
+    if variant is not None:
+        variant = _safe(variant, "variant", "--variant")
     chains: dict[tuple, dict[int, str]] = defaultdict(dict)
     unmatched = 0
     for rel in rel_paths:
@@ -175,24 +208,27 @@ def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int
         st = _safe(g.get("setting") or setting, "setting", rel)
         rep = int(g.get("repeat", repeat))
         mod = g.get("model") or model
-        key = (src, st, rep, mod, g.get("chain") if "source" in g else None)
+        chat = chat_mode_of(g["chat"], rel) if "chat" in g else chat_mode
+        var = _safe(g["variant"], "variant", rel) if "variant" in g else variant
+        key = (src, st, rep, mod, g.get("chain") if "source" in g else None, chat, var)
         step = int(g["step"])
         if step in chains[key]:
             raise ImportChainsError(f"{rel} and {chains[key][step]}: two files for "
-                                    f"chain {make_chain_id(src, st, rep)} step {step}")
+                                    f"chain {make_chain_id(src, st, rep, chat, var)} step {step}")
         chains[key][step] = rel
     ids: dict[str, tuple] = {}
     for key in chains:
-        cid = make_chain_id(*key[:3])
+        cid = make_chain_id(*key[:3], chat_mode=key[5], variant=key[6])
         if cid in ids:
             raise ImportChainsError(f"two chains map to the chain id {cid!r} ({ids[cid]} and {key}); add a "
-                                    "{repeat} or {setting} field to the pattern")
+                                    "{repeat}, {setting} or {variant} field to the pattern")
         ids[cid] = key
     return ChainPlan({cid: PlannedChain(cid, key, dict(chains[key])) for cid, key in ids.items()}, unmatched)
 
 
 def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.PathLike, setting: str = "replicate",
-                  repeat: int = 0, model: str = "unknown", prompt: str | None = None, link: bool = False) -> ImportSummary:
+                  repeat: int = 0, model: str = "unknown", prompt: str | None = None, link: bool = False,
+                  chat_mode: str | None = None, variant: str | None = None) -> ImportSummary:
     """Import `folder` (see the module doc) into the run folder `out_dir`; resumable."""
     folder, out_dir = Path(folder), Path(out_dir)
     if not folder.is_dir():
@@ -203,7 +239,8 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
     for root, dirs, names in os.walk(folder):
         dirs.sort()
         rel_paths.extend((Path(root) / name).relative_to(folder).as_posix() for name in sorted(names))
-    planned = plan_chains(rel_paths, pattern, setting=setting, repeat=repeat, model=model)
+    planned = plan_chains(rel_paths, pattern, setting=setting, repeat=repeat, model=model, chat_mode=chat_mode,
+                          variant=variant)
     if not planned.chains:
         raise ImportChainsError(f"no file under {folder} matches --pattern {pattern!r} ({planned.unmatched} files seen)")
     unmatched = planned.unmatched
@@ -219,7 +256,7 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
     imported = skipped = 0
     with ManifestWriter(out_dir) as writer:
         for cid in sorted(ids):
-            src, st, rep, mod, _ = ids[cid]
+            src, st, rep, mod, _, chat, var = ids[cid]
             steps = chains[ids[cid]]
             missing = sorted(set(range(0, max(steps) + 1)) - set(steps))
             if missing:
@@ -245,7 +282,8 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
                 if step > 0:
                     p = prompt or (known_prompts[st](step) if st in known_prompts else None)
                 writer.append({
-                    "chain_id": cid, "source_id": src, "setting": st, "repeat": rep, "step": step,
+                    "chain_id": cid, "source_id": src, "setting": st, "repeat": rep, "chat_mode": chat,
+                    "variant": var, "step": step,
                     "image": rel, "sha256": sha, "parent_sha256": parent if step > 0 else None, "prompt": p,
                     "editor": "source" if step == 0 else "imported", "model": "source" if step == 0 else mod,
                     "width": width, "height": height, "created_at": utc_now(),

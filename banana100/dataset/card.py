@@ -152,6 +152,19 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
         else:
             fields.append({"name": f.name, "dtype": f.dtype, "doc": f.doc})
 
+    # chat modes and variants (the release's supplement): shown only when some chain has one
+    kinds: dict[tuple, set] = defaultdict(set)
+    kind_rows: Counter = Counter()
+    sizes: dict[str, set] = defaultdict(set)
+    for r in records:
+        kind = (r.get("chat_mode") or "different", r.get("variant") or "")
+        kinds[kind].add(r["chain_id"])
+        kind_rows[kind] += 1
+        sizes[r["chain_id"]].add((r["width"], r["height"]))
+    chat_variants = [{"chat_mode": c, "variant": v, "chains": len(kinds[(c, v)]), "rows": kind_rows[(c, v)]}
+                     for c, v in sorted(kinds)] if set(kinds) != {("different", "")} else []
+    resized_chains = sum(len(v) > 1 for v in sizes.values())
+
     endpoint_steps_present = sorted({r["step"] for r in records} & set(ENDPOINT_STEPS))
     max_steps = sorted({max(v) for v in chains.values()})
     return {
@@ -167,6 +180,8 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
         "simulated_rows": simulated_rows,
         "all_simulated": simulated_rows > 0 and simulated_rows == sum(made_by.values()),
         "settings": settings,
+        "chat_variants": chat_variants,
+        "resized_chains": resized_chains,
         "configs": configs,
         "fields": fields,
         "endpoint_steps": list(ENDPOINT_STEPS),

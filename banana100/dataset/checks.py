@@ -26,6 +26,7 @@ from banana100.chains.manifest import image_path, read_manifest
 from banana100.dataset.layout import RESERVED_CONFIGS
 from banana100.errors import DatasetError
 from banana100.fileio import read_regular_bytes, sha256_bytes
+from banana100.schema import CHAIN_KEYS
 from banana100.workers import process_pool
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -100,9 +101,9 @@ def _check_chains(items: list[Item]) -> None:
     for it in items:
         by_chain[it.record["chain_id"]].append(it)
     for cid, chain in by_chain.items():
-        keys = {(it.record["setting"], it.record["source_id"], it.record["repeat"]) for it in chain}
+        keys = {tuple(it.record.get(k) for k in CHAIN_KEYS) for it in chain}
         if len(keys) > 1:
-            problems.append(f"chain {cid!r}: records disagree on setting/source_id/repeat: {sorted(keys)}")
+            problems.append(f"chain {cid!r}: records disagree on {'/'.join(CHAIN_KEYS)}: {sorted(keys, key=str)}")
         by_step = {it.record["step"]: it for it in chain}
         for it in chain:
             k = it.record["step"]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from banana100.dataset.layout import CARD_NAME, DEFAULT_CONFIG, IMAGE_COLUMN, RECORD_COLUMNS
 from banana100.errors import DatasetError
+from banana100.schema import REQUIRED_FIELDS
 
 #: Rows read at a time: a small batch of images in memory, never a whole row group.
 BATCH_ROWS = 16
@@ -159,11 +160,12 @@ def iter_file_batches(path: Path, columns: Sequence[str] = RECORD_COLUMNS, with_
         pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for bad files
         raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
-    missing = [c for c in wanted if c not in pf.schema_arrow.names]
+    absent = [c for c in wanted if c not in pf.schema_arrow.names]
+    missing = [c for c in absent if c in REQUIRED_FIELDS or c == IMAGE_COLUMN]
     if missing:
         raise DatasetError(f"{path}: missing columns {missing}; was it written by `banana100 build-dataset`?")
-    row = 0
-    batches = pf.iter_batches(batch_size=batch_size, columns=wanted)
+    row = 0  # optional fields added since the file was written (chat_mode, variant) read as null
+    batches = pf.iter_batches(batch_size=batch_size, columns=[c for c in wanted if c not in absent])
     while True:
         try:
             batch = next(batches, None)
@@ -171,7 +173,7 @@ def iter_file_batches(path: Path, columns: Sequence[str] = RECORD_COLUMNS, with_
             raise DatasetError(f"{path}: cannot read rows {row} and on ({e})") from None
         if batch is None:
             return
-        meta = {c: batch.column(c).to_pylist() for c in columns}
+        meta = {c: [None] * batch.num_rows if c in absent else batch.column(c).to_pylist() for c in columns}
         records = [{c: meta[c][j] for c in columns} for j in range(batch.num_rows)]
         images = batch.column(IMAGE_COLUMN).field("bytes") if with_images else None
         del batch, meta

@@ -46,8 +46,10 @@ from banana100.dataset.reader import card_configs, card_row_counts, dataset_file
 from banana100.errors import DatasetError
 from banana100.fileio import sha256_bytes
 from PIL import UnidentifiedImageError
+from banana100.schema import CHAIN_KEYS
 
-_META = ("chain_id", "step", "sha256", "parent_sha256", "setting", "source_id", "repeat", "model", "width", "height")
+_META = ("chain_id", "step", "sha256", "parent_sha256", "setting", "source_id", "repeat", "chat_mode", "variant", "model",
+         "width", "height")
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
             add(Problem("duplicate", f"step appears twice ({rows[key]['where']} and {where}), with {same}",
                         cid, step, where))
             continue
-        rows[key] = {k: meta[k] for k in ("sha256", "parent_sha256", "setting", "source_id", "repeat", "model")}
+        rows[key] = {k: meta[k] for k in ("sha256", "parent_sha256", "model", *CHAIN_KEYS)}
         rows[key]["where"] = where
 
     chains: dict[str, dict[int, dict]] = defaultdict(dict)
@@ -208,9 +210,9 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
             elif k - 1 in chain and r["parent_sha256"] != chain[k - 1]["sha256"]:
                 add(Problem("parent", f"parent_sha256 {str(r['parent_sha256'])[:12]}... is not step {k - 1}'s "
                             f"sha256 {chain[k - 1]['sha256'][:12]}...: broken parent link", cid, k, r["where"]))
-        keys = {(r["setting"], r["source_id"], r["repeat"]) for r in chain.values()}
+        keys = {tuple(r[k] for k in CHAIN_KEYS) for r in chain.values()}
         if len(keys) > 1:
-            add(Problem("chain", f"rows disagree on setting/source_id/repeat: {sorted(keys, key=str)}", cid))
+            add(Problem("chain", f"rows disagree on {'/'.join(CHAIN_KEYS)}: {sorted(keys, key=str)}", cid))
 
     # ---- the other configs
     settings = {r["setting"] for r in rows.values()}
