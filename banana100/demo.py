@@ -87,6 +87,7 @@ def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 
 def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, metrics: str = "auto") -> Path:
     from banana100.dataset.build import build_dataset
     from banana100.chains.editors import make_editor
+    from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
     from banana100.report import write_report
     from banana100.chains.runner import generate_chains
     from banana100.schema import chain_id
@@ -113,6 +114,11 @@ def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, 
     first = Path(SAMPLE_IMAGES[0][0]).stem
     montage = chain_montage(run_dir, chain_id(first, "replicate", 0), out / "report" / "chain.png",
                             steps=sorted({0, 1, 5, 10, 20, steps // 2, steps}))
-    report = write_report(scores, out / "report", montage=montage)
+    # chains shorter than the paper's 20 steps are checked at steps that fit them (2, 5, 10 for 10)
+    check_steps = check_steps_for(steps) or DEFAULT_CHECK_STEPS
+    report = write_report(scores, out / "report", montage=montage, check_steps=check_steps)
+    if check_steps != DEFAULT_CHECK_STEPS:
+        print(f"demo: chains of {steps} steps are checked at steps {', '.join(map(str, check_steps))} "
+              f"(the paper's: {', '.join(map(str, DEFAULT_CHECK_STEPS))})")
     print(f"demo: done in {time.perf_counter() - t0:.0f} s; report: {report.resolve()}")
     return report

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from banana100 import about
 from banana100.errors import Banana100Error, DatasetError
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, sensitivity
+from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for, sensitivity
 from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
 
@@ -235,9 +235,8 @@ def short_chains_note(df: pd.DataFrame, reference_step: int = DEFAULT_REFERENCE_
     last = int(df.groupby("chain_id")["step"].max().max())
     if last >= max(check_steps):
         return None
-    fit = [k for k in sorted({2, 5, 10, 20, 50, 100, last}) if reference_step < k <= last]
-    hint = (f"; e.g. --check-steps {','.join(map(str, fit[-3:]))} --reference-step {reference_step}"
-            if fit else "")
+    fit = check_steps_for(last, reference_step)
+    hint = f"; e.g. --check-steps {','.join(map(str, fit))} --reference-step {reference_step}" if fit else ""
     return (f"No chain reaches step {max(check_steps)} (the longest ends at step {last}), so no chain can be "
             f"judged at check steps {', '.join(map(str, check_steps))}: give the steps the chains have{hint}")
 

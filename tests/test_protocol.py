@@ -178,3 +178,12 @@ def test_missing_scores_are_named_never_used_as_numbers():
     assert c["passed"] is True and c["undefined_steps"] == [0] and c["incomplete_reason"] is None
     assert c["rho"] == pytest.approx(-1.0)
     assert out["failure_rate"] == 0.0 and out["n_passed"] == 1
+
+
+def test_check_steps_for_short_chains_keep_the_papers_shape():
+    from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
+
+    assert check_steps_for(100) == check_steps_for(20) == DEFAULT_CHECK_STEPS == (5, 10, 20)
+    assert check_steps_for(10) == (2, 5, 10)  # the supplement's ten-step chains
+    assert check_steps_for(5) == (2, 5) and check_steps_for(2) == (2,)
+    assert check_steps_for(1) == () and check_steps_for(3, reference_step=3) == ()

@@ -25,6 +25,15 @@ DEFAULT_REFERENCE_STEP = 1
 DEFAULT_CHECK_STEPS = (5, 10, 20)
 
 
+def check_steps_for(last_step: int, reference_step: int = DEFAULT_REFERENCE_STEP) -> tuple[int, ...]:
+    """The paper's check steps when chains reach step 20; for shorter chains the same shape
+    scaled down (a quarter, half and all of the chain: 2, 5, 10 for ten steps), keeping only
+    steps after the reference. Empty when the chain ends at the reference step or before."""
+    if last_step >= max(DEFAULT_CHECK_STEPS):
+        return DEFAULT_CHECK_STEPS
+    return tuple(sorted({k for k in (last_step // 4, last_step // 2, last_step) if k > reference_step}))
+
+
 def _spearman(steps: list[int], values: list[float]) -> float | None:
     """Spearman's rho of oriented score against step; None when undefined (< 3 points, constant)."""
     if len(steps) < 3 or len(set(values)) < 2:
