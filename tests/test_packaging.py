@@ -61,7 +61,8 @@ def built(tmp_path_factory) -> dict[str, Path]:
 def test_wheel_holds_the_library_and_every_metric_folder(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
     assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json", "banana100/dataset/card_template.md",
-            "banana100/generation/settings.yaml", "banana100/chains/editors/base.py"} <= names
+            "banana100/generation/settings.yaml", "banana100/chains/editors/base.py",
+            "banana100/explore/__init__.py", "banana100/explore/explorer.py"} <= names
     for name in (*ROSTER, *DETECTORS, SENSITIVITY):
         for rel in (f"{name}.py", "README.md", "requirements.txt", "app.py"):
             assert f"banana100/metric_modules/{name}/{rel}" in names, (name, rel)

@@ -1,0 +1,51 @@
+"""What the parts of `banana100.explore` share: the Space's environment variables, the display
+size and the thumbnails shown, the detector's name and how a metric is labelled."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from PIL import Image
+
+
+#: Environment variables the Space reads (see `SpaceConfig.from_env`).
+DATASET_ENV = "BANANA100_SPACE_DATASET"  # a dataset folder, a run folder, or a Hub dataset id
+SCORES_ENV = "BANANA100_SPACE_SCORES"  # a scores Parquet file (`banana100 score`), or hf://datasets/<id>/<file>
+CACHE_ENV = "BANANA100_SPACE_CACHE"  # where the demo set (and Hub downloads) go
+RELEASE_ENV = "BANANA100_SPACE_RELEASE"  # the original release: Hub id, hf:// URL or a local copy laid out the same
+RELEASE_PATTERN_ENV = "BANANA100_SPACE_RELEASE_PATTERN"  # how its file paths name chain and step
+DEFAULT_CACHE = Path.home() / ".cache" / "banana100-space"
+
+DISPLAY_SIDE = 768  # longest side of the images shown
+_THUMB_QUALITY = 95
+
+
+#: This toolkit's own detector of recursive-edit damage: needs no files, so the demo set and the
+#: release view score it beside the NR-IQA metrics (`metrics/edit_damage`).
+DETECTOR = "edit_damage"
+
+
+def with_detector(metrics: list[str]) -> list[str]:
+    """`metrics` and the detector after them (once)."""
+    return [*[m for m in metrics if m != DETECTOR], DETECTOR]
+
+
+def metric_label(metric: str) -> str:
+    from banana100.metrics.resolve import label
+
+    return label(metric)  # the table's name, or a user's metric (pyiqa:<id>, a module) as resolved
+
+
+def _thumbnail(img: Image.Image, max_side: int) -> Image.Image:
+    img = img.convert("RGB")
+    if max(img.size) > max_side:
+        img = img.copy()
+        img.thumbnail((max_side, max_side), Image.LANCZOS)
+    return img
+
+
+def _jpeg(img: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=_THUMB_QUALITY, subsampling=0)  # 4:4:4: keeps the colour grain
+    return buf.getvalue()

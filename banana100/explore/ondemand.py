@@ -1,0 +1,144 @@
+"""Scores computed on demand, one chain and metric at a time, cached on disk (`ChainScores`)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import threading
+from pathlib import Path
+
+import pandas as pd
+
+from banana100.errors import Banana100Error, ImageReadError
+from banana100.explore.sources import ChainInfo
+from banana100.fileio import write_file_atomic
+from banana100.metrics.table import METRICS
+
+
+#: Steps scored on demand: every step to 10 (the protocol's 1, 5, 10 and the early curve), then
+#: sparser (20 is the protocol's last check). About 22 images for a 100-step chain.
+ON_DEMAND_STEPS = (*range(11), 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100)
+
+_SCORERS: dict[tuple, object] = {}
+_SCORERS_LOCK = threading.Lock()
+
+
+def _scorer(metric: str, device: str, backend: str):
+    from banana100.metrics.resolve import make_scorer, resolve
+
+    key = (metric, device, backend)
+    with _SCORERS_LOCK:
+        if key not in _SCORERS:  # any metric the resolver knows: the table, pyiqa:<id>, a user's module
+            table = resolve(metric).kind == "table"
+            _SCORERS[key] = make_scorer(metric, device=device, backend=backend if table else None, batch_size=4)
+        return _SCORERS[key]
+
+
+class ChainScores:
+    """Scores of one chain and metric, computed when first asked for and cached on disk.
+
+    The cache key is (chain, metric, backend): `<root>/<chain_id>/<metric>__<backend>.parquet`,
+    one row per scored step in the columns of a `banana100 score` table. Scoring goes through
+    the library's engine (`engine.MetricScorer`, each metric's default backend unless told),
+    a few images at a time so that `progress(fraction, text)` can follow it; a later call for
+    more steps scores only the missing ones.
+    """
+
+    def __init__(self, root: str | os.PathLike, device: str = "cpu", backend: str | None = None,
+                 steps=ON_DEMAND_STEPS):
+        self.root = Path(root)
+        self.device = device
+        self.backend = backend
+        self.steps = tuple(int(s) for s in steps)
+
+    def backend_of(self, metric: str) -> str:
+        from banana100.metrics.resolve import resolve
+
+        if metric in METRICS:
+            return METRICS[metric].check_backend(self.backend)
+        return resolve(metric).spec.default_backend  # pyiqa:<id>: pyiqa; a user's module: evaluate
+
+    def path(self, chain_id: str, metric: str) -> Path:
+        if not chain_id or "/" in chain_id or chain_id.startswith("."):
+            raise Banana100Error(f"unusable chain id {chain_id!r}")
+        safe = re.sub(r"[^\w.+-]", "_", metric)  # a user's metric may be a path or a Hub id
+        return self.root / chain_id / f"{safe}__{self.backend_of(metric)}.parquet"
+
+    def cached(self, chain_id: str, metric: str) -> pd.DataFrame | None:
+        path = self.path(chain_id, metric)
+        return pd.read_parquet(path) if path.is_file() else None
+
+    def wanted(self, info: ChainInfo) -> list[int]:
+        return [s for s in info.steps if s in set(self.steps)] or list(info.steps)
+
+    def missing(self, info: ChainInfo, metric: str) -> list[int]:
+        have = self.cached(info.chain_id, metric)
+        done = set() if have is None else {int(s) for s in have["step"]}
+        return [s for s in self.wanted(info) if s not in done]
+
+    def compute(self, info: ChainInfo, metric: str, images: dict, progress=None, device: str | None = None,
+                chunk: int = 4) -> pd.DataFrame:
+        """Score the chain's missing steps (`images`: {step: path or bytes}); the whole cached table."""
+        from banana100.metrics.resolve import resolve
+
+        spec = resolve(metric).spec
+        before = self.cached(info.chain_id, metric)
+        todo = [s for s in self.missing(info, metric) if s in images]
+        scorer = _scorer(metric, device or self.device, self.backend_of(metric))
+        rows = []
+        for i in range(0, len(todo), chunk):
+            if progress is not None:
+                progress(i / max(1, len(todo)), f"{spec.display_name}: scoring {info.chain_id}, "
+                                                f"{i} of {len(todo)} images")
+            part = todo[i:i + chunk]
+            scores, errors = _score_part(scorer, [images[s] for s in part])
+            for j, (step, score) in enumerate(zip(part, scores)):
+                # an image with no score (uniform, unreadable, too small) is a row with its error,
+                # as in `banana100 score`: the protocol then names that step as missing
+                rows.append({"chain_id": info.chain_id, "source_id": info.source_id, "setting": info.setting,
+                             "repeat": info.repeat, "step": step, "metric": metric,
+                             "score": float("nan") if score is None else float(score),
+                             "lower_better": spec.lower_better, "error": errors.get(j), "backend": scorer.backend,
+                             "mode": scorer.mode})
+        table = pd.DataFrame(rows)
+        if before is not None:
+            table = pd.concat([before, table], ignore_index=True) if len(table) else before
+        table = table.sort_values("step", ignore_index=True)
+        if rows:
+            path = self.path(info.chain_id, metric)
+            sink = io.BytesIO()
+            table.to_parquet(sink, index=False)
+            write_file_atomic(path, sink.getvalue())  # banana100.fileio: one way to write a file whole
+        return table
+
+
+def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
+    """Scores of `images` (None where an image has none) and {index: error text}.
+
+    The engine scores the others and raises one ImageReadError / ScoreUndefinedError carrying
+    `scores` and `errors`; an image below the metric's minimum size fails the whole call, so the
+    images are then scored one by one.
+    """
+    from banana100.errors import ImageTooSmallError, ScoreUndefinedError
+
+    try:
+        return list(scorer.score(images)), {}
+    except (ImageReadError, ScoreUndefinedError) as e:
+        scores = getattr(e, "scores", None)
+        if scores is None:
+            raise
+        return list(scores), {int(k): str(v) for k, v in (getattr(e, "errors", None) or {}).items()}
+    except ImageTooSmallError:
+        if len(images) == 1:
+            raise
+    scores, errors = [], {}
+    for j, image in enumerate(images):
+        try:
+            one, one_errors = _score_part(scorer, [image])
+        except Banana100Error as e:
+            one, one_errors = [None], {0: str(e)}
+        scores.append(one[0])
+        if 0 in one_errors:
+            errors[j] = one_errors[0]
+    return scores, errors
