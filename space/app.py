@@ -65,6 +65,7 @@ from banana100 import about
 from banana100 import explore as ex
 from banana100.chains.editors import EDITORS, make_editor
 from banana100.errors import Banana100Error
+from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
 from banana100.metrics.table import METRICS
 
 MAX_UPLOAD_MB = 10
@@ -169,12 +170,14 @@ def _settings(source):
 
 
 def _repeats(source, setting):
-    return sorted({c.repeat for c in CHAINS.values() if c.source_id == source and c.setting == setting})
+    """The third picker's entries: repeats, or variant / chat mode and repeat (a release's supplement)."""
+    return sorted({c.choice for c in CHAINS.values() if c.source_id == source and c.setting == setting},
+                  key=lambda v: (isinstance(v, str), str(v) if isinstance(v, str) else v))
 
 
 def _chain(source, setting, repeat) -> str:
     try:
-        cid = EXPLORER.find(str(source), str(setting), int(repeat))
+        cid = EXPLORER.find(str(source), str(setting), repeat)
     except (TypeError, ValueError):
         cid = None
     if cid is None:
@@ -182,8 +185,10 @@ def _chain(source, setting, repeat) -> str:
     return cid
 
 
-def _figure(curves, step, last_step, title=None):
-    fig = ex.plot_curves(curves, step=step, last_step=last_step, title=title)
+def _figure(curves, step, last_step, title=None, check_steps=None):
+    fig = ex.plot_curves(curves, step=step, last_step=last_step, title=title,
+                         check_steps=EXPLORER.check_steps if check_steps is None else check_steps,
+                         reference_step=EXPLORER.reference_step)
     plt.close(fig)  # gradio still renders a closed figure; closing keeps pyplot from piling them up
     return fig
 
@@ -368,21 +373,30 @@ def run_live(upload, sample, steps, editor_name, api_key):
     rows, gallery = [], []
     stills = Path(tempfile.mkdtemp(prefix="banana100-live-"))
     try:
+        # a short live chain is judged at steps that fit it (2, 5, 10 for ten steps; the paper's 5, 10, 20)
+        live_checks = check_steps_for(steps, EXPLORER.reference_step)
         for step, image, _meta in ex.stream_chain(editor, rgb, steps):
             for metric, score in score_image(image).items():
                 rows.append({"step": step, "metric": metric, "score": score})
             shown = _still(image, stills / f"step-{step:03d}.webp")
             gallery.append((_still(ex.shrink(image, 160), stills / f"thumb-{step:03d}.webp"), f"step {step}"))
             curves = ex.chain_curves(ex.scores_frame(rows), ex.LIVE_CHAIN_ID)
-            fig = _figure(curves, step, steps, title=f"Live chain from {origin}: step {step} of {steps}")
+            fig = _figure(curves, step, steps, title=f"Live chain from {origin}: step {step} of {steps}",
+                          check_steps=live_checks or DEFAULT_CHECK_STEPS)
             status = f"Step {step} of {steps} done ({editor_name} editor)."
             verdicts = None
             if step == steps:
                 from banana100.report import analyse
 
-                verdicts = ex.verdict_table(analyse(ex.scores_frame(rows)), ex.LIVE_CHAIN_ID)
-                status = (f"Done: {steps} steps ({editor_name} editor). "
-                          + ("" if steps >= 20 else "The protocol needs steps 1, 5, 10 and 20; run 20 steps for a verdict."))
+                status = f"Done: {steps} steps ({editor_name} editor). "
+                if live_checks:
+                    verdicts = ex.verdict_table(analyse(ex.scores_frame(rows), reference_step=EXPLORER.reference_step,
+                                                        check_steps=live_checks), ex.LIVE_CHAIN_ID, live_checks)
+                    status += (f"Judged at steps {', '.join(map(str, live_checks))} against step "
+                               f"{EXPLORER.reference_step}" + ("." if live_checks == DEFAULT_CHECK_STEPS else
+                                                               " (the paper's: 5, 10 and 20; run 20 steps for those)."))
+                else:
+                    status += "The protocol needs at least two steps; run 20 for the paper's steps 5, 10 and 20."
             yield shown, gallery, fig, verdicts, status
     except gr.Error:
         raise
@@ -422,9 +436,14 @@ file or checkpoint keeps its authors' licence (NIQE, BRISQUE: LIVE licence): fin
 commercial product without checking those licences. Your uploads and API keys are not stored.
 """
 
+_CHECKS = EXPLORER.check_steps
 PROTOCOL = ("**Protocol verdict for this chain.** Oriented score: the score turned so that down = worse for "
-            "every metric. d5, d10, d20: its change from step 1 to steps 5, 10, 20. A metric passes only if all "
-            "three are negative; rho: Spearman correlation of oriented score with step (-1: follows the damage). "
+            f"every metric. {', '.join(f'd{k}' for k in _CHECKS)}: its change from step {EXPLORER.reference_step} "
+            f"to steps {', '.join(map(str, _CHECKS))}"
+            + ("" if _CHECKS == DEFAULT_CHECK_STEPS else
+               f" (the paper's: 5, 10, 20; the longest chain here ends at step {max(c.last_step for c in CHAINS.values())})")
+            + ". A metric passes only if all are negative; rho: Spearman correlation of oriented score with step "
+            "(-1: follows the damage). "
             "Step 0, the clean source, is left out: a metric may score it far worse than the first copy (a "
             "step-0 jump: it reacts to what the first edit changes, not to quality). A score at the end of its "
             "range is saturated and cannot move: PIQE gives 100, its worst, to a clean smooth image with too few "
@@ -452,7 +471,8 @@ def build() -> gr.Blocks:
             with gr.Row():
                 source = gr.Dropdown(SOURCES, value=first.source_id, label="source image", elem_id="source")
                 setting = gr.Dropdown(_settings(first.source_id), value=first.setting, label="setting", elem_id="setting")
-                repeat = gr.Dropdown(_repeats(first.source_id, first.setting), value=first.repeat, label="repeat",
+                repeat = gr.Dropdown(_repeats(first.source_id, first.setting), value=first.choice,
+                                     label="variant, chat and repeat" if any(c.kind for c in CHAINS.values()) else "repeat",
                                      elem_id="repeat")
             step = gr.Slider(0, first.last_step, value=first.last_step, step=1, label="step (0 = the source image)",
                              elem_id="step")

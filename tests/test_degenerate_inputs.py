@@ -223,7 +223,8 @@ def test_other_model_errors_are_not_hidden():
 # -- tiny crops ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", REAL)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.integration) if n == "ilniqe" else n
+                                  for n in REAL])  # IL-NIQE at every tiny size: ~20 s
 def test_tiny_crops_are_refused_and_the_minimum_scores(name, files, tmp_path):
     spec = get_metric(name)
     m = spec.min_size

@@ -16,6 +16,7 @@ def run_cli(*args, env_extra=None, cwd=None):
                           cwd=cwd or REPO, timeout=600)
 
 
+@pytest.mark.integration  # the whole demo in a subprocess (~35 s)
 def test_demo_end_to_end(tmp_path, iqa_params):
     out = tmp_path / "demo"
     proc = run_cli("demo", "--out", str(out), "--steps", "20", "--chains", "2")

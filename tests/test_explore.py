@@ -485,3 +485,29 @@ def test_live_metrics_are_the_demos_choice_kept_to_the_shown_curves(tmp_path, mo
 def test_live_metrics_with_the_parameter_files_at_hand(weights_from_shared):
     assert ex.live_metrics() == ["piqe", "niqe", "brisque"]
     assert ex.live_metrics(["niqe", "musiq"]) == ["niqe"]
+
+
+def test_protocol_steps_fit_the_chains_or_follow_the_environment(tmp_path):
+    import pytest as _pytest
+
+    from banana100.errors import Banana100Error
+
+    def images(last):
+        return ex.ChainImages("x", "run folder", {"c": ex.ChainInfo("c", "c", "replicate", 0, tuple(range(last + 1)))},
+                              loader=lambda cid: {})
+
+    assert ex.protocol_steps(images(100), env={}) == (5, 10, 20)
+    assert ex.protocol_steps(images(10), env={}) == (2, 5, 10)
+    assert ex.protocol_steps(images(10), env={ex.CHECK_STEPS_ENV: "3, 9"}) == (3, 9)
+    with _pytest.raises(Banana100Error, match="BANANA100_SPACE_CHECK_STEPS='five': expected whole steps"):
+        ex.protocol_steps(images(10), env={ex.CHECK_STEPS_ENV: "five"})
+    with _pytest.raises(Banana100Error, match="each after the reference step 1"):
+        ex.protocol_steps(images(10), check_steps=(1, 5))
+
+
+def test_chain_info_names_variant_and_chat_mode():
+    plain = ex.ChainInfo("c__replicate__r0", "c", "replicate", 0, (0, 1))
+    same = ex.ChainInfo("c__replicate__flux__same-chat__r1", "c", "replicate", 1, (0, 1), "same", "flux")
+    assert plain.kind == "" and plain.choice == 0 and "same chat" not in plain.label
+    assert same.kind == "flux, same chat" and same.choice == "flux, same chat, repeat 1"
+    assert same.label == "c | replicate | flux, same chat | repeat 1 (2 images)"

@@ -113,6 +113,7 @@ def test_official_mode_matches_matlab_release(native_official):
         assert abs(scores[name] - value) / value < 0.005, (name, scores[name], value)
 
 
+@pytest.mark.integration  # IL-NIQE on a batch (~15 s)
 def test_batch_gives_each_image_its_own_score(native_pyiqa):
     # pyiqa stops its Weibull iterations on the whole batch; the native module decides per image
     a = PEPPER[..., :64, :80]

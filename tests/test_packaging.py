@@ -172,6 +172,7 @@ def test_check_refuses_a_folder_the_hub_could_not_use(tmp_path, damage, message)
         check_metric_folder(folder, "niqe")
 
 
+@pytest.mark.integration  # a subprocess with evaluate but no banana100 (~10 s)
 def test_evaluate_names_the_pip_line_when_banana100_is_absent(tmp_path):
     """What a Hub user without banana100 sees: evaluate's ImportError quoting requirements.txt's line."""
     shutil.copytree(REPO / "metrics" / "topiq_nr", tmp_path / "topiq_nr")

@@ -158,8 +158,9 @@ def test_run_live_streams_every_step_from_a_sample(client):
     assert len(gallery) == 4 and [g["caption"] for g in gallery] == ["step 0", "step 1", "step 2", "step 3"]
     assert max(_rgb(image).shape[:2]) == 512  # coffee (400x600) at the Space's working size
     assert plot.get("type") == "matplotlib"
-    assert status.startswith("Done: 3 steps") and "run 20 steps" in status
-    assert [r[0] for r in verdicts["data"]] == ["PIQE"] and verdicts["data"][0][2] == "incomplete"
+    assert status.startswith("Done: 3 steps") and "Judged at steps 3 against step 1" in status and "run 20 steps" in status
+    assert [r[0] for r in verdicts["data"]] == ["PIQE"] and verdicts["data"][0][2] in ("pass (saw it)", "FAIL (missed it)")
+    assert verdicts["headers"][3] == "d3"  # a three-step chain is judged at its last step
     assert "Step 1 of 3" in outputs[1][4]
 
 
@@ -344,3 +345,51 @@ def test_release_explore_tab_screenshot(release_space, artefacts):
     assert image.shape[1] == 1280 and image.shape[0] > 1500  # the whole tab, why view included
     assert image.std() > 20  # not a blank or error page
     print(f"screenshot: {shot}")
+
+
+@pytest.fixture(scope="module")
+def supplement_app(tmp_path_factory):
+    """`space/app.py` imported in this process on a supplement-shaped release (ten-step chains,
+    two chat modes, a variant per sequence) and its PIQE scores."""
+    import importlib.util
+
+    from spacetools import APP
+
+    from banana100 import scoring
+    from banana100.chains.importer import import_chains
+    from banana100.testing.releasetools import SUPPLEMENT_PATTERN, make_supplement_standin
+
+    work = tmp_path_factory.mktemp("space-supplement")
+    run = work / "run"
+    import_chains(make_supplement_standin(work / "release"), SUPPLEMENT_PATTERN, run)
+    scoring.score_to_parquet(run, ["piqe"], work / "scores.parquet", device="cpu", progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {"BANANA100_SPACE_DATASET": str(run), "BANANA100_SPACE_SCORES": str(work / "scores.parquet"),
+                            "BANANA100_SPACE_CACHE": str(work / "cache"), "GRADIO_ANALYTICS_ENABLED": "False"}.items():
+            mp.setenv(name, value)
+        for name in ("SPACE_ID", "BANANA100_SPACE_RELEASE", "BANANA100_SPACE_CHECK_STEPS"):
+            mp.delenv(name, raising=False)
+        spec = importlib.util.spec_from_file_location("banana100_space_app_supplement", APP)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+
+
+def test_space_picks_supplement_chains_by_variant_and_chat_mode_and_checks_their_steps(supplement_app):
+    app = supplement_app
+    choices = app._repeats("dunes", "replicate")
+    assert len(choices) == 11 and "qwen_edit, same chat, repeat 0" in choices and "qwen_edit, repeat 0" in choices
+    assert app.EXPLORER.check_steps == (2, 5, 10)
+    assert "d2, d5, d10: its change from step 1 to steps 2, 5, 10 (the paper's: 5, 10, 20" in app.PROTOCOL
+    same = app._chain("dunes", "replicate", "qwen_edit, same chat, repeat 0")
+    assert same == "dunes__replicate__qwen_edit__same-chat__r0"
+    assert app._chain("dunes", "replicate", "qwen_edit, repeat 0") == "dunes__replicate__qwen_edit__r0"
+    slider, _src, _img, _fig, verdicts, summary, _line = app.show_chain("dunes", "replicate",
+                                                                         "qwen_edit, same chat, repeat 0",
+                                                                         progress=lambda *a, **k: None)
+    assert slider.maximum == 10
+    assert list(verdicts.columns) == ["metric", "direction", "verdict", "d2", "d5", "d10", "rho"]
+    assert verdicts.iloc[0]["verdict"] != "incomplete"
+    assert summary.iloc[0]["incomplete"] == 0 and summary.iloc[0]["chains"] == 11
+    board = app.EXPLORER.leaderboard()
+    assert {"chat_mode", "variant"} <= set(board.columns) and set(board["chat_mode"]) == {"different", "same"}

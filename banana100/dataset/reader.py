@@ -190,7 +190,13 @@ def index_rows(files: Sequence[str], columns: Sequence[str], fs) -> Iterator[tup
     for fi, name in enumerate(files):
         with fs.open(name, "rb") as f:
             pf = pq.ParquetFile(f)
-            cols = pf.read(columns=list(columns)).to_pydict()
+            present = [c for c in columns if c in pf.schema_arrow.names]
+            missing = [c for c in columns if c not in present and c in REQUIRED_FIELDS]
+            if missing:
+                raise DatasetError(f"{name}: missing columns {missing}; was it written by `banana100 build-dataset`?")
+            cols = pf.read(columns=present).to_pydict()
+            n = pf.metadata.num_rows  # optional fields added since the file was written read as null
+            cols.update({c: [None] * n for c in columns if c not in present})
             sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
         row = 0
         for g, n in enumerate(sizes):

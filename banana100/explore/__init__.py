@@ -54,14 +54,14 @@ from __future__ import annotations
 
 from banana100.errors import Banana100Error, DatasetError, ImageReadError, UploadError
 from banana100.explore.common import (CACHE_ENV, DATASET_ENV, DEFAULT_CACHE, DETECTOR, DISPLAY_SIDE, RELEASE_ENV,
-                                      RELEASE_PATTERN_ENV, SCORES_ENV, metric_label, with_detector)
+                                      RELEASE_PATTERN_ENV, SCORES_ENV, CHECK_STEPS_ENV, metric_label, with_detector)
 from banana100.explore.sources import ChainImages, ChainInfo
 from banana100.explore.release import ORIGINAL_RELEASE, ReleaseChains, ReleaseSpec
 from banana100.explore.ondemand import ON_DEMAND_STEPS, ChainScores
 from banana100.explore.curves import (VERDICT_TEXT, chain_curves, load_scores_any, plot_curves, summary_table,
                                       verdict_table)
 from banana100.explore.why import WHY_CROP, damage_table, plot_mscn_histograms, why_view
-from banana100.explore.explorer import Explorer
+from banana100.explore.explorer import Explorer, protocol_steps
 from banana100.explore.demoset import REAL_CHAIN_FACTS, build_demo_set, demo_note
 from banana100.explore.space import open_release, space_source
 from banana100.explore.live import (LIVE_CHAIN_ID, LIVE_SOURCE_ID, check_upload, live_metrics, sample_image,
@@ -69,13 +69,14 @@ from banana100.explore.live import (LIVE_CHAIN_ID, LIVE_SOURCE_ID, check_upload,
 
 __all__ = [
     # common
-    "DATASET_ENV", "SCORES_ENV", "CACHE_ENV", "RELEASE_ENV", "RELEASE_PATTERN_ENV", "DEFAULT_CACHE", "DISPLAY_SIDE",
+    "DATASET_ENV", "SCORES_ENV", "CACHE_ENV", "RELEASE_ENV", "RELEASE_PATTERN_ENV", "CHECK_STEPS_ENV", "DEFAULT_CACHE",
+    "DISPLAY_SIDE",
     "DETECTOR", "with_detector", "metric_label",
     # sources, release, ondemand
     "ChainInfo", "ChainImages", "ReleaseSpec", "ORIGINAL_RELEASE", "ReleaseChains", "ON_DEMAND_STEPS", "ChainScores",
     # curves, why, explorer
     "load_scores_any", "chain_curves", "plot_curves", "VERDICT_TEXT", "verdict_table", "summary_table",
-    "WHY_CROP", "why_view", "damage_table", "plot_mscn_histograms", "Explorer",
+    "WHY_CROP", "why_view", "damage_table", "plot_mscn_histograms", "Explorer", "protocol_steps",
     # demoset, space, live
     "build_demo_set", "REAL_CHAIN_FACTS", "demo_note", "space_source", "open_release",
     "check_upload", "shrink", "LIVE_SOURCE_ID", "LIVE_CHAIN_ID", "stream_chain", "scores_frame", "live_metrics",

@@ -15,6 +15,7 @@ SCORES_ENV = "BANANA100_SPACE_SCORES"  # a scores Parquet file (`banana100 score
 CACHE_ENV = "BANANA100_SPACE_CACHE"  # where the demo set (and Hub downloads) go
 RELEASE_ENV = "BANANA100_SPACE_RELEASE"  # the original release: Hub id, hf:// URL or a local copy laid out the same
 RELEASE_PATTERN_ENV = "BANANA100_SPACE_RELEASE_PATTERN"  # how its file paths name chain and step
+CHECK_STEPS_ENV = "BANANA100_SPACE_CHECK_STEPS"  # e.g. "2,5,10"; default: the paper's, scaled to short chains
 DEFAULT_CACHE = Path.home() / ".cache" / "banana100-space"
 
 DISPLAY_SIDE = 768  # longest side of the images shown

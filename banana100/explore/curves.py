@@ -114,7 +114,7 @@ def _fmt(x) -> str:
 VERDICT_TEXT = {True: "pass (saw it)", False: "FAIL (missed it)", None: "incomplete"}
 
 
-def verdict_table(results: dict, chain_id: str) -> pd.DataFrame:
+def verdict_table(results: dict, chain_id: str, check_steps=DEFAULT_CHECK_STEPS) -> pd.DataFrame:
     """The protocol's verdict per metric for one chain, from `report.analyse` output."""
     rows = []
     for metric, r in results.items():
@@ -128,7 +128,7 @@ def verdict_table(results: dict, chain_id: str) -> pd.DataFrame:
         rows.append(row)
     if rows:
         return pd.DataFrame(rows)
-    return pd.DataFrame(columns=["metric", "direction", "verdict", *(f"d{k}" for k in DEFAULT_CHECK_STEPS), "rho"])
+    return pd.DataFrame(columns=["metric", "direction", "verdict", *(f"d{k}" for k in check_steps), "rho"])
 
 
 def summary_table(results: dict) -> pd.DataFrame:

@@ -12,12 +12,32 @@ import pandas as pd
 from PIL import Image
 
 from banana100.errors import Banana100Error
-from banana100.explore.common import metric_label
+from banana100.explore.common import CHECK_STEPS_ENV, metric_label
 from banana100.explore.curves import chain_curves, load_scores_any, summary_table, verdict_table
 from banana100.explore.ondemand import ChainScores
 from banana100.explore.sources import ChainImages, ChainInfo
 from banana100.explore.why import why_view
-from banana100.metrics.protocol import DEFAULT_REFERENCE_STEP
+from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for
+
+
+def protocol_steps(images: ChainImages, check_steps=None, reference_step: int = DEFAULT_REFERENCE_STEP,
+                   env=None) -> tuple[int, ...]:
+    """The check steps the Space judges chains at: `check_steps`, else $BANANA100_SPACE_CHECK_STEPS
+    ("2,5,10"), else the paper's 5, 10, 20 scaled to the longest chain (2, 5, 10 for ten steps)."""
+    env = os.environ if env is None else env
+    if check_steps is None and (env.get(CHECK_STEPS_ENV) or "").strip():
+        text = env[CHECK_STEPS_ENV]
+        try:
+            check_steps = [int(k) for k in text.split(",") if k.strip()]
+        except ValueError:
+            raise Banana100Error(f"{CHECK_STEPS_ENV}={text!r}: expected whole steps, comma-separated (e.g. 2,5,10)") from None
+    if check_steps is None:
+        last = max((c.last_step for c in images.chains.values()), default=max(DEFAULT_CHECK_STEPS))
+        check_steps = check_steps_for(last, reference_step) or DEFAULT_CHECK_STEPS
+    steps = tuple(sorted({int(k) for k in check_steps}))
+    if not steps or min(steps) <= reference_step:
+        raise Banana100Error(f"check steps {list(steps)}: need at least one, each after the reference step {reference_step}")
+    return steps
 
 
 class Explorer:
@@ -29,8 +49,11 @@ class Explorer:
     """
 
     def __init__(self, images: ChainImages, scores: pd.DataFrame | None, note: str = "",
-                 on_demand: ChainScores | None = None, metrics=()):
+                 on_demand: ChainScores | None = None, metrics=(), check_steps=None,
+                 reference_step: int = DEFAULT_REFERENCE_STEP):
         self.images = images
+        self.reference_step = int(reference_step)
+        self.check_steps = protocol_steps(images, check_steps, self.reference_step)
         self.note = note
         self.on_demand = on_demand
         self.on_demand_metrics = list(metrics)
@@ -63,7 +86,8 @@ class Explorer:
             merged = table if self.scores is None else pd.concat([self.scores, table], ignore_index=True)
             merged = merged.drop_duplicates(["chain_id", "step", "metric"], keep="last", ignore_index=True)
             self.scores = merged
-            self.results = analyse(merged) if len(merged) else {}
+            self.results = analyse(merged, reference_step=self.reference_step,
+                                   check_steps=self.check_steps) if len(merged) else {}
 
     def missing_metrics(self, chain_id: str) -> list[str]:
         """On-demand metrics with steps of this chain not yet scored."""
@@ -111,9 +135,11 @@ class Explorer:
             raise Banana100Error(f"unknown chain {chain_id!r}")
         return self.images.chains[chain_id]
 
-    def find(self, source_id: str, setting: str, repeat: int) -> str | None:
+    def find(self, source_id: str, setting: str, repeat: int | str) -> str | None:
+        """The chain of a source and setting picked by its repeat, or by its `ChainInfo.choice`
+        (kind and repeat) where chains of one repeat differ in variant or chat mode."""
         for cid, c in self.images.chains.items():
-            if (c.source_id, c.setting, c.repeat) == (source_id, setting, int(repeat)):
+            if (c.source_id, c.setting, str(c.choice)) == (source_id, setting, str(repeat)):
                 return cid
         return None
 
@@ -150,16 +176,19 @@ class Explorer:
         return list(dict.fromkeys([*self.results, *self.on_demand_metrics]))
 
     def verdicts(self, chain_id: str) -> pd.DataFrame:
-        return verdict_table(self.results, chain_id)
+        return verdict_table(self.results, chain_id, self.check_steps)
 
     def summary(self) -> pd.DataFrame:
         return summary_table(self.results)
 
     def leaderboard_columns(self) -> list[str]:
-        """What the leaderboard groups by: setting, and editor when the scores carry it."""
+        """What the leaderboard groups by: setting, and editor when the scores carry it; chat mode
+        and variant when they take more than one value (a release's supplement)."""
         if self.scores is None:
             return []
-        return [c for c in ("setting", "editor") if c in self.scores and self.scores[c].notna().any()]
+        s = self.scores
+        return ([c for c in ("setting", "editor") if c in s and s[c].notna().any()]
+                + [c for c in ("chat_mode", "variant") if c in s and s[c].nunique(dropna=False) > 1])
 
     def leaderboard(self) -> pd.DataFrame:
         """The leaderboard of the scores held (banana100.leaderboard), as the Space shows it."""
@@ -169,7 +198,7 @@ class Explorer:
         if self.scores is None or not len(self.scores):
             return pd.DataFrame(columns=["metric", *by, "chains", "failed", "failure rate", "mean rho"])
         with self._lock:
-            board = leaderboard(self.scores, by)
+            board = leaderboard(self.scores, by, reference_step=self.reference_step, check_steps=self.check_steps)
         return pd.DataFrame({"metric": board["label"], **{c: board[c] for c in by}, "chains": board["chains"],
                              "failed": board["failed"],
                              "failure rate": [f"{100 * r:.0f} %" if r == r and r is not None else "n/a"
@@ -183,7 +212,8 @@ class Explorer:
         if self.scores is None or not len(self.scores):
             return None
         with self._lock:
-            board = leaderboard(self.scores, self.leaderboard_columns())
+            board = leaderboard(self.scores, self.leaderboard_columns(), reference_step=self.reference_step,
+                                check_steps=self.check_steps)
         return heatmap(board, self.leaderboard_columns(), Path(path))
 
     def failure_sentence(self) -> str:

@@ -97,7 +97,8 @@ class ChainScores:
                 # an image with no score (uniform, unreadable, too small) is a row with its error,
                 # as in `banana100 score`: the protocol then names that step as missing
                 rows.append({"chain_id": info.chain_id, "source_id": info.source_id, "setting": info.setting,
-                             "repeat": info.repeat, "step": step, "metric": metric,
+                             "repeat": info.repeat, "chat_mode": info.chat_mode or "different",
+                             "variant": info.variant, "step": step, "metric": metric,
                              "score": float("nan") if score is None else float(score),
                              "lower_better": spec.lower_better, "error": errors.get(j), "backend": scorer.backend,
                              "mode": scorer.mode})

@@ -105,7 +105,7 @@ class ReleaseChains(ChainImages):
         self.cache = Path(cache_dir) / "release" / key
         self.files_dir, self.run_dir = self.cache / "files", self.cache / "run"
         self._fetch_lock = threading.Lock()
-        infos = {cid: ChainInfo(cid, c.source_id, c.setting, c.repeat, tuple(sorted(c.files)))
+        infos = {cid: ChainInfo(cid, c.source_id, c.setting, c.repeat, tuple(sorted(c.files)), c.chat_mode, c.variant)
                  for cid, c in plan.chains.items()}
         super().__init__(url, "original release", infos, self._load, keep=keep, max_side=max_side)
 

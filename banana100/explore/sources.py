@@ -23,10 +23,23 @@ class ChainInfo:
     setting: str
     repeat: int
     steps: tuple[int, ...]
+    chat_mode: str | None = None  # None: the paper's different chat (schema.py)
+    variant: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """What tells this chain apart beyond source, setting and repeat ("" for the paper's chains)."""
+        return ", ".join(p for p in (self.variant, "same chat" if self.chat_mode == "same" else None) if p)
+
+    @property
+    def choice(self) -> int | str:
+        """The chain's entry in the Space's third picker: its repeat, or its kind and repeat."""
+        return f"{self.kind}, repeat {self.repeat}" if self.kind else self.repeat
 
     @property
     def label(self) -> str:
-        return f"{self.source_id} | {self.setting} | repeat {self.repeat} ({len(self.steps)} images)"
+        kind = f" | {self.kind}" if self.kind else ""
+        return f"{self.source_id} | {self.setting}{kind} | repeat {self.repeat} ({len(self.steps)} images)"
 
     @property
     def last_step(self) -> int:
@@ -121,7 +134,7 @@ def _infos(records: list[dict]) -> dict[str, ChainInfo]:
     for cid, rs in by_chain.items():
         first = rs[0]
         out[cid] = ChainInfo(cid, str(first["source_id"]), str(first["setting"]), int(first["repeat"]),
-                             tuple(sorted(int(r["step"]) for r in rs)))
+                             tuple(sorted(int(r["step"]) for r in rs)), first.get("chat_mode"), first.get("variant"))
     return out
 
 
@@ -137,7 +150,7 @@ def _run_folder(run_dir: Path) -> ChainImages:
     return ChainImages(str(run_dir), "run folder", _infos(records), load)
 
 
-_INDEX_COLUMNS = ["chain_id", "source_id", "setting", "repeat", "step"]
+_INDEX_COLUMNS = ["chain_id", "source_id", "setting", "repeat", "chat_mode", "variant", "step"]
 
 
 def _dataset(location: str, kind: str, fs, files: list[str]) -> ChainImages:
