@@ -13,7 +13,6 @@ medians in seconds per image, their ratio, and the largest relative difference o
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from benchtools import REPO
+from benchtools import PARAMS, REPO, write_results
 
 
 def main() -> None:
@@ -32,7 +31,7 @@ def main() -> None:
     ap.add_argument("--batches", default="1,4")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--params", type=Path, default=REPO.parent / "shared" / "iqa-params")
+    ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_conv.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -74,8 +73,8 @@ def main() -> None:
                 print(f"{metric:8s} {size:5d} batch {batch}: plain {plain:7.3f} s/img, policy {policy:7.3f} s/img, "
                       f"x{plain / policy:.2f}, max rel diff {diff:.1e}", flush=True)
     command = "python bench/bench_conv.py " + " ".join(sys.argv[1:])
-    args.out.write_text(json.dumps({"command": command, "threads": args.threads, "torch": torch.__version__,
-                                    "rounds": args.rounds, "rows": rows}, indent=1) + "\n")
+    write_results(args.out, {"command": command, "threads": args.threads, "torch": torch.__version__,
+                             "rounds": args.rounds, "rows": rows})
     print(f"\n`{command}`; torch {torch.__version__}, {args.threads} threads; medians of {args.rounds} rounds, s per image\n")
     print("| metric | size | batch | plain F.conv2d (s/img) | per image, in strips (s/img) | speed-up | max rel. diff of scores |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

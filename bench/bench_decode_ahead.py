@@ -14,14 +14,13 @@ bench/results_decode_ahead.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from benchtools import REPO
+from benchtools import REPO, write_results
 
 CHILD = r"""
 import sys, time, torch
@@ -64,7 +63,7 @@ def main() -> None:
             print(f"round {r}: after/before = {after / before:.2f}", flush=True)
     result = {"metrics": metrics, "images": 2 * (args.steps + 1), "size": 512, "decode_workers": 2,
               "rounds": rows, "median_ratio": statistics.median(x["ratio"] for x in rows)}
-    (REPO / "bench" / "results_decode_ahead.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(REPO / "bench" / "results_decode_ahead.json", result)
     print(f"median after/before: {result['median_ratio']:.2f}")
 
 

@@ -13,14 +13,12 @@ seconds depend on the machine. NIQE needs niqe_modelparameters.mat (BANANA100_WE
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
-from pathlib import Path
 
-from benchtools import SHARED
+from benchtools import PARAMS, REPO, write_results
 
 from banana100.testing.images import chain_images
 
@@ -32,8 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--images", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--params", default=str(SHARED / "iqa-params"))
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "banana100/metrics/native/edit_damage_cost.json"))
+    ap.add_argument("--params", default=str(PARAMS))
+    ap.add_argument("--out", default=str(REPO / "banana100/metrics/native/edit_damage_cost.json"))
     args = ap.parse_args(argv)
     os.environ.setdefault("BANANA100_WEIGHTS", args.params)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -70,8 +68,8 @@ def main(argv=None) -> int:
                   flush=True)
     env = {"python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform(),
            "device": args.device, "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
-    Path(args.out).write_text(json.dumps({"command": "python bench/bench_edit_damage.py " + " ".join(argv or sys.argv[1:]),
-                                          "environment": env, "rows": rows}, indent=1) + "\n")
+    write_results(args.out, {"command": "python bench/bench_edit_damage.py " + " ".join(argv or sys.argv[1:]),
+                             "environment": env, "rows": rows})
     print(f"wrote {args.out}")
     return 0
 

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from benchtools import PARAMS, REPO
+from benchtools import PARAMS, REPO, write_results
 FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "niqe": ("niqe_modelparameters.mat",),
          "piqe": (), "ilniqe": ("ILNIQE_templateModel.mat",)}
 
@@ -178,8 +178,7 @@ def main() -> None:
     if args.cpu_time:
         rows = cpu_time_rows(args.before, args.metrics.split(","), args.rounds, args.params, args.pairs)
         out = args.out or REPO / "bench" / "results_flat_cost_cpu_time.json"
-        out.write_text(json.dumps({"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows},
-                                  indent=1) + "\n")
+        write_results(out, {"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows})
         print(f"written {out}", file=sys.stderr)
         return
     rows = []
@@ -199,8 +198,7 @@ def main() -> None:
             print(f"{metric:8s} {row['images']:6s} after/before x{row['median_after_over_before']:.2f} "
                   f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}); score change up to {diff:.1e}", flush=True)
     out = args.out or REPO / "bench" / "results_flat_cost.json"
-    out.write_text(json.dumps({"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows},
-                              indent=1) + "\n")
+    write_results(out, {"command": "python bench/bench_flat_cost.py " + " ".join(sys.argv[1:]), "rows": rows})
     print(f"written {out}", file=sys.stderr)
 
 

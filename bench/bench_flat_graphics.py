@@ -12,13 +12,13 @@ after a warm-up, the engine's allocator settings. Writes bench/results_flat_grap
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
 import torch
 
-from benchtools import REPO
+from benchtools import PARAMS, REPO, best_time, write_results
+
 CASES = ((512, 36, 80), (2048, 100, 200), (2048, 400, 96))
 
 
@@ -41,13 +41,12 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     import pyiqa
-    from benchtools import best_time
 
     from banana100.metrics.engine import keep_freed_memory, to_tensor
     from banana100.metrics.native import brisque, build
 
     keep_freed_memory()
-    params = REPO.parent / "shared" / "iqa-params"
+    params = PARAMS
     ours = build("brisque", {f: params / f for f in (brisque.MODEL_FILE, brisque.RANGE_FILE)}, "pyiqa")
     theirs = pyiqa.create_metric("brisque", pretrained_model_path=str(params / "brisque_svm_weights.pth"), device="cpu")
     rows = []
@@ -62,7 +61,7 @@ def main() -> None:
         print(f"{size} px, {n} squares of {patch}: native {t_native * 1e3:.1f} ms, pyiqa {t_pyiqa * 1e3:.1f} ms "
               f"(x{t_pyiqa / t_native:.1f}); scores {a:.4f} / {b:.4f}")
     out = REPO / "bench" / "results_flat_graphics.json"
-    out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    write_results(out, {"rows": rows})
     print(f"written {out}")
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchtools import write_results
+
 
 SERVER = """
 from banana100.testing.gemini_standin import StandIn
@@ -132,7 +134,7 @@ def main() -> None:
                     flush=True,
                 )
         if args.json:
-            args.json.write_text(json.dumps({"latency_s": args.latency, "size": args.size, "results": results}, indent=2))
+            write_results(args.json, {"latency_s": args.latency, "size": args.size, "results": results})
     finally:
         server.stdin.close()
         server.wait(10)

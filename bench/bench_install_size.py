@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchtools import REPO
+from benchtools import REPO, write_results
+
 EXTRAS = ("deep", "gemini", "space", "all")
 TORCH_PIN = ("torch==2.14.1",)  # setup.sh's pin (torchvision is the deep extra's)
 
@@ -194,7 +195,7 @@ def main() -> None:
         }
         shutil.rmtree(venv)
     results["seconds"] = round(time.time() - t0)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(args.out, results)
     print(json.dumps(results, indent=1))
     shutil.rmtree(args.work, ignore_errors=True)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchtools import REPO
+from benchtools import PARAMS, REPO, write_results
 
 
 def child(metric: str, backend: str, folder: str, repeats: int) -> None:
@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="512,2048")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--weights", default=str(REPO.parent / "shared" / "iqa-params"))
+    ap.add_argument("--weights", default=str(PARAMS))
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_malloc.json")
     args = ap.parse_args()
     from bench_metrics import make_images
@@ -94,7 +94,7 @@ def main() -> None:
                   f"  tuned {row['tuned_s'] * 1000:7.1f} ms/img ({row['tuned_faults']:4.0f} faults)  x{row['speedup']:.2f}",
                   flush=True)
     command = "python bench/bench_malloc.py " + " ".join(sys.argv[1:])
-    args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    write_results(args.out, {"command": command, "rows": rows})
     print(f"\n`{command}`; best of {args.repeats} after a warm-up, {args.rounds} rounds, speed-up = median of untuned / tuned\n")
     print("| metric | backend | size | untuned (ms/img) | tuned (ms/img) | page faults per image, untuned / tuned | speed-up |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

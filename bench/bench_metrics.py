@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchtools import REPO
+from benchtools import PARAMS, REPO
 
 
 def make_images(folder: Path, n: int, size: int, seed: int = 0) -> list[Path]:
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=32, help="images")
     ap.add_argument("--size", type=int, default=512, help="side of the square test images")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--weights", default=str(REPO.parent / "shared" / "iqa-params"), help="BANANA100_WEIGHTS folder")
+    ap.add_argument("--weights", default=str(PARAMS), help="BANANA100_WEIGHTS folder")
     ap.add_argument("--out", default=None, help="append a markdown table here")
     ap.add_argument("--pairs", type=int, default=10,
                     help="rounds of pyiqa loop, engine and module back to back (medians of their ratios)")

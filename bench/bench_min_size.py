@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import platform
 from pathlib import Path
 
@@ -36,11 +35,11 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from benchtools import REPO
+from benchtools import REPO, write_results
 
-from banana100.metrics.engine import MetricScorer, to_tensor  # noqa: E402
-from banana100.errors import Banana100Error  # noqa: E402
-from banana100.metrics.table import get_metric  # noqa: E402
+from banana100.metrics.engine import MetricScorer, to_tensor
+from banana100.errors import Banana100Error
+from banana100.metrics.table import get_metric
 
 SIDES = (5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 104, 112, 128, 160, 192, 256)
 SHIFT = 2
@@ -118,12 +117,6 @@ def measure(metric: str, imgs, per_image: int, sides, batch_size: int = 16, refe
             "table_min_size": spec.min_size, "smallest_meaningful": smallest, "rows": rows}
 
 
-def dump(results: dict) -> str:
-    """JSON with each crop's [score, moved score] pair on one line (the file stays readable)."""
-    text = json.dumps(results, indent=1)
-    return re.sub(r"\[\s*(-?[\d.eE+-]+|NaN),\s*(-?[\d.eE+-]+|NaN)\s*\]", r"[\1, \2]", text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--metrics", default="piqe,niqe,brisque,ilniqe,nrqm,pi")
@@ -153,7 +146,7 @@ def main() -> None:
             continue
         r.update(per_image=args.per_image, crops_per_side=len(crops(imgs, sides[-1], args.per_image)))
         results["metrics"][metric] = r
-        out_path.write_text(dump(results))
+        write_results(out_path, results)
         print(f"{metric}: smallest meaningful side {r['smallest_meaningful']} (table: {r['table_min_size']}); "
               f"spread of 256px scores {r['spread_256']:.4g}", flush=True)
     print("\n| metric | smallest meaningful side | rho there | one side below | table min_size | 2-px change / spread at that side |")

@@ -23,7 +23,7 @@ import platform
 import sys
 from pathlib import Path
 
-from benchtools import REPO, SHARED, best_time
+from benchtools import PARAMS, REPO, best_time, write_results
 
 from banana100.testing.images import chain_images, flat_chain_images
 
@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--pyiqa-max-size", type=int, default=1024)
     ap.add_argument("--batches", default="1,2,4,8")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--params", type=Path, default=SHARED / "iqa-params")
+    ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--flat", action="store_true",
                     help="images with flat areas and clipping (flat_chain_images); results_native_<device>_flat.json")
     ap.add_argument("--out", type=Path, default=None, help="the JSON file (default bench/results_native_<device>[_flat].json)")
@@ -106,7 +106,7 @@ def main() -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
 
     out = args.out or REPO / "bench" / f"results_native_{args.device.split(':')[0]}{'_flat' if args.flat else ''}.json"
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(out, results)
     print(markdown(results, args.batch))
     print(f"\nwritten {out}", file=sys.stderr)
 

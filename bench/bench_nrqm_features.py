@@ -13,7 +13,6 @@ stops if any feature differs from pyiqa's by more than 1e-6 relative.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchtools import REPO
+from benchtools import REPO, write_results
 
 
 def main() -> None:
@@ -65,8 +64,7 @@ def main() -> None:
         rows.append(dict(size=size, pyiqa_s=theirs, native_s=ours, speedup=theirs / ours))
         print(f"{size:5d}px  pyiqa {theirs:.3f} s/img  native {ours:.3f} s/img  x{theirs / ours:.2f}", flush=True)
     command = "python bench/bench_nrqm_features.py " + " ".join(sys.argv[1:])
-    args.out.write_text(json.dumps({"command": command, "threads": args.threads, "torch": torch.__version__, "rows": rows},
-                                   indent=1) + "\n")
+    write_results(args.out, {"command": command, "threads": args.threads, "torch": torch.__version__, "rows": rows})
     print(f"\n`{command}`; torch {torch.__version__}, {args.threads} threads; medians of {args.rounds} rounds\n")
     print("| size | pyiqa features (s/img) | native features (s/img) | speed-up |")
     print("| --- | --- | --- | --- |")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchtools import REPO
+from benchtools import REPO, write_results
 
 
 def main() -> None:
@@ -100,7 +100,7 @@ def main() -> None:
     if args.gpu_usd_per_hour is not None:
         result["gpu_usd_per_hour"] = args.gpu_usd_per_hour
         result["usd_per_1000_steps"] = {k: args.gpu_usd_per_hour * 1000 / (60 * v) for k, v in med.items()}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
     print(json.dumps({k: result[k] for k in ("pipeline", "device", "median_images_per_min",
                                               "ratio_batched_vs_one")}, indent=2))
     if "usd_per_1000_steps" in result:

@@ -13,13 +13,12 @@ best of `--rounds`). Writes bench/results_repair_paths.json.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 import torch.nn.functional as F
 
-from benchtools import REPO
+from benchtools import PARAMS, REPO, best_time, write_results
 
 
 def main() -> None:
@@ -29,12 +28,11 @@ def main() -> None:
     torch.set_num_threads(1)
 
     from banana100.testing.images import flat_chain_images
-    from benchtools import best_time
 
     from banana100.metrics.engine import to_tensor
     from banana100.metrics.native import build, ilniqe, matlab, repair
 
-    params = REPO.parent / "shared" / "iqa-params"
+    params = PARAMS
     if not (params / ilniqe.PARAM_FILE).is_file():
         raise SystemExit(f"{ilniqe.PARAM_FILE} not found in {params}")
     model = build("ilniqe", {ilniqe.PARAM_FILE: params / ilniqe.PARAM_FILE}, "pyiqa")
@@ -71,7 +69,7 @@ def main() -> None:
             print(f"call {call} map {n}: {rows[-1]['values']:6d} values of {mask.numel()}: strips {t_strips * 1e3:7.1f} ms, "
                   f"windows {t_windows * 1e3:6.1f} ms (x{t_windows / t_strips:.3f})")
     out_file = REPO / "bench" / "results_repair_paths.json"
-    out_file.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    write_results(out_file, {"rows": rows})
     print(f"written {out_file}")
 
 

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchtools import REPO, write_results
+
 from banana100.testing.releasetools import make_release_standin
 
 from banana100 import explore as ex
@@ -31,7 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--side", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--out", default="bench/results_space_on_demand.json")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_space_on_demand.json")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-space-"))
     try:
@@ -65,7 +67,7 @@ def main() -> None:
     result = {"side": args.side, "steps": args.steps, "metrics": METRICS, "images_on_demand": n_on_demand,
               "images_whole_chain": args.steps + 1, "whole_over_first_show": round(t_whole / t_first, 2),
               "first_show_over_second_visit": round(t_first / t_again, 1)}
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_results(args.out, result)
     print(json.dumps(result, indent=1))
 
 

@@ -16,7 +16,6 @@ qwen_vl_utils) it measures, side by side in one run:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchtools import best_time
+from benchtools import REPO, best_time, write_results
 
 LIMITS = {"transformers default": 1_003_520, "banana100 default": 2048 * 2048, "official (qwen_vl_utils)": 12_845_056}
 
@@ -42,7 +41,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sides", default="512,1024,2048,4096")
     ap.add_argument("--sigma", type=float, default=8.0, help="noise added (grey levels)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=Path("bench/results_vlm_pixels.json"))
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_vlm_pixels.json")
     args = ap.parse_args(argv)
 
     import torch
@@ -76,7 +75,7 @@ def main(argv=None) -> int:
     result = {"what": __doc__.splitlines()[0], "sigma": args.sigma, "repeats": args.repeats,
               "machine": f"{platform.machine()}, torch threads 2", "when": time.strftime("%Y-%m-%d %H:%M"),
               "rows": rows}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(args.out, result)
     print(f"written {args.out}")
     return 0
 

@@ -12,14 +12,12 @@ writes bench/results_y_channel.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
-from benchtools import REPO
+from benchtools import REPO, write_results
 
 
 def three_columns(x: torch.Tensor, color_space: str) -> torch.Tensor:
@@ -64,7 +62,7 @@ def main() -> None:
                          "new_over_old_median": ratio_median, "new_over_old_min": ratio_min,
                          "seconds_new": times["new"], "seconds_old": times["old"]})
             print(f"{size:5d} px {space:6s} new/old: median x{ratio_median:.3f}, min x{ratio_min:.3f}")
-    Path(args.out).write_text(json.dumps({"threads": args.threads, "torch": torch.__version__, "rows": rows}, indent=1))
+    write_results(args.out, {"threads": args.threads, "torch": torch.__version__, "rows": rows})
 
 
 if __name__ == "__main__":

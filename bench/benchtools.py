@@ -14,6 +14,8 @@ import platform
 import time
 from pathlib import Path
 
+from banana100.fileio import write_file_atomic
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 SHARED = REPO.parent / "shared"  # the read-only folder beside the repository (parameter files, reference images)
@@ -47,9 +49,8 @@ def results_path(script: str, suffix: str = "") -> Path:
 
 
 def write_results(path: Path, results: dict) -> Path:
-    """Write `results` as indented JSON to `path`, whole or not at all (a temporary file renamed)."""
+    """Write `results` as indented JSON to `path`, whole or not at all and fsynced
+    (`banana100.fileio.write_file_atomic`: a temporary file beside it, fsync, rename)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_file_atomic(path, (json.dumps(results, indent=1) + "\n").encode())
     return path

@@ -33,7 +33,7 @@ import time
 import zlib
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchtools import BENCH, write_results
 
 
 # ------------------------------------------------------------------ synthetic data
@@ -236,7 +236,7 @@ def _child(fn: str, *args) -> dict:
         "import json, resource, sys; sys.path.insert(0, %r); import dataset_layout as b; "
         "r = getattr(b, %r)(*json.loads(sys.argv[1])); "
         "r['peak_rss_mib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024; print('RESULT' + json.dumps(r))"
-    ) % (str(HERE), fn)
+    ) % (str(BENCH), fn)
     p = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))], capture_output=True, text=True)
     if p.returncode:
         return {"error": p.stderr[-2000:]}
@@ -261,7 +261,7 @@ def main() -> None:
     ap.add_argument("--decode", type=int, default=200, help="rows decoded for each throughput figure")
     ap.add_argument("--work", type=Path, default=Path("/tmp/b100bench"))
     ap.add_argument("--layouts", default="parquet,imagefolder,webdataset")
-    ap.add_argument("--out", type=Path, default=HERE / "results_dataset_layout.json")
+    ap.add_argument("--out", type=Path, default=BENCH / "results_dataset_layout.json")
     ap.add_argument("--keep-run", action="store_true")
     ap.add_argument("--subset", type=int, default=0, help="use only the first N images of the run (variants)")
     args = ap.parse_args()
@@ -306,10 +306,10 @@ def main() -> None:
         results[layout] = r
         print(layout, json.dumps(r), flush=True)
         shutil.rmtree(out, ignore_errors=True)
-        args.out.write_text(json.dumps(results, indent=1))
+        write_results(args.out, results)
     if not args.keep_run:
         shutil.rmtree(args.work, ignore_errors=True)
-    args.out.write_text(json.dumps(results, indent=1))
+    write_results(args.out, results)
     print(table(results))
 
 

@@ -20,7 +20,8 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from pathlib import Path
+
+from benchtools import BENCH, write_results
 
 from banana100 import explore as ex
 from banana100.metrics.protocol import sensitivity
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="score only the first N chains")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--cache", default=str(ex.DEFAULT_CACHE))
-    ap.add_argument("--out", default=str(Path(__file__).with_name("results_edit_damage_release.json")))
+    ap.add_argument("--out", default=str(BENCH / "results_edit_damage_release.json"))
     args = ap.parse_args(argv)
     images = ex.ReleaseChains(ex.ReleaseSpec(location=args.location, pattern=args.pattern), args.cache)
     explorer = ex.Explorer(images, None, on_demand=ex.ChainScores(images.cache / "scores", device=args.device),
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
             result["per_chain"] = p["per_chain"]
         print(f"{setting}: failed {p['n_failed']} of {p['n_chains'] - p['n_incomplete']} complete chains, "
               f"mean rho {p['mean_rho']}", flush=True)
-    Path(args.out).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    write_results(args.out, json.loads(json.dumps(result, default=str)))  # numpy and other values as text
     print(f"wrote {args.out}")
     return 0
 

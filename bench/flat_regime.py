@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchtools import PARAMS, REPO
+from benchtools import PARAMS, REPO, write_results
 FILES = {
     "brisque": ("brisque_live_allmodel", "brisque_live_allrange"),
     "niqe": ("niqe_modelparameters.mat",),
@@ -157,7 +157,7 @@ def main() -> None:
     # metrics not run this time keep their earlier results (the cards read one file)
     earlier = json.loads(args.out.read_text()).get("metrics", {}) if args.out.is_file() else {}
     results["metrics"] = {**earlier, **results["metrics"]}
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(args.out, results)
     print(f"written {args.out}", file=sys.stderr)
 
 

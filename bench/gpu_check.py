@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchtools import write_results
 
 
 def build(name: str, device: str, tmp: Path, backend: str | None = None):
@@ -162,9 +163,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=1))
+        out = write_results(args.out, results)  # makes the folder
         out.with_suffix(".md").write_text(text)
     return 0 if not any("error" in r for r in results) else 1
 

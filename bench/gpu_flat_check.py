@@ -25,7 +25,6 @@ it is on, torch's default). Writes --out (JSON) and prints one line per image.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -33,7 +32,8 @@ from pathlib import Path
 
 import torch
 
-from benchtools import PARAMS, REPO
+from benchtools import PARAMS, REPO, write_results
+
 NATIVE_FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"),
                 "niqe": ("niqe_modelparameters.mat",), "ilniqe": ("ILNIQE_templateModel.mat",), "piqe": ()}
 PYIQA_FILE = {"brisque": "brisque_svm_weights.pth", "niqe": "niqe_modelparameters.mat",
@@ -115,7 +115,7 @@ def main() -> None:
             "max_native_vs_pyiqa_on_cpu": max(r["native_vs_pyiqa_on_cpu"] for r in rows),
             "all_within_card": all(r["within_card"] for r in rows)}
     results["seconds"] = round(time.time() - t0)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(args.out, results)
     print(f"written {args.out}", file=sys.stderr)
 
 

@@ -17,14 +17,13 @@ the 1,369 (1K) or 5,329 (2K) visual tokens.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from benchtools import REPO, write_results
 
 IMAGES_IN_RELEASE = 28_000
 # Qwen2.5-VL-7B-Instruct's config.json (text and vision towers)
@@ -129,7 +128,7 @@ def main(argv=None) -> int:
     result = {"what": __doc__.splitlines()[0], "model": model_kind, "device": args.device,
               "gpu": torch.cuda.get_device_name(0) if cuda else None, "max_new_tokens": args.max_new_tokens,
               "max_pixels": DEFAULT_MAX_PIXELS, "n": args.n, "when": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(args.out, result)
     print(f"written {args.out}")
     return 0
 

@@ -15,12 +15,10 @@ exact ramps, tiny and 2K images, noise, a uniform image. Writes bench/results_le
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import torch
 
-from benchtools import REPO
+from benchtools import PARAMS, REPO, write_results
 
 
 def images() -> list[tuple[str, np.ndarray]]:
@@ -62,7 +60,7 @@ def main() -> None:
     from banana100.metrics.engine import to_tensor
     from banana100.metrics.native import build, repair
 
-    params = REPO.parent / "shared" / "iqa-params"
+    params = PARAMS
     files = {"piqe": (), "niqe": ("niqe_modelparameters.mat",), "brisque": ("brisque_live_allmodel", "brisque_live_allrange")}
     # the metric/mode pairs whose share now comes from the metric's own filtering
     pairs = [("piqe", "pyiqa"), ("piqe", "official"), ("niqe", "pyiqa"), ("niqe", "official"), ("brisque", "official")]
@@ -91,7 +89,7 @@ def main() -> None:
             print(f"{name:32s} {metric:8s} {mode:8s} share {own:.6f} vs {separate:.6f}  "
                   f"({rows[-1]['pixels_differ_at_least']} pixels)")
     out = REPO / "bench" / "results_leftover_share_sources.json"
-    out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    write_results(out, {"rows": rows})
     equal = sum(r["share_own_filtering"] == r["share_separate_pass"] for r in rows)
     print(f"{len(rows)} image/metric/mode rows: {equal} equal, largest difference {worst:.2e}; written {out}")
 

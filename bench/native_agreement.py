@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchtools import REPO, SHARED
+from benchtools import PARAMS, REPO, SHARED, write_results
+
 OUT = REPO / "banana100" / "metrics" / "native" / "agreement.json"
 
 
@@ -151,7 +152,7 @@ def markdown(results: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metrics", default="piqe,niqe,brisque,ilniqe,nrqm,pi")
-    ap.add_argument("--params", type=Path, default=SHARED / "iqa-params")
+    ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--ref", type=Path, default=SHARED / "reference-images")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -174,7 +175,7 @@ def main() -> None:
                         "pyiqa": pyiqa.__version__, "machine": platform.machine()},
         "metrics": {**earlier, **metrics},
     }
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(args.out, results)
     print(markdown(results))
     print(f"\nwritten {args.out}", file=sys.stderr)
 

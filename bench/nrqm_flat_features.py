@@ -12,14 +12,13 @@ writes bench/results_nrqm_flat.json.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import numpy as np
 import torch
 
-from benchtools import REPO
+from benchtools import REPO, write_results
 
 
 def main() -> None:
@@ -50,7 +49,7 @@ def main() -> None:
                                          f"{'' if g['same_nan'] else ' NaN!'}"
                                          for k, g in enumerate(diffs)), flush=True)
     out = REPO / "bench" / "results_nrqm_flat.json"
-    out.write_text(json.dumps({"command": "python bench/nrqm_flat_features.py", "rows": rows}, indent=1) + "\n")
+    write_results(out, {"command": "python bench/nrqm_flat_features.py", "rows": rows})
     print(f"written {out}", file=sys.stderr)
 
 

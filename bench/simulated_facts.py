@@ -15,11 +15,11 @@ Writes bench/results_simulated_facts.json and prints a Markdown summary. Determi
 """
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
 
+from benchtools import REPO, write_results
 
 from banana100.synth import GENERATED_SOURCES, generated_source
 from banana100.chains.editors import make_editor
@@ -38,7 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--side", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--out", default="bench/results_simulated_facts.json")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results_simulated_facts.json")
     args = ap.parse_args()
     editor, setting = make_editor("simulated"), get_setting("replicate")
     scorers = {m: MetricScorer(m, device="cpu") for m in ("piqe", "niqe", "brisque")}
@@ -74,7 +74,7 @@ def main() -> None:
         print(f"{name}: done ({time.perf_counter() - t0:.0f} s)", flush=True)
     out = {"side": args.side, "steps": args.steps, "editor": repr(editor), "python": platform.python_version(),
            "sources": rows}
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    write_results(args.out, out)
     print(f"\nside {args.side} px, {args.steps} steps; grain = std of new high frequencies in flat areas (grey levels)\n")
     print("| source | grain step 1 / 5 / 10 / 20 | first step >= 2 / 3 / 4 | tint step 10 / 20 / last | "
           "BRISQUE step 0 / 1 / 5 / 10 / 20 / last | passed: PIQE, NIQE, BRISQUE |")

@@ -35,10 +35,12 @@ from PIL import Image, ImageDraw, ImageFont
 from scipy.ndimage import gaussian_filter
 from scipy.stats import mannwhitneyu, spearmanr
 
+from benchtools import REPO, SHARED, write_results
+
 from banana100.metrics.engine import MetricScorer
 from banana100.metrics.native.edit_damage import COMPONENTS
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference-images"
+REFERENCE_IMAGES = SHARED / "reference-images"
 MAX_SIDE = 512  # larger images are shrunk (Lanczos) first: same content, bounded time
 
 
@@ -65,8 +67,8 @@ def photographs() -> dict[str, np.ndarray]:
     names = ["astronaut", "coffee", "chelsea", "rocket", "camera", "immunohistochemistry", "hubble_deep_field",
              "retina", "coins", "clock", "moon"]
     out = {n: _rgb(getattr(skimage.data, n)()) for n in names}
-    if SHARED.is_dir():
-        for p in sorted(SHARED.rglob("*")):
+    if REFERENCE_IMAGES.is_dir():
+        for p in sorted(REFERENCE_IMAGES.rglob("*")):
             # pepper_1..4 are distorted copies of pepper_0: only the clean one is a photograph here
             if p.suffix.lower() in (".png", ".bmp", ".gif") and not (p.stem.startswith("pepper_") and p.stem != "pepper_0"):
                 out[f"ref:{p.parent.name}/{p.name}"] = _rgb(np.asarray(Image.open(p).convert("RGB")))
@@ -306,7 +308,7 @@ def part_protocol(scorer, steps: int, side: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "banana100/metrics/native/edit_damage_validation.json"))
+    ap.add_argument("--out", default=str(REPO / "banana100/metrics/native/edit_damage_validation.json"))
     ap.add_argument("--part", default="ladders,clean,protocol")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
@@ -315,7 +317,7 @@ def main(argv=None) -> int:
     out_path = Path(args.out)
     result = json.loads(out_path.read_text()) if out_path.is_file() else {}
     result["environment"] = {"python": sys.version.split()[0], "platform": platform.platform(),
-                             "reference_images": SHARED.is_dir(),
+                             "reference_images": REFERENCE_IMAGES.is_dir(),
                              "command": "python bench/validate_edit_damage.py " + " ".join(argv or sys.argv[1:])}
     t0 = time.perf_counter()
     parts = args.part.split(",")
@@ -327,7 +329,7 @@ def main(argv=None) -> int:
         result["simulated_protocol"] = part_protocol(scorer, args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,
                                              "sources": ["astronaut", "coffee", "rocket"]}
-    out_path.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(out_path, result)
     print(f"wrote {out_path} in {time.perf_counter() - t0:.0f} s")
     return 0
 
