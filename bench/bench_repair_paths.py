@@ -37,16 +37,20 @@ def main() -> None:
         raise SystemExit(f"{ilniqe.PARAM_FILE} not found in {params}")
     model = build("ilniqe", {ilniqe.PARAM_FILE: params / ilniqe.PARAM_FILE}, "pyiqa")
     captured = []
-    repair = repair.repair_filtered
+    original = repair.repair_filtered
 
     def capture(out, x, weight, padding, bound):
         captured.append((out.clone(), x.clone(), weight, padding, bound))
-        return repair(out, x, weight, padding, bound)
+        return original(out, x, weight, padding, bound)
 
-    repair.repair_filtered = capture
-    with torch.no_grad():
-        model(to_tensor(flat_chain_images(2, 512)[1])[None])
-    repair.repair_filtered = repair
+    repair.repair_filtered = capture  # ilniqe calls it through the module: every call is captured
+    try:
+        with torch.no_grad():
+            model(to_tensor(flat_chain_images(2, 512)[1])[None])
+    finally:
+        repair.repair_filtered = original
+    if not captured:
+        raise SystemExit("no repair_filtered call was captured: has IL-NIQE stopped calling it?")
 
     rows = []
     for call, (out, x, weight, padding, bound) in enumerate(captured):
