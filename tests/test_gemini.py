@@ -466,6 +466,20 @@ def on_disk(out: Path) -> set[tuple[str, int]]:
     return done
 
 
+def kill_after(cmd, env, out: Path, kill_ats, log_path: Path) -> None:
+    """Run `cmd` once per count in `kill_ats`, each time SIGKILLed once the manifest holds that
+    many lines."""
+    for kill_at in kill_ats:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
+            deadline = time.monotonic() + 60
+            while not (out / MANIFEST_NAME).is_file() or (out / MANIFEST_NAME).read_bytes().count(b"\n") < kill_at:
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(30) == -signal.SIGKILL
+
+
 def test_sigkill_and_resume_repeat_no_call(tmp_path):
     src = tmp_path / "sources"
     src.mkdir()
@@ -476,19 +490,10 @@ def test_sigkill_and_resume_repeat_no_call(tmp_path):
     env = dict(os.environ, GEMINI_API_KEY=KEY)
     with StandIn(latency_s=0.04) as server:
         cmd = cli_cmd(server.base_url, src, out, steps, repeats)
-        for kill_at in (10, 25):  # kill twice, at different points
-            with open(tmp_path / "log.txt", "ab") as log:
-                proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
-                deadline = time.monotonic() + 60
-                while (out / MANIFEST_NAME).is_file() is False or (out / MANIFEST_NAME).read_bytes().count(b"\n") < kill_at:
-                    assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "log.txt").read_text()
-                    time.sleep(0.005)
-                proc.send_signal(signal.SIGKILL)
-                assert proc.wait(30) == -signal.SIGKILL
-            before = on_disk(out)
-            n = len(server.requests)
-            # Each killed run asked only for steps that were not yet on disk.
-            assert len(before) < repeats * (steps + 1)
+        kill_after(cmd, env, out, (10, 25), tmp_path / "log.txt")  # kill twice, at different points
+        before = on_disk(out)
+        n = len(server.requests)
+        assert len(before) < repeats * (steps + 1)
         rerun = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=120, check=False)
         assert rerun.returncode == 0, rerun.stderr.decode()
         asked = [seeds[q["seed"]] for q in server.requests[n:]]
@@ -595,15 +600,7 @@ def test_same_chat_sigkill_and_resume_repeat_no_call_and_keep_the_conversation(t
     env = dict(os.environ, GEMINI_API_KEY=KEY)
     with StandIn(latency_s=0.04) as server:
         cmd = cli_cmd(server.base_url, src, out, steps, repeats) + ["--chat", "same"]
-        for kill_at in (5, 11):
-            with open(tmp_path / "log.txt", "ab") as log:
-                proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
-                deadline = time.monotonic() + 60
-                while not (out / MANIFEST_NAME).is_file() or (out / MANIFEST_NAME).read_bytes().count(b"\n") < kill_at:
-                    assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "log.txt").read_text()
-                    time.sleep(0.005)
-                proc.send_signal(signal.SIGKILL)
-                assert proc.wait(30) == -signal.SIGKILL
+        kill_after(cmd, env, out, (5, 11), tmp_path / "log.txt")
         before = on_disk(out)
         n = len(server.requests)
         assert len(before) < repeats * (steps + 1)
