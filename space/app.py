@@ -54,10 +54,11 @@ except ModuleNotFoundError as _e:  # a core install: say how to get the Space's 
     if _e.name != "gradio":
         raise
     from banana100 import about as _about
+    from banana100.cli.common import EXIT_USAGE as _EXIT_USAGE
 
     print(f"space: gradio is not installed. Set up the Space with `bash setup.sh --space` in the clone, "
           f"or {_about.install_hint('space')}", file=sys.stderr)
-    sys.exit(2)  # as the CLI does for a missing extra
+    sys.exit(_EXIT_USAGE)  # as the CLI does for a missing extra
 import matplotlib.pyplot as plt
 from PIL import Image
 

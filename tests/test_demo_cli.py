@@ -1,6 +1,7 @@
 """The main job end to end, as a user runs it: real subprocesses, tiny settings."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -139,6 +140,13 @@ def test_version_and_documented_exit_statuses():
     for status, word in ((1, "data problem"), (2, "usage"), (3, "budget"), (130, "interrupted")):
         assert f"{status:<4} {word}" in cli.__doc__
     assert run_cli("--help").stdout.count("Exit status:") == 1
+    # docs/cli.md's table: the same statuses as banana100/cli/common.py, each with its meaning
+    from banana100.cli.common import EXIT_STATUSES
+
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", (REPO / "docs" / "cli.md").read_text(), re.M))
+    assert sorted(map(int, rows)) == sorted(EXIT_STATUSES)
+    for status, meaning in EXIT_STATUSES.items():
+        assert meaning.split(":")[0].split(" (")[0] in rows[str(status)], status
 
 
 def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):

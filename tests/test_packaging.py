@@ -60,7 +60,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.integration
 def test_wheel_holds_the_library_and_every_metric_folder(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
-    assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json", "banana100/dataset/card_template.md",
+    assert {"banana100/cli/__init__.py", "banana100/cli/common.py", "banana100/cli/weights.py", "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json", "banana100/dataset/card_template.md",
             "banana100/generation/settings.yaml", "banana100/chains/editors/base.py"} <= names
     for name in (*ROSTER, *DETECTORS, SENSITIVITY):
         for rel in (f"{name}.py", "README.md", "requirements.txt", "app.py"):
