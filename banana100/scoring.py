@@ -423,7 +423,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     """Before any work: every metric's extra is installed and every file present (no download
     when offline). One error, on one line, names every missing extra and every missing file of
     every metric; the metrics that are ready are named too."""
-    from banana100 import about
+    from banana100 import extras
     from banana100.errors import MissingExtraError, WeightsNotFoundError
     from banana100.metrics.resolve import PYIQA_PREFIX, resolve
     from banana100.metrics.weights import ENV_VAR, _hub_unreachable, missing, offline
@@ -441,7 +441,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
             files = missing(r.spec.name, b)
             if files:
                 lacking[m] = files
-        if extra and not about.extra_installed(extra):
+        if extra and not extras.extra_installed(extra):
             need_extra[m] = extra
     if lacking and not offline() and not _hub_unreachable():
         lacking = {}  # online: the engine downloads what is missing (one quick probe says so)
@@ -452,7 +452,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     for extra in dict.fromkeys(need_extra.values()):
         names = [m for m, e in need_extra.items() if e == extra]
         parts.append(f"{', '.join(names)} need{'s' if len(names) == 1 else ''} the '{extra}' extra "
-                     f"({about.install_hint(extra)})")
+                     f"({extras.install_hint(extra)})")
     if lacking:
         parts.append("missing files: " + "; ".join(f"{m}: {', '.join(files)}" for m, files in lacking.items())
                      + f" (put them in ${ENV_VAR}; `banana100 weights list {' '.join(lacking)} -v` says where "

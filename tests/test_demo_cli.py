@@ -151,16 +151,16 @@ def test_version_and_documented_exit_statuses():
 
 def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
     """A deep metric without pyiqa, the gemini editor without google-genai: exit 2 and the pip line."""
-    from banana100 import about
+    from banana100 import extras
     from banana100.cli import main
     from banana100.metrics.engine import MetricScorer
     from banana100.errors import MissingExtraError
 
-    real = about.extra_installed
-    monkeypatch.setattr(about, "extra_installed", lambda extra: extra not in ("deep", "gemini") and real(extra))
+    real = extras.extra_installed
+    monkeypatch.setattr(extras, "extra_installed", lambda extra: extra not in ("deep", "gemini") and real(extra))
     with pytest.raises(MissingExtraError, match=r"topiq_nr metric \(pyiqa backend\) needs the 'deep' extra") as e:
         MetricScorer("topiq_nr", device="cpu")
-    assert about.requirement(("deep",)) in str(e.value) and isinstance(e.value, ImportError)
+    assert extras.requirement(("deep",)) in str(e.value) and isinstance(e.value, ImportError)
     (tmp_path / "src").mkdir()
     Image.new("RGB", (64, 64), "red").save(tmp_path / "src" / "a.png")
     assert main(["generate", "--editor", "gemini", "--sources", str(tmp_path / "src"), "--out", str(tmp_path / "r")]) == 2

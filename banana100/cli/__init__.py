@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from banana100 import __version__, about
+from banana100 import __version__, about, extras
 from banana100.cli.common import (
     COUNT, EXIT_DATA, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, HelpFormatter,
     Parser, exit_status, exit_status_table, number, print_error, print_traceback,
@@ -178,8 +178,8 @@ def _cmd_demo(args) -> None:
 
 def _version() -> str:
 
-    have = [e for e in about.EXTRAS if about.extra_installed(e)]
-    lack = [e for e in about.EXTRAS if e not in have]
+    have = [e for e in extras.EXTRAS if extras.extra_installed(e)]
+    lack = [e for e in extras.EXTRAS if e not in have]
     return (f"banana100 {__version__} (extras installed: {', '.join(have) or 'none'}"
             + (f"; not installed: {', '.join(lack)}" if lack else "") + ")")
 
@@ -393,11 +393,11 @@ def _run(args, name: str, debug: bool) -> int:
         return exit_status(e)
     except ModuleNotFoundError as e:
 
-        extra = about.MODULE_EXTRAS.get((e.name or "").split(".")[0])
+        extra = extras.MODULE_EXTRAS.get((e.name or "").split(".")[0])
         if extra is None:
             raise
         print_traceback(debug)
-        print_error(name, f"{e.name} is not installed: {about.install_hint(extra)}")
+        print_error(name, f"{e.name} is not installed: {extras.install_hint(extra)}")
         return EXIT_USAGE
     except BrokenPipeError:  # `banana100 weights list | head -1`: the reader has all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
