@@ -206,3 +206,47 @@ def test_cli_warnings_are_one_line_and_left_as_they_were(tmp_path, monkeypatch):
     cli.main(["verify", str(tmp_path / "run")])
     assert seen == ["banana100 verify: warning: something to say\n"]
     assert warnings.formatwarning is before
+
+
+def test_library_log_lines_reach_stderr_with_the_command_and_logging_is_left_as_it_was(monkeypatch, capsys):
+    """The library logs (INFO progress, WARNING skipped things); the CLI shows each record as one
+    line on stderr after the command's name; stdout keeps only the command's own output."""
+    import logging
+
+    from banana100 import cli
+
+    def talk(args):
+        logging.getLogger("banana100.scoring").info("process 0/2 scores every 2th image from #0")
+        logging.getLogger("banana100.scoring").warning("skipping niqe: not found")
+        logging.getLogger("banana100.chains.runner").warning("\ninterrupted: finishing the steps in flight")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["report"].set_defaults(func=talk)
+    logger = logging.getLogger("banana100")
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    assert cli.main(["report", "x.parquet", "--out", "r"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("banana100 report: process 0/2 scores every 2th image from #0\n"
+                   "banana100 report: warning: skipping niqe: not found\n"
+                   "\nbanana100 report: warning: interrupted: finishing the steps in flight\n")
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+def test_only_the_cli_prints():
+    """Library code logs (logging.getLogger(__name__)); print() is for the cli package, the test
+    helpers and the `main()` of a `python -m` tool (banana100.metrics.cards, .publish)."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "banana100").rglob("*.py")):
+        rel = path.relative_to(REPO / "banana100").as_posix()
+        if rel.startswith(("cli/", "testing/")):
+            continue
+        tree = ast.parse(path.read_text())
+        mains = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        allowed = {id(c) for m in mains for c in ast.walk(m)}
+        offenders += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "print" and id(n) not in allowed]
+    assert not offenders, offenders

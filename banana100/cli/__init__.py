@@ -18,7 +18,7 @@ from pathlib import Path
 from banana100 import __version__, about, extras
 from banana100.cli.common import (
     COUNT, EXIT_DATA, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, HelpFormatter,
-    Parser, exit_status, exit_status_table, number, print_error, print_traceback,
+    Parser, exit_status, exit_status_table, library_log, number, print_error, print_traceback,
 )
 from banana100.errors import Banana100Error, UsageError
 
@@ -171,9 +171,13 @@ def _cmd_report(args) -> None:
 
 
 def _cmd_demo(args) -> None:
+    import time
+
     from banana100.demo import run_demo
 
-    run_demo(out=args.out, steps=args.steps, chains=args.chains, metrics=args.metrics)
+    t0 = time.perf_counter()
+    report = run_demo(out=args.out, steps=args.steps, chains=args.chains, metrics=args.metrics)
+    print(f"demo: done in {time.perf_counter() - t0:.0f} s; report: {report.resolve()}")
 
 
 def _version() -> str:
@@ -372,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     if not debug:  # a warning is one line too, like an error (no source line of ours under it)
         warnings.formatwarning = lambda message, category, *_, **__: f"{name}: warning: {message}\n"
     try:
-        status = _run(args, name, debug)
+        with library_log(name):  # the library's progress and warnings, one line each on stderr
+            status = _run(args, name, debug)
     finally:  # main() may be called in-process (tests, notebooks): leave warnings as they were
         warnings.formatwarning = plain_format
     return status

@@ -1,10 +1,19 @@
 """What every `banana100` command shares: the exit statuses (their one home), the help
-formatter and one-line parser errors, the option types, and how an error becomes one line on
-stderr and an exit status."""
+formatter and one-line parser errors, the option types, how an error becomes one line on
+stderr and an exit status, and how the library's log lines reach the user.
+
+Output: what a command produces (tables, paths written, summaries, the dry-run plan) is
+returned by the library and printed on stdout by the command; what the library logs on the
+`banana100` logger (progress at INFO, skipped things and other warnings at WARNING) is shown
+on stderr, one line per record, prefixed with the command (`banana100 score: ...`,
+`banana100 score: warning: ...`), like errors and Python warnings.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 
 from banana100.errors import Banana100Error, MissingExtraError, UsageError
@@ -102,3 +111,42 @@ def number(kind, low, inclusive=True, high=None):
 
 
 POSITIVE_INT, COUNT, POSITIVE, NON_NEGATIVE = number(int, 1), number(int, 0), number(float, 0, False), number(float, 0)
+
+
+class LogLines(logging.Handler):
+    """The library's log records as the CLI shows them: on stderr (looked up at each record, so
+    that a redirected or captured stderr gets them), prefixed with the command; a WARNING or
+    worse also says its level, as errors and Python warnings do."""
+
+    def __init__(self, name: str):
+        super().__init__(logging.INFO)
+        self.command = name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            text = message.lstrip("\n")
+            kind = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
+            stream = sys.stderr
+            stream.write(f"{message[:len(message) - len(text)]}{self.command}: {kind}{text}\n")
+            stream.flush()
+        except Exception:  # a closed stream and the like: logging's own report, never a crash
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def library_log(name: str):
+    """While a command runs: the `banana100` logger's INFO and up on stderr (LogLines), not passed
+    on to the root logger (no second copy where an application configured one); as it was after."""
+    logger = logging.getLogger("banana100")
+    handler = LogLines(name)
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:  # main() may be called in-process (tests, notebooks): leave logging as it was
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
