@@ -7,8 +7,8 @@ Every stage resumes, so rerunning the command after an interruption continues.
 
 from __future__ import annotations
 
+import logging
 import shutil
-import time
 from pathlib import Path
 
 from banana100 import about
@@ -27,6 +27,8 @@ SAMPLE_IMAGES = (
 )
 # Fast classical metrics tried by `--metrics auto`; IL-NIQE (~0.6 s an image natively) is opt-in.
 AUTO_METRICS = ("piqe", "niqe", "brisque")
+
+log = logging.getLogger(__name__)
 
 
 def sample_sources(folder: Path, n: int) -> Path:
@@ -55,7 +57,7 @@ def pick_metrics(requested: str) -> list[str]:
         chosen = parse_metrics(requested)  # the table, pyiqa:<id>, or the user's own evaluate module
         check_metrics_ready(chosen)  # before anything is generated
         return chosen
-    return metrics_at_hand(AUTO_METRICS, who="demo")
+    return metrics_at_hand(AUTO_METRICS)
 
 
 def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 10, 20, 50, 100), height=220) -> Path | None:
@@ -85,6 +87,7 @@ def chain_montage(run_dir: Path, chain_id: str, out_path: Path, steps=(0, 1, 5, 
 
 
 def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, metrics: str = "auto") -> Path:
+    """Every stage on the sample images; return the report's path. Each stage is logged (INFO)."""
     from banana100.dataset.build import build_dataset
     from banana100.chains.editors import make_editor
     from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
@@ -93,32 +96,30 @@ def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, 
     from banana100.schema import chain_id
     from banana100.scoring import score_to_parquet
 
-    t0 = time.perf_counter()
     out = Path(out)
     chosen = pick_metrics(metrics)
     if not chosen:
         from banana100.errors import Banana100Error
 
         raise Banana100Error("no metric to run: give --metrics, or make parameter files available")
-    print(f"demo: {chains} chains x {steps} steps with the simulated editor; metrics: {', '.join(chosen)}")
-    print(f"demo: {about.SIMULATED_EDITOR_NOTE}")
+    log.info("%d chains x %d steps with the simulated editor; metrics: %s", chains, steps, ", ".join(chosen))
+    log.info("%s", about.SIMULATED_EDITOR_NOTE)
     sources = sample_sources(out / "sources", chains)
     run_dir = out / "run"
-    print(generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
-                          out_dir=run_dir))
+    summary = generate_chains(make_editor("simulated"), sources=sources, setting="replicate", steps=steps, repeats=1,
+                              out_dir=run_dir)
+    log.info("%s", summary)
     # the card states each sample image's own licence (the simulated chains keep it)
     dataset = build_dataset([run_dir], out / "dataset",
                             source_licences={Path(name).stem: licence for name, licence in SAMPLE_IMAGES})
-    print(f"demo: dataset folder {dataset} (datasets.load_dataset({str(dataset)!r}))")
+    log.info("dataset folder %s (datasets.load_dataset(%r))", dataset, str(dataset))
     scores = score_to_parquet(dataset, chosen, out / "scores.parquet", device="cpu")
     first = Path(SAMPLE_IMAGES[0][0]).stem
     montage = chain_montage(run_dir, chain_id(first, "replicate", 0), out / "report" / "chain.png",
                             steps=sorted({0, 1, 5, 10, 20, steps // 2, steps}))
     # chains shorter than the paper's 20 steps are checked at steps that fit them (2, 5, 10 for 10)
     check_steps = check_steps_for(steps) or DEFAULT_CHECK_STEPS
-    report = write_report(scores, out / "report", montage=montage, check_steps=check_steps)
     if check_steps != DEFAULT_CHECK_STEPS:
-        print(f"demo: chains of {steps} steps are checked at steps {', '.join(map(str, check_steps))} "
-              f"(the paper's: {', '.join(map(str, DEFAULT_CHECK_STEPS))})")
-    print(f"demo: done in {time.perf_counter() - t0:.0f} s; report: {report.resolve()}")
-    return report
+        log.info("chains of %d steps are checked at steps %s (the paper's: %s)", steps,
+                 ", ".join(map(str, check_steps)), ", ".join(map(str, DEFAULT_CHECK_STEPS)))
+    return write_report(scores, out / "report", montage=montage, check_steps=check_steps)

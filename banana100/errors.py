@@ -1,6 +1,6 @@
 """Every error a user can act on, in one hierarchy under `Banana100Error`: the CLI prints any of
 them as one line, without a traceback (`BANANA100_DEBUG=1` shows it), and maps the kind to its
-exit status (banana100/cli.py)."""
+exit status (banana100/cli/common.py)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ metric whose statistics need variation, a NaN result) gets a row with a NaN scor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -31,6 +32,8 @@ from banana100.errors import Banana100Error, DatasetError, ImageReadError, Image
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
 from banana100.fileio import ExclusiveLock, is_temporary_name, read_regular_bytes, sha256_bytes, write_file_atomic
+
+log = logging.getLogger(__name__)
 
 # Identity and context of each scored image, copied from its manifest record.
 RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "chat_mode", "variant", "step", "editor", "model",
@@ -406,17 +409,17 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
 DEFAULT_METRICS = ("piqe", "niqe", "brisque")
 
 
-def metrics_at_hand(candidates, who: str = "banana100 score") -> list[str]:
+def metrics_at_hand(candidates) -> list[str]:
     """The `candidates` whose files are all present locally (no download), in order; each one left
-    out is named on stderr with its missing files, like `banana100 demo` does."""
+    out is logged (a warning) with its missing files."""
     from banana100.metrics.weights import ENV_VAR, missing
 
     chosen = []
     for m in candidates:
         absent = missing(m)
         if absent:
-            print(f"{who}: skipping {m}: {', '.join(absent)} not found locally (put it in ${ENV_VAR}, or run "
-                  f"`banana100 weights download {m}` online)", file=sys.stderr)
+            log.warning("skipping %s: %s not found locally (put it in $%s, or run `banana100 weights download %s` "
+                        "online)", m, ", ".join(absent), ENV_VAR, m)
         else:
             chosen.append(m)
     return chosen
@@ -426,7 +429,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     """Before any work: every metric's extra is installed and every file present (no download
     when offline). One error, on one line, names every missing extra and every missing file of
     every metric; the metrics that are ready are named too."""
-    from banana100 import about
+    from banana100 import extras
     from banana100.errors import MissingExtraError, WeightsNotFoundError
     from banana100.metrics.resolve import PYIQA_PREFIX, resolve
     from banana100.metrics.weights import ENV_VAR, _hub_unreachable, missing, offline
@@ -444,7 +447,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
             files = missing(r.spec.name, b)
             if files:
                 lacking[m] = files
-        if extra and not about.extra_installed(extra):
+        if extra and not extras.extra_installed(extra):
             need_extra[m] = extra
     if lacking and not offline() and not _hub_unreachable():
         lacking = {}  # online: the engine downloads what is missing (one quick probe says so)
@@ -455,7 +458,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     for extra in dict.fromkeys(need_extra.values()):
         names = [m for m, e in need_extra.items() if e == extra]
         parts.append(f"{', '.join(names)} need{'s' if len(names) == 1 else ''} the '{extra}' extra "
-                     f"({about.install_hint(extra)})")
+                     f"({extras.install_hint(extra)})")
     if lacking:
         parts.append("missing files: " + "; ".join(f"{m}: {', '.join(files)}" for m, files in lacking.items())
                      + f" (put them in ${ENV_VAR}; `banana100 weights list {' '.join(lacking)} -v` says where "
@@ -479,8 +482,8 @@ def build_scorers(metrics: list[str], device: str | None = None, batch_size: int
     resolved = [resolve(m) for m in metrics]
     plain = [r.name for r in resolved if "native" not in r.spec.backends]
     if mode == "official" and backend != "pyiqa" and plain:
-        print(f"banana100 score: no official mode for {', '.join(plain)}; those are scored in pyiqa mode "
-              "(the `mode` column says which)", file=sys.stderr)
+        log.warning("no official mode for %s; those are scored in pyiqa mode (the `mode` column says which)",
+                    ", ".join(plain))
     return {r.name: make_scorer(r.name, device=device, batch_size=batch_size,
                                 backend=backend if r.kind == "table" else None,
                                 mode=mode if r.name not in plain else "pyiqa",
@@ -580,8 +583,7 @@ def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, pr
     prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
     procs.barrier()  # every process has read what is done before anyone writes
     if procs.world > 1:
-        print(f"banana100 score: process {procs.rank}/{procs.world} scores every {procs.world}th image "
-              f"from #{procs.rank}", file=sys.stderr, flush=True)
+        log.info("process %d/%d scores every %dth image from #%d", procs.rank, procs.world, procs.world, procs.rank)
 
     n_errors = 0
     chunk: list[Decoded] = []

@@ -53,15 +53,16 @@ try:
 except ModuleNotFoundError as _e:  # a core install: say how to get the Space's extra, not a traceback
     if _e.name != "gradio":
         raise
-    from banana100 import about as _about
+    from banana100 import extras as _extras
+    from banana100.cli.common import EXIT_USAGE as _EXIT_USAGE
 
     print(f"space: gradio is not installed. Set up the Space with `bash setup.sh --space` in the clone, "
-          f"or {_about.install_hint('space')}", file=sys.stderr)
-    sys.exit(2)  # as the CLI does for a missing extra
+          f"or {_extras.install_hint('space')}", file=sys.stderr)
+    sys.exit(_EXIT_USAGE)  # as the CLI does for a missing extra
 import matplotlib.pyplot as plt
 from PIL import Image
 
-from banana100 import about
+from banana100 import about, extras
 from banana100 import explore as ex
 from banana100.chains.editors import EDITORS, make_editor
 from banana100.errors import Banana100Error
@@ -77,7 +78,7 @@ GEMINI = "gemini" in EDITORS
 
 def _gpu_present() -> bool:
     """A GPU this process may use: ZeroGPU's (`spaces` makes torch report it) or a local one."""
-    if not about.extra_installed("diffusers"):
+    if not extras.extra_installed("diffusers"):
         return False
     try:
         import torch

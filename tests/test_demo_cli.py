@@ -1,6 +1,7 @@
 """The main job end to end, as a user runs it: real subprocesses, tiny settings."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -140,20 +141,27 @@ def test_version_and_documented_exit_statuses():
     for status, word in ((1, "data problem"), (2, "usage"), (3, "budget"), (130, "interrupted")):
         assert f"{status:<4} {word}" in cli.__doc__
     assert run_cli("--help").stdout.count("Exit status:") == 1
+    # docs/cli.md's table: the same statuses as banana100/cli/common.py, each with its meaning
+    from banana100.cli.common import EXIT_STATUSES
+
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", (REPO / "docs" / "cli.md").read_text(), re.M))
+    assert sorted(map(int, rows)) == sorted(EXIT_STATUSES)
+    for status, meaning in EXIT_STATUSES.items():
+        assert meaning.split(":")[0].split(" (")[0] in rows[str(status)], status
 
 
 def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
     """A deep metric without pyiqa, the gemini editor without google-genai: exit 2 and the pip line."""
-    from banana100 import about
+    from banana100 import extras
     from banana100.cli import main
     from banana100.metrics.engine import MetricScorer
     from banana100.errors import MissingExtraError
 
-    real = about.extra_installed
-    monkeypatch.setattr(about, "extra_installed", lambda extra: extra not in ("deep", "gemini") and real(extra))
+    real = extras.extra_installed
+    monkeypatch.setattr(extras, "extra_installed", lambda extra: extra not in ("deep", "gemini") and real(extra))
     with pytest.raises(MissingExtraError, match=r"topiq_nr metric \(pyiqa backend\) needs the 'deep' extra") as e:
         MetricScorer("topiq_nr", device="cpu")
-    assert about.requirement(("deep",)) in str(e.value) and isinstance(e.value, ImportError)
+    assert extras.requirement(("deep",)) in str(e.value) and isinstance(e.value, ImportError)
     (tmp_path / "src").mkdir()
     Image.new("RGB", (64, 64), "red").save(tmp_path / "src" / "a.png")
     assert main(["generate", "--editor", "gemini", "--sources", str(tmp_path / "src"), "--out", str(tmp_path / "r")]) == 2
@@ -199,3 +207,47 @@ def test_cli_warnings_are_one_line_and_left_as_they_were(tmp_path, monkeypatch):
     cli.main(["verify", str(tmp_path / "run")])
     assert seen == ["banana100 verify: warning: something to say\n"]
     assert warnings.formatwarning is before
+
+
+def test_library_log_lines_reach_stderr_with_the_command_and_logging_is_left_as_it_was(monkeypatch, capsys):
+    """The library logs (INFO progress, WARNING skipped things); the CLI shows each record as one
+    line on stderr after the command's name; stdout keeps only the command's own output."""
+    import logging
+
+    from banana100 import cli
+
+    def talk(args):
+        logging.getLogger("banana100.scoring").info("process 0/2 scores every 2th image from #0")
+        logging.getLogger("banana100.scoring").warning("skipping niqe: not found")
+        logging.getLogger("banana100.chains.runner").warning("\ninterrupted: finishing the steps in flight")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["report"].set_defaults(func=talk)
+    logger = logging.getLogger("banana100")
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    assert cli.main(["report", "x.parquet", "--out", "r"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("banana100 report: process 0/2 scores every 2th image from #0\n"
+                   "banana100 report: warning: skipping niqe: not found\n"
+                   "\nbanana100 report: warning: interrupted: finishing the steps in flight\n")
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+def test_only_the_cli_prints():
+    """Library code logs (logging.getLogger(__name__)); print() is for the cli package, the test
+    helpers and the `main()` of a `python -m` tool (banana100.metrics.cards, .publish)."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "banana100").rglob("*.py")):
+        rel = path.relative_to(REPO / "banana100").as_posix()
+        if rel.startswith(("cli/", "testing/")):
+            continue
+        tree = ast.parse(path.read_text())
+        mains = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        allowed = {id(c) for m in mains for c in ast.walk(m)}
+        offenders += [f"{rel}:{n.lineno}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "print" and id(n) not in allowed]
+    assert not offenders, offenders

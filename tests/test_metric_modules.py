@@ -80,7 +80,7 @@ def test_module_file_imports_installed_library_only(name):
 
     path = REPO / "metrics" / name / f"{name}.py"
     imports = get_imports(str(path))
-    from banana100.about import requirement
+    from banana100.extras import requirement
     from banana100.metrics.publish import metric_extras
 
     # one library import, no relative / local ones; its `# From:` comment is evaluate's pip hint

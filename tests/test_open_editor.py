@@ -220,9 +220,9 @@ def test_missing_weights_and_extra_are_one_line(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="--model"):
         make_editor("diffusers")
 
-    from banana100 import about
+    from banana100 import extras
 
-    monkeypatch.setattr(about, "extra_installed", lambda extra: extra != "diffusers")
+    monkeypatch.setattr(extras, "extra_installed", lambda extra: extra != "diffusers")
     with pytest.raises(MissingExtraError, match=r"'diffusers' extra"):
         make_editor("diffusers", model="x/y").connect()
 

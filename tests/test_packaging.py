@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import IQA_PARAMS, REPO
 
-from banana100 import __version__, about
+from banana100 import __version__, about, extras
 from banana100.metrics.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
                                space_requirements, stage_metric_folders, sync_metric_folders)
 from banana100.metrics.table import DETECTORS, ROSTER
@@ -60,9 +60,11 @@ def built(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.integration
 def test_wheel_holds_the_library_and_every_metric_folder(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
-    assert {"banana100/cli.py", "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json", "banana100/dataset/card_template.md",
-            "banana100/generation/settings.yaml", "banana100/chains/editors/base.py",
-            "banana100/explore/__init__.py", "banana100/explore/explorer.py"} <= names
+    assert {"banana100/cli/__init__.py", "banana100/cli/common.py", "banana100/cli/weights.py",
+            "banana100/metrics/native/agreement.json", "banana100/metrics/native/flat_regime.json",
+            "banana100/dataset/card_template.md", "banana100/generation/settings.yaml",
+            "banana100/chains/editors/base.py", "banana100/explore/__init__.py",
+            "banana100/explore/explorer.py"} <= names
     for name in (*ROSTER, *DETECTORS, SENSITIVITY):
         for rel in (f"{name}.py", "README.md", "requirements.txt", "app.py"):
             assert f"banana100/metric_modules/{name}/{rel}" in names, (name, rel)
@@ -115,7 +117,7 @@ def test_committed_metric_folders_are_in_step_with_about():
     what `python -m banana100.metrics.publish --sync` writes from banana100/about.py."""
     assert sync_metric_folders(REPO / "metrics", check=True, space_dir=REPO / "space") == []
     # the protocol's card is written by hand: its install line must still be about.py's
-    assert f'pip install "{about.requirement()}"' in (REPO / "metrics" / SENSITIVITY / "README.md").read_text()
+    assert f'pip install "{extras.requirement()}"' in (REPO / "metrics" / SENSITIVITY / "README.md").read_text()
     assert metric_names(REPO / "metrics") == [*ROSTER, *DETECTORS, SENSITIVITY]
 
 
@@ -179,7 +181,7 @@ def test_evaluate_names_the_pip_line_when_banana100_is_absent(tmp_path):
     code = ("import sys, evaluate; sys.modules['banana100'] = None\n"
             f"try:\n    evaluate.load({str(tmp_path / 'topiq_nr')!r})\nexcept ImportError as e:\n    print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300).stdout
-    assert f"pip install \"{about.requirement(('deep',))}\"" in out
+    assert f"pip install \"{extras.requirement(('deep',))}\"" in out
 
 
 def test_push_uploads_each_folder_as_a_space(tmp_path, monkeypatch):

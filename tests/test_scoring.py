@@ -185,11 +185,11 @@ def test_explicit_metrics_are_checked_before_any_work(tmp_path, monkeypatch):
 
 
 def test_explicit_deep_metric_without_the_extra_is_named(tmp_path, monkeypatch):
-    from banana100 import about
+    from banana100 import extras
     from banana100.errors import MissingExtraError
 
-    real = about.extra_installed
-    monkeypatch.setattr(about, "extra_installed", lambda extra: extra != "deep" and real(extra))
+    real = extras.extra_installed
+    monkeypatch.setattr(extras, "extra_installed", lambda extra: extra != "deep" and real(extra))
     _own_images(tmp_path / "mine")
     with pytest.raises(MissingExtraError, match=r"musiq, topiq_nr need the 'deep' extra .*pip install"):
         scoring.score_to_parquet(tmp_path / "mine", ["piqe", "musiq", "topiq_nr"], tmp_path / "s.parquet",

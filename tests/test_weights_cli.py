@@ -12,7 +12,7 @@ import pytest
 from banana100.metrics import weights
 from banana100.cli import main as cli_main
 from banana100.metrics.table import ROSTER, get_metric
-from banana100.weights_cli import inventory
+from banana100.cli.weights import inventory
 
 PARAMS = Path(__file__).resolve().parents[1].parent / "shared" / "iqa-params"
 needs_params = pytest.mark.skipif(not (PARAMS / "niqe_modelparameters.mat").is_file(), reason=f"needs niqe_modelparameters.mat in {PARAMS} (`banana100 weights download niqe --to DIR` online)")

@@ -12,6 +12,7 @@ in order per chain.
 
 from __future__ import annotations
 
+import logging
 import queue
 import sys
 import threading
@@ -50,6 +51,8 @@ from banana100.chains.store import (
 )
 from banana100.errors import ChainsFailedError, ChainStopped, RunStopped
 from banana100.imageio import encode_png, load_rgb
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -229,8 +232,8 @@ class _Run:
             _join(threads)
         except KeyboardInterrupt:
             self.stop.set()
-            print("\ninterrupted: finishing the steps in flight (press Ctrl-C again to abandon them)",
-                  file=sys.stderr, flush=True)
+            # "\n": the line starts below the terminal's ^C
+            log.warning("\ninterrupted: finishing the steps in flight (press Ctrl-C again to abandon them)")
             try:
                 _join(threads)
             except KeyboardInterrupt:

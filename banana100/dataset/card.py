@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from banana100 import about
+from banana100.extras import requirement
 from banana100.dataset.layout import (
     CARD_NAME,
     DATA_DIR,
@@ -325,7 +326,7 @@ def write_card(folder: Path, records: list[dict], stats: dict[str, ConfigStats],
                             model_configs)
     facts = provenance_facts or provenance(records)
     context.update(facts, repo_id=repo_id or REPO_PLACEHOLDER, repo_known=bool(repo_id), repo_note=_REPO_NOTE,
-                   original_dataset=about.ORIGINAL_DATASET, toolkit_requirement=about.requirement())
+                   original_dataset=about.ORIGINAL_DATASET, toolkit_requirement=requirement())
     pretty_name = "Banana100 chains"
     if context["all_simulated"]:
         pretty_name += " (simulated editor)"

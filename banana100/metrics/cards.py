@@ -467,13 +467,13 @@ def _agreement(spec: MetricSpec) -> str:
 
 
 def _install_section(spec: MetricSpec) -> str:
-    from banana100 import about
+    from banana100.extras import requirement
 
     extras = () if spec.native else ("deep",)
-    line = about.requirement(extras)
+    line = requirement(extras)
     if spec.native:
         what = ("The core library is enough: the default native backend is torch code and needs no pyiqa; "
-                f"`backend=\"pyiqa\"` needs the `deep` extra too (`{about.requirement(('deep',))}`).")
+                f"`backend=\"pyiqa\"` needs the `deep` extra too (`{requirement(('deep',))}`).")
     else:
         what = (f"The `deep` extra brings pyiqa {PYIQA_VERSION}, which computes this score (and with it "
                 "timm, OpenCV and pyiqa's other requirements: several GB with torch; BENCHMARKS.md).")

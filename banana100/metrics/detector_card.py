@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from banana100 import about
+from banana100.extras import requirement
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.table import MetricSpec
 
@@ -164,7 +165,7 @@ out = {n}.compute(images=["a.png", "b.jpg"], components=True)
 #   "components": {{"grain": [...], "lattice": [...], "colour_cast": [...], "softness": [...]}}}}
 ```
 
-The install line: `pip install "{about.requirement()}"` (the core library; no pyiqa, no files).
+The install line: `pip install "{requirement()}"` (the core library; no pyiqa, no files).
 From the command line: `banana100 score RUN_OR_DATASET --metrics edit_damage` like any metric.
 
 ### Inputs

@@ -180,7 +180,7 @@ class MetricScorer:
                              f"(this metric's backends: {', '.join(self.spec.backends)})")
         self.mode = mode
         if self.backend == "pyiqa":  # before the weights: without pyiqa they are of no use
-            from banana100.about import require_extra
+            from banana100.extras import require_extra
 
             require_extra("deep", f"the {self.spec.name} metric (pyiqa backend)")
         pairs = weights.resolved_files(self.spec.name, backend=self.backend)

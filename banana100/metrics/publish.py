@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from banana100 import about
+from banana100.extras import requirement
 from banana100.errors import DatasetError, UsageError
 
 METRIC_SPACE_SDK = "gradio"
@@ -58,12 +59,12 @@ def metric_requirements(name: str, source: str | None = None) -> str:
            "core only: the default native backend needs no pyiqa" if name != SENSITIVITY else "core only")
     return (f"# {name} needs banana100 {about.VERSION}, {why}. banana100 is not on PyPI: this line\n"
             f"# installs the release from its repository (banana100/about.py: CODE_REPOSITORY, RELEASE_TAG).\n"
-            f"{about.requirement(extras, source)}\n")
+            f"{requirement(extras, source)}\n")
 
 
 def metric_hint(name: str, source: str | None = None) -> str:
     """The `# From:` comment evaluate turns into its `pip install ...` hint."""
-    return f'# From: "{about.requirement(metric_extras(name), source)}"'
+    return f'# From: "{requirement(metric_extras(name), source)}"'
 
 
 def card_front_matter(card: str | os.PathLike) -> dict:
@@ -117,7 +118,7 @@ def space_requirements(source: str | None = None) -> str:
     return ("# The Space installs the banana100 library from its repository (banana100 is not on PyPI);\n"
             "# written from banana100/about.py by `python -m banana100.metrics.publish --sync`. Locally\n"
             "# (`python space/app.py` in a clone) `bash setup.sh --space` has installed it already.\n"
-            f"{about.requirement(('space',), source)}\n")
+            f"{requirement(('space',), source)}\n")
 
 
 def sync_metric_folders(metrics_dir: str | os.PathLike | None = None, check: bool = False,
@@ -178,7 +179,7 @@ def check_metric_folder(folder: Path, name: str, source: str | None = None) -> N
         if not app or not (folder / app).is_file():
             problems.append(f"README.md declares app_file {app!r}, which is not in the folder")
         lines = [ln for ln in (folder / "requirements.txt").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-        wanted = about.requirement(metric_extras(name), source)
+        wanted = requirement(metric_extras(name), source)
         try:
             reqs = [Requirement(ln) for ln in lines]
         except InvalidRequirement as e:
@@ -218,7 +219,7 @@ def stage_metric_folders(stage_dir: str | os.PathLike, names: list[str] | None =
         card = (src / "README.md").read_text(encoding="utf-8")
         if source:  # the card's install line names the same source as requirements.txt
             extras = metric_extras(name)
-            card = card.replace(about.requirement(extras), about.requirement(extras, source))
+            card = card.replace(requirement(extras), requirement(extras, source))
         (dest / "README.md").write_text(card, encoding="utf-8")
         if name == SENSITIVITY:
             shutil.copyfile(src / "app.py", dest / "app.py")

@@ -95,7 +95,7 @@ def _resolve_pyiqa(name: str) -> ResolvedMetric:
     pid = name[len(PYIQA_PREFIX):]
     if pid in METRICS:  # the table knows it better (weights store, sizes): its pyiqa backend
         return ResolvedMetric(pid, "table", METRICS[pid])
-    from banana100.about import require_extra
+    from banana100.extras import require_extra
 
     require_extra("deep", f"the metric {name}")
     import pyiqa

@@ -106,7 +106,7 @@ class VLMScorer:
         self._setup(metric, device, batch_size, max_pixels, keep_text, max_new_tokens)
         self.max_image_pixels = max_image_pixels
         if model is None:
-            from banana100.about import require_extra
+            from banana100.extras import require_extra
 
             require_extra(self.spec.extra, f"the {self.spec.display_name} evaluator")
             [(_, folder)] = weights.resolved_files(self.spec.name)

@@ -268,7 +268,7 @@ def _flux2_batch(pipe, images, kwargs):
 def load_pipeline(model: str, device: str | None = None, dtype: str | None = None, cpu_offload: bool = False,
                   vae_tiling: bool = False):
     """`DiffusionPipeline.from_pretrained(model)` once per process, with one-line errors."""
-    from banana100.about import require_extra
+    from banana100.extras import require_extra
 
     require_extra("diffusers", "the diffusers editor")
     import torch

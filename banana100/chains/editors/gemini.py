@@ -211,7 +211,7 @@ class GeminiEditor(Editor):
 
     def connect(self):
         """Build the SDK client now (a missing key fails here, before any work)."""
-        from banana100.about import require_extra
+        from banana100.extras import require_extra
 
         require_extra("gemini", "the gemini editor")
         with self._client_lock:

@@ -16,8 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from banana100.metrics import weights
+from banana100.cli.common import EXIT_DATA, EXIT_OK, HelpFormatter
 from banana100.errors import UsageError, WeightsChecksumError, WeightsNotFoundError
+from banana100.metrics import weights
 from banana100.metrics.table import ROSTER, WeightFile, get_metric
 
 
@@ -91,7 +92,7 @@ def cmd_list(args) -> int:
         rows.append(r)
     if args.json:
         print(json.dumps(rows, indent=1))
-        return 0
+        return EXIT_OK
     table = [("FILE", "SIZE", "METRICS", "LICENCE", "STATUS")]
     for r in rows:
         where = r["path"] if r["state"] == "ok" else r["state"]
@@ -106,7 +107,7 @@ def cmd_list(args) -> int:
             print(f"    {r['role']}; sha256 {check}; {r['licence']}\n    from {r['url']}")
     n_ok = sum(r["state"] == "ok" for r in rows)
     print(f"{n_ok}/{len(rows)} files present (sizes: on disk, else the metric table's; licences in full: -v)")
-    return 0
+    return EXIT_OK
 
 
 def cmd_check(args) -> int:
@@ -125,7 +126,7 @@ def cmd_check(args) -> int:
     if bad:
         print(f"put the missing files in ${weights.ENV_VAR} (a folder), or run `banana100 weights download "
               f"{' '.join(m for m in metrics if m not in ready)}` where there is internet")
-    return 1 if bad else 0
+    return EXIT_DATA if bad else EXIT_OK
 
 
 def cmd_download(args) -> int:
@@ -152,12 +153,12 @@ def cmd_download(args) -> int:
         print(f"ok       {wf.filename}  ({path})")
     if dest is not None and not failed:
         print(f"all files in {dest}; on the offline machine: export {weights.ENV_VAR}={dest} && banana100 weights check")
-    return 1 if failed else 0
+    return EXIT_DATA if failed else EXIT_OK
 
 
 def add_parser(sub) -> None:
     """Register `weights` on the main CLI's subparsers."""
-    fmt = dict(formatter_class=_formatter())
+    fmt = dict(formatter_class=HelpFormatter)
     w = sub.add_parser("weights", help="list, download or check the metrics' parameter files and checkpoints",
                        description=__doc__.split("\n\n")[0], **fmt)
     wsub = w.add_subparsers(dest="weights_command", required=True)
@@ -166,7 +167,7 @@ def add_parser(sub) -> None:
     lst.add_argument("--json", action="store_true", help="print one JSON list instead of the table")
     lst.add_argument("-v", "--verbose", action="store_true", help="also licence and download URL")
     lst.set_defaults(func=cmd_list)
-    chk = wsub.add_parser("check", help="exit 1 unless every file is present (and its sha256 right, where known)",
+    chk = wsub.add_parser("check", help=f"exit {EXIT_DATA} unless every file is present (and its sha256 right, where known)",
                           **fmt)
     chk.add_argument("metrics", nargs="*", default=["all"], help="pyiqa ids, or all")
     chk.set_defaults(func=cmd_check)
@@ -177,15 +178,3 @@ def add_parser(sub) -> None:
                          "default: only the usual caches")
     dl.set_defaults(func=cmd_download)
 
-
-def _formatter():
-    from banana100.cli import HelpFormatter
-
-    return HelpFormatter
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`banana100 weights ...` (argv starts with "weights"): the same as `banana100.cli.main`."""
-    from banana100.cli import main as cli_main
-
-    return cli_main(argv)

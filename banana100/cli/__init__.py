@@ -1,16 +1,7 @@
 """`banana100` command line: make chains, build and publish datasets, score them, report.
 
 Exit status:
-  0    success
-  1    data problem: a file, folder, image, manifest, dataset or parameter file is missing or
-       wrong (also `verify` and `weights check` finding problems), or some chains of
-       `generate` failed (the others ran; rerun to retry them)
-  2    usage: a bad option or argument, an unknown metric, setting or editor, a rerun into a
-       run folder with another editor, model, setting or seed, an API key, access or model
-       the editor's service refuses, or a feature whose optional extra is not installed (the
-       message names the extra)
-  3    budget: `generate --max-cost` reached; rerun with a higher cap to go on
-  130  interrupted (Ctrl-C); rerun the same command to resume
+{exit_statuses}
 
 Every error is one line on stderr (`banana100 COMMAND: error: ...`), never a traceback;
 an unexpected exception (a bug) keeps its traceback. BANANA100_DEBUG=1 shows the traceback
@@ -24,53 +15,15 @@ import os
 import sys
 from pathlib import Path
 
-from banana100 import __version__, about
-from banana100.errors import Banana100Error, MissingExtraError, UsageError
+from banana100 import __version__, about, extras
+from banana100.cli.common import (
+    COUNT, EXIT_DATA, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, HelpFormatter,
+    Parser, exit_status, exit_status_table, library_log, number, print_error, print_traceback,
+)
+from banana100.errors import Banana100Error, UsageError
 
-EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every option's default (a None default is explained in the option's own help)."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.default is None or action.default is argparse.SUPPRESS or "default" in text.lower():
-            return text
-        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
-            return text + (" (default: off)" if action.default is False else " (default: on)")
-        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
-            default = ",".join(map(str, action.default)) if isinstance(action.default, list) else action.default
-            return f"{text} (default: {default})"
-        return text
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with its errors on one line (and the pointer to --help) instead of the usage block."""
-
-    def error(self, message: str):
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _number(kind, low, inclusive=True, high=None):
-    """An argparse type: a `kind` (int or float) >= low (or > low), and <= high when given."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
-        if value < low or (value == low and not inclusive):
-            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {low}, got {text}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"must be at most {high}, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
-POSITIVE_INT, COUNT, POSITIVE, NON_NEGATIVE = _number(int, 1), _number(int, 0), _number(float, 0, False), _number(float, 0)
+if __doc__:  # (python -OO drops docstrings)
+    __doc__ = __doc__.format(exit_statuses=exit_status_table())
 
 
 def _steps(text: str) -> tuple[int, ...]:
@@ -219,15 +172,19 @@ def _cmd_report(args) -> None:
 
 
 def _cmd_demo(args) -> None:
+    import time
+
     from banana100.demo import run_demo
 
-    run_demo(out=args.out, steps=args.steps, chains=args.chains, metrics=args.metrics)
+    t0 = time.perf_counter()
+    report = run_demo(out=args.out, steps=args.steps, chains=args.chains, metrics=args.metrics)
+    print(f"demo: done in {time.perf_counter() - t0:.0f} s; report: {report.resolve()}")
 
 
 def _version() -> str:
 
-    have = [e for e in about.EXTRAS if about.extra_installed(e)]
-    lack = [e for e in about.EXTRAS if e not in have]
+    have = [e for e in extras.EXTRAS if extras.extra_installed(e)]
+    lack = [e for e in extras.EXTRAS if e not in have]
     return (f"banana100 {__version__} (extras installed: {', '.join(have) or 'none'}"
             + (f"; not installed: {', '.join(lack)}" if lack else "") + ")")
 
@@ -399,31 +356,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--steps", type=POSITIVE_INT, default=20, help="edit steps per chain")
     from banana100.demo import SAMPLE_IMAGES
 
-    d.add_argument("--chains", type=_number(int, 1, high=len(SAMPLE_IMAGES)), default=4,
+    d.add_argument("--chains", type=number(int, 1, high=len(SAMPLE_IMAGES)), default=4,
                    help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
     d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids, pyiqa:<id>, or the folder / Hub id "
                                                      "of your own evaluate module; 'auto' = the classical metrics "
                                                      "whose files are at hand")
     d.set_defaults(func=_cmd_demo)
 
-    from banana100.weights_cli import add_parser as _add_weights_parser  # list | download | check
+    from banana100.cli import weights  # list | download | check
 
-    _add_weights_parser(sub)
+    weights.add_parser(sub)
     return p
-
-
-def _exit_status(e: Banana100Error) -> int:
-    from banana100.errors import UnknownEditorError
-    from banana100.errors import BudgetExceeded, RunStopped
-    from banana100.errors import SettingError, UnknownMetricError
-
-    if isinstance(e, BudgetExceeded):
-        return EXIT_BUDGET
-    # RunStopped: the service refused the key, the access or the model for every chain
-    if isinstance(e, (UsageError, MissingExtraError, UnknownMetricError, UnknownEditorError, SettingError,
-                      RunStopped)):
-        return EXIT_USAGE
-    return EXIT_DATA
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,19 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     if not debug:  # a warning is one line too, like an error (no source line of ours under it)
         warnings.formatwarning = lambda message, category, *_, **__: f"{name}: warning: {message}\n"
     try:
-        status = _run(args, name, debug)
+        with library_log(name):  # the library's progress and warnings, one line each on stderr
+            status = _run(args, name, debug)
     finally:  # main() may be called in-process (tests, notebooks): leave warnings as they were
         warnings.formatwarning = plain_format
     return status
-
-
-def _traceback(debug: bool) -> None:
-    """BANANA100_DEBUG=1: the traceback of the error being handled, above its one line; the
-    exit status stays the same."""
-    if debug:
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
 
 
 def _run(args, name: str, debug: bool) -> int:
@@ -463,24 +398,23 @@ def _run(args, name: str, debug: bool) -> int:
     except Banana100Error as e:
         from banana100.errors import BudgetExceeded
 
-        _traceback(debug)
-        code = _exit_status(e)
-        print(f"{name}: {'stopped' if isinstance(e, BudgetExceeded) else 'error'}: {e}", file=sys.stderr)
-        return code
+        print_traceback(debug)
+        print_error(name, e, "stopped" if isinstance(e, BudgetExceeded) else "error")
+        return exit_status(e)
     except ModuleNotFoundError as e:
 
-        extra = about.MODULE_EXTRAS.get((e.name or "").split(".")[0])
+        extra = extras.MODULE_EXTRAS.get((e.name or "").split(".")[0])
         if extra is None:
             raise
-        _traceback(debug)
-        print(f"{name}: error: {e.name} is not installed: {about.install_hint(extra)}", file=sys.stderr)
+        print_traceback(debug)
+        print_error(name, f"{e.name} is not installed: {extras.install_hint(extra)}")
         return EXIT_USAGE
     except BrokenPipeError:  # `banana100 weights list | head -1`: the reader has all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit flush does not fail again
         return EXIT_OK
     except OSError as e:  # permission denied, disk full, a path that is a file: the user's to fix
-        _traceback(debug)
-        print(f"{name}: error: {e}", file=sys.stderr)
+        print_traceback(debug)
+        print_error(name, e)
         return EXIT_DATA
     return int(status or 0)
