@@ -14,10 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-IQA_PARAMS = SHARED / "iqa-params"
-REFERENCE_IMAGES = SHARED / "reference-images"
+from repopaths import PARAMS as IQA_PARAMS
 
 
 def shared_missing(*needed: Path) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REFERENCE_IMAGES
+from repopaths import REFERENCE_IMAGES
 
 from banana100.metrics.engine import to_tensor
 from banana100.imageio import load_rgb

@@ -19,7 +19,7 @@ import torch
 
 DATA = Path(__file__).resolve().parent / "data"
 STORED = DATA / "pyiqa_reference_scores.json"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from repopaths import SHARED
 REFERENCE_IMAGES = SHARED / "reference-images"
 REFERENCE_NAMES = ("tid2013/I03.bmp", "tid2013/I04.bmp", "piq/I01.BMP", "piq/goldhill.gif",
                    *(f"ilniqe/pepper_{k}.png" for k in range(5)))

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 DATA = Path(__file__).resolve().parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from repopaths import SHARED
 PARAMS = SHARED / "iqa-params"
 FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "niqe": ("niqe_modelparameters.mat",),
          "piqe": (), "ilniqe": ("ILNIQE_templateModel.mat",)}

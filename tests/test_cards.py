@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,7 +10,7 @@ import yaml
 from banana100.metrics.cards import format_range, main, render_metric_card, write_metric_cards
 from banana100.metrics.table import ROSTER, get_metric
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 METRICS_DIR = REPO / "metrics"
 CARDS = ROSTER  # every roster metric has a module folder and a card
 

@@ -26,7 +26,7 @@ from banana100.dataset.verify import verify_dataset
 from banana100.errors import Banana100Error, DatasetError, ImportChainsError, ManifestError, UsageError
 from banana100.testing.runfolder import make_run_folder
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 
 
 def _score(run, out, **kw):

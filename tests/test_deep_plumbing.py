@@ -10,7 +10,6 @@ on real checkpoints and run wherever `banana100 weights check <metric>` passes.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +24,9 @@ from banana100.metrics.table import ROSTER, WeightFile, get_metric
 from banana100.testing.untrained import CANNOT_BUILD, UNTRAINED_KWARGS, build_untrained
 
 DEEP = [m for m in ROSTER if get_metric(m).family != "hand-crafted"]
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-images" / "tid2013"
+from repopaths import REFERENCE_IMAGES
+
+REFERENCE = REFERENCE_IMAGES / "tid2013"
 
 
 @pytest.fixture(autouse=True)

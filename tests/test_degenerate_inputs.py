@@ -31,7 +31,7 @@ from banana100.imageio import encode_png, image_size, load_rgb
 from banana100.chains.manifest import ManifestWriter, sha256_bytes
 from banana100.metrics.table import ROSTER, get_metric
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 REAL = ("piqe", "niqe", "brisque", "ilniqe")  # hand-crafted metrics whose files are in ../shared/iqa-params
 GREYS = (0, 1, 128, 254, 255)
 SIDE = 128

@@ -8,7 +8,7 @@ import sys
 import pytest
 from PIL import Image
 
-from conftest import IQA_PARAMS, REPO
+from repopaths import PARAMS as IQA_PARAMS, REPO
 
 
 def run_cli(*args, env_extra=None, cwd=None):

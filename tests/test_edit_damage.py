@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from banana100.metrics.engine import MetricScorer, to_tensor
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.table import DETECTORS, ROSTER, get_metric
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 
 
 @pytest.fixture(scope="module")

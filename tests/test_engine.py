@@ -20,7 +20,7 @@ from banana100.metrics.engine import MetricScorer, check_size, to_tensor
 from banana100.errors import ImageReadError, ImageTooSmallError, WeightsNotFoundError
 from banana100.metrics.table import get_metric
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from repopaths import SHARED
 PARAMS = SHARED / "iqa-params"
 REF = SHARED / "reference-images"
 CLASSICAL = ("piqe", "niqe", "brisque", "ilniqe")

@@ -56,7 +56,7 @@ def test_space_without_gradio_prints_the_setup_line():
     import subprocess
     import sys
 
-    from conftest import REPO
+    from repopaths import REPO
 
     code = ("import sys, runpy; sys.modules['gradio'] = None; "
             f"runpy.run_path({str(REPO / 'space' / 'app.py')!r}, run_name='__main__')")

@@ -36,7 +36,7 @@ from banana100.testing.runfolder import write_source
 
 from banana100.testing.gemini_standin import StandIn
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 KEY = "AIzaSy-TEST-ONLY-KEY-b4n4n4-0123456789"
 PRO = "gemini-3-pro-image-preview"
 

@@ -16,7 +16,7 @@ import banana100.metrics.module as em
 from banana100.errors import WeightsNotFoundError
 from banana100.metrics.table import ROSTER, get_metric
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 SHARED = REPO.parent / "shared"
 PARAMS = SHARED / "iqa-params"
 REF = SHARED / "reference-images"

@@ -20,7 +20,7 @@ from banana100.errors import Banana100Error, WeightsNotFoundError
 from banana100.imageio import load_rgb
 from banana100.metrics.table import CLASSICAL, ROSTER, get_metric
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 I04 = REPO.parent / "shared" / "reference-images" / "tid2013" / "I04.bmp"
 
 

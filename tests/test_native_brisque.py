@@ -12,7 +12,7 @@ import csv
 
 import pytest
 import torch
-from conftest import REFERENCE_IMAGES
+from repopaths import REFERENCE_IMAGES
 from nativetools import IMAGE_NAMES, colour_and_grey_crops, image
 
 from banana100.metrics.native import brisque, matlab, nss

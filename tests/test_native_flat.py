@@ -40,7 +40,7 @@ def _abs_rel(a: float, b: float) -> float:
 
 @pytest.fixture(scope="module")
 def brisque_pair():
-    from conftest import IQA_PARAMS
+    from repopaths import PARAMS as IQA_PARAMS
 
     if not (IQA_PARAMS / brisque.MODEL_FILE).is_file():
         pytest.skip(f"{brisque.MODEL_FILE} not found in {IQA_PARAMS} (the read-only ../shared folder)")
@@ -54,7 +54,7 @@ def brisque_pair():
 
 @pytest.fixture(scope="module")
 def niqe_pair():
-    from conftest import IQA_PARAMS
+    from repopaths import PARAMS as IQA_PARAMS
 
     if not (IQA_PARAMS / niqe.PARAM_FILE).is_file():
         pytest.skip(f"{niqe.PARAM_FILE} not found in {IQA_PARAMS} (the read-only ../shared folder)")
@@ -245,7 +245,7 @@ def test_niqe_scores_equal_pyiqa_with_flat_areas(niqe_pair, label, rgb):
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["colour-224x240", "grey-213x331", "horse", "coffee stretched x2, clipped"])
 def test_ilniqe_scores_equal_pyiqa_with_flat_areas(label):
-    from conftest import IQA_PARAMS
+    from repopaths import PARAMS as IQA_PARAMS
 
     if not (IQA_PARAMS / ilniqe.PARAM_FILE).is_file():
         pytest.skip(f"{ilniqe.PARAM_FILE} not found in {IQA_PARAMS} (the read-only ../shared folder)")
@@ -319,7 +319,7 @@ def test_flat_share_is_reported_and_warned(weights_from_shared):
 @pytest.mark.integration
 def test_module_returns_flat_share(weights_from_shared):
     import evaluate
-    from conftest import REPO
+    from repopaths import REPO
 
     module = evaluate.load(str(REPO / "metrics" / "niqe"))
     rgb = flat_patch_image(224, 240, colour=False)

@@ -27,7 +27,7 @@ from banana100.imageio import encode_png
 pytest.importorskip("diffusers", reason="the diffusers extra is not installed (pip install -e '.[diffusers]')")
 pytestmark = pytest.mark.integration  # building the pipelines imports diffusers and transformers (~10 s)
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 
 from banana100.testing import tinypipes  # noqa: E402
 

@@ -14,7 +14,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from conftest import IQA_PARAMS, REPO
+from repopaths import PARAMS as IQA_PARAMS, REPO
 
 from banana100 import __version__, about, extras
 from banana100.metrics.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
@@ -124,12 +124,12 @@ def test_committed_metric_folders_are_in_step_with_about():
 def test_requirement_lines_point_at_the_release():
     from packaging.requirements import Requirement
 
-    for extras, path in (((), REPO / "metrics" / "niqe" / "requirements.txt"),
+    for wanted, path in (((), REPO / "metrics" / "niqe" / "requirements.txt"),
                          (("deep",), REPO / "metrics" / "topiq_nr" / "requirements.txt"),
                          (("space",), REPO / "space" / "requirements.txt")):
         lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
         (req,) = [Requirement(ln) for ln in lines]
-        assert req.name == "banana100" and set(req.extras) == set(extras)
+        assert req.name == "banana100" and set(req.extras) == set(wanted)
         assert req.url == f"git+{about.CODE_REPOSITORY}@{about.RELEASE_TAG}"
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 SHARED = REPO.parent / "shared"
 PARAMS = SHARED / "iqa-params"
 REF = SHARED / "reference-images"

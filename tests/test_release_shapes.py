@@ -5,7 +5,6 @@ dataset, the scores and the report."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest

@@ -28,7 +28,7 @@ from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import Setting, get_setting
 from banana100.testing.runfolder import write_source
 
-REPO = Path(__file__).resolve().parents[1]
+from repopaths import REPO
 REPLICA = "Produce an exact replica of the provided image, with no alterations."
 
 

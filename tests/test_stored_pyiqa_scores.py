@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import IQA_PARAMS
+from repopaths import PARAMS as IQA_PARAMS
 from referencedata import BRISQUE_FLOAT64, NATIVE_FILES, STORED, TOLERANCE, images, keys_for, pyiqa_scores, stored
 
 from banana100.metrics import native

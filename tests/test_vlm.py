@@ -154,11 +154,12 @@ def test_missing_weights_name_the_repository(tmp_path, monkeypatch):
 
 def test_evaluate_module(tiny):
     """metrics/visualquality_r1 through evaluate.load, with the tiny model handed over."""
-    from pathlib import Path
 
     import evaluate
 
-    folder = Path(__file__).resolve().parents[1] / "metrics" / "visualquality_r1"
+    from repopaths import REPO
+
+    folder = REPO / "metrics" / "visualquality_r1"
     module = evaluate.load(str(folder))
     module.use_model(*tiny)
     with pytest.raises(ScoreUndefinedError) as info:

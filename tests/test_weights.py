@@ -20,7 +20,7 @@ from banana100.metrics import weights
 from banana100.errors import UnknownMetricError, WeightsNotFoundError
 from banana100.metrics.table import PYIQA_WEIGHTS_REPO, get_metric
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+from repopaths import SHARED
 PARAMS = SHARED / "iqa-params"
 NIQE_FILE = "niqe_modelparameters.mat"
 NIQE_SHA = "fa2aa4d12dd9595c3fb6bf8b4e1a15c79d5d1469238d0901c88dead195be578d"

@@ -14,7 +14,7 @@ from banana100.cli import main as cli_main
 from banana100.metrics.table import ROSTER, get_metric
 from banana100.cli.weights import inventory
 
-PARAMS = Path(__file__).resolve().parents[1].parent / "shared" / "iqa-params"
+from repopaths import PARAMS
 needs_params = pytest.mark.skipif(not (PARAMS / "niqe_modelparameters.mat").is_file(), reason=f"needs niqe_modelparameters.mat in {PARAMS} (`banana100 weights download niqe --to DIR` online)")
 
 

@@ -122,8 +122,6 @@ class VLMScorer:
         self.processor.tokenizer.padding_side = "left"
 
     def _setup(self, metric, device, batch_size, max_pixels, keep_text, max_new_tokens) -> None:
-        import torch
-
         from banana100.errors import UsageError
 
         self.spec = get_metric(metric)
