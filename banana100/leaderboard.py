@@ -69,6 +69,7 @@ def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENC
         usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "metric"))
         raise UsageError(f"--by {','.join(missing)}: no such column in the scores; the scores carry {', '.join(usable)}")
     rows = []
+    df = _sources_join_their_chains(df, by)
     df = df.assign(**{c: df[c].fillna("-") for c in by if df[c].dtype == object})  # not recorded: one group, "-"
     groups = df.groupby(["metric"] + list(by), dropna=False, sort=True)
     for keys, g in groups:
@@ -86,6 +87,20 @@ def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENC
         lambda g: g["failed"].sum() / max(1, (g["chains"] - g["incomplete"]).sum()), include_groups=False)
     board["_rank"] = board["metric"].map(overall)
     return board.sort_values(["_rank", "metric", *by], kind="stable").drop(columns="_rank").reset_index(drop=True)
+
+
+def _sources_join_their_chains(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Step 0 is the source image (editor "source", model "source"): grouped by editor or model,
+    it belongs to the chain's own editor and model, not to a group of its own with no edited step."""
+    cols = [c for c in ("editor", "model") if c in by and "editor" in df]
+    if not cols:
+        return df
+    df = df.copy()
+    src = df["editor"] == "source"
+    for c in cols:
+        made = df[~src].groupby("chain_id")[c].first()
+        df.loc[src, c] = df.loc[src, "chain_id"].map(made).fillna(df.loc[src, c])
+    return df
 
 
 def _group_name(row, by: list[str]) -> str:
@@ -131,7 +146,10 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
         rate[i, j] = r["failure_rate"] if r["failure_rate"] is not None else np.nan
         text[i][j] = f"{r['failed']}/{complete}" if complete else "n/a"
     labels = [board.loc[board["metric"] == m, "label"].iloc[0] for m in metrics]
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(groups) + 2.5), max(2.2, 0.42 * len(metrics) + 1.4)))
+    rotate = len(groups) > 3
+    longest = max((len(g) for g in groups), default=0)  # room under the axis for the slanted group names
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(groups) + 2.5),
+                                    max(2.2, 0.42 * len(metrics) + 1.4) + (0.045 * longest if rotate else 0)))
     cmap = matplotlib.colormaps["RdYlGn_r"].copy()
     cmap.set_bad("0.85")
     im = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=1, aspect="auto")
@@ -139,7 +157,7 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
         for j in range(len(groups)):
             dark = not np.isnan(rate[i, j]) and (rate[i, j] > 0.8 or rate[i, j] < 0.2)
             ax.text(j, i, text[i][j], ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    ax.set_xticks(range(len(groups)), groups, rotation=30 if len(groups) > 3 else 0, ha="right" if len(groups) > 3 else "center", fontsize=8)
+    ax.set_xticks(range(len(groups)), groups, rotation=30 if rotate else 0, ha="right" if rotate else "center", fontsize=8)
     ax.set_yticks(range(len(metrics)), labels, fontsize=8)
     ax.set_xlabel(" / ".join(by) if by else "")
     fig.colorbar(im, ax=ax, label="failure rate", fraction=0.05)

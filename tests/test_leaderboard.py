@@ -100,5 +100,6 @@ def test_space_explorer_leaderboard(tmp_path):
     table = explorer.leaderboard()
     assert list(table.columns) == ["metric", "setting", "editor", "chains", "failed", "failure rate", "mean rho"]
     assert table.iloc[0]["metric"] == "PIQE" and table.iloc[0]["chains"] == 2
+    assert len(table) == 1 and "source" not in set(table["editor"])  # step 0 belongs to its chain's editor
     png = explorer.leaderboard_png(tmp_path / "board.tmp")  # any name: written as PNG
     assert Image.open(png).format == "PNG"
