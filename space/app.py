@@ -553,8 +553,10 @@ def build() -> gr.Blocks:
             go.click(run_live, [upload, sample, n_steps, editor, key],
                      [live_img, gallery, live_plot, live_verdicts, status], api_name="run_live", concurrency_limit=2)
         with gr.Tab("Leaderboard", id="leaderboard") as board_tab:
-            gr.Markdown("Every metric on the chains scored here so far, by setting (and editor when known): how "
-                        "many chains it was shown, how many it failed (a check step not worse than step 1) and "
+            gr.Markdown("Every metric on the chains scored here so far, by setting (and editor when known; chat "
+                        "mode and variant where the chains differ in them): how many chains it was shown, how many "
+                        f"it failed (a check step, {', '.join(map(str, EXPLORER.check_steps))}, not worse than step "
+                        f"{EXPLORER.reference_step}) and "
                         "its mean Spearman rho between step and score (-1: worse at every step). Best first. "
                         "The same table for your own scores files: `banana100 report SCORES... --by setting,editor`.",
                         elem_id="leaderboard-note")
