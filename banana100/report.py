@@ -20,6 +20,7 @@ from banana100.errors import Banana100Error, DatasetError
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for, sensitivity
 from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
+from banana100.schema import DEFAULT_CHAT_MODE
 
 
 def load_scores(path: str | os.PathLike) -> pd.DataFrame:
@@ -46,7 +47,7 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         raise Banana100Error(f"{path}: the `score` column is not numeric{example}")
     df["score"] = numeric.astype(float)
     # files from before these columns, and null chat modes, are the paper's different chat (schema.py)
-    df["chat_mode"] = df["chat_mode"].fillna("different") if "chat_mode" in df else "different"
+    df["chat_mode"] = df["chat_mode"].fillna(DEFAULT_CHAT_MODE) if "chat_mode" in df else DEFAULT_CHAT_MODE
     if "variant" not in df:
         df["variant"] = None
     keys = df[["chain_id", "step", "metric"]]

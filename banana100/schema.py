@@ -73,6 +73,13 @@ def validate_record(record: dict) -> list[str]:
 
 
 CHAT_MODES = ("different", "same")
+#: A record without `chat_mode` (null, or made before the field existed) is the paper's protocol.
+DEFAULT_CHAT_MODE = "different"
+
+
+def chat_mode_of(record: dict) -> str:
+    """The record's chat mode, null read as `DEFAULT_CHAT_MODE`."""
+    return record.get("chat_mode") or DEFAULT_CHAT_MODE
 
 #: The fields every record of one chain shares (its id is made from them).
 CHAIN_KEYS = ("setting", "source_id", "repeat", "chat_mode", "variant")

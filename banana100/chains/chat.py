@@ -112,12 +112,9 @@ def read_turn(chain_dir: Path, step: int, image_data: bytes) -> list[dict]:
     return [_part_from_json(p, image_data, path) for p in body["parts"]]
 
 
-def rebuild_history(run_dir: Path, records: list[dict]) -> list[dict]:
-    """The conversation of a same-chat chain from its stored steps 0..n (records sorted by step):
-    [{"user": parts, "model": parts}, ...] for steps 1..n."""
-    if not records:
-        return []
-    source_png = (run_dir / records[0]["image"]).read_bytes()
+def rebuild_history(run_dir: Path, records: list[dict], source_png: bytes) -> list[dict]:
+    """The conversation of a same-chat chain from its stored steps 0..n (records sorted by step;
+    `source_png`: step 0's file): [{"user": parts, "model": parts}, ...] for steps 1..n."""
     history = []
     for rec in records[1:]:
         image = (run_dir / rec["image"]).read_bytes()
@@ -127,6 +124,10 @@ def rebuild_history(run_dir: Path, records: list[dict]) -> list[dict]:
     return history
 
 
+def count_images(parts: list[dict] | None) -> int:
+    return sum("inline_data" in p for p in parts or ())
+
+
 def history_images(history: list[dict] | None) -> int:
     """Images a same-chat request carries from its history (each billed as input)."""
-    return sum(1 for turn in history or () for side in ("user", "model") for p in turn[side] if "inline_data" in p)
+    return sum(count_images(turn["user"]) + count_images(turn["model"]) for turn in history or ())

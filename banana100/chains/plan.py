@@ -14,7 +14,8 @@ from banana100.chains.settings import Setting
 from banana100.chains.step import chain_seed
 from banana100.errors import Banana100Error, ImageReadError, ManifestError
 from banana100.imageio import IMAGE_SUFFIXES, list_images, load_rgb
-from banana100.schema import CHAT_MODES, chain_id as make_chain_id
+from banana100.schema import CHAT_MODES, chat_mode_of
+from banana100.schema import chain_id as make_chain_id
 
 
 @dataclass
@@ -154,9 +155,7 @@ def plan_chains(
                 ("model", params["model"]),
                 ("chat_mode", mode),
             ):
-                have = r.get(key)
-                if key == "chat_mode" and have is None:  # records made before same-chat mode existed
-                    have = "different"
+                have = chat_mode_of(r) if key == "chat_mode" else r.get(key)
                 if have != want:
                     raise ManifestError(
                         f"{manifest}: chain {cid!r} step {r['step']} has {key}={have!r}, expected {want!r}"

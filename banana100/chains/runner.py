@@ -160,8 +160,10 @@ class _Run:
             current = load_rgb(current_bytes)
         k, parent = plan.next_step, plan.parent_sha256
         # same-chat: the conversation so far, replayed from the stored turns (banana100.chains.chat)
-        history = rebuild_history(self.run_dir, plan.records) if plan.chat_mode == "same" else None
-        source_png = (self.run_dir / plan.records[0]["image"]).read_bytes() if history is not None else None
+        history = source_png = None
+        if plan.chat_mode == "same":
+            source_png = (self.run_dir / plan.records[0]["image"]).read_bytes()
+            history = rebuild_history(self.run_dir, plan.records, source_png)
         writing = None  # the future of the step being written
         try:
             while k <= self.steps:

@@ -34,7 +34,7 @@ from banana100.dataset.layout import (
 )
 from banana100.dataset.shards import ROW_GROUP_ROWS
 from banana100.errors import DatasetError
-from banana100.schema import RECORD_FIELDS
+from banana100.schema import DEFAULT_CHAT_MODE, RECORD_FIELDS, chat_mode_of
 from banana100.fileio import write_file_atomic
 
 CARD_TEMPLATE = "card_template.md"
@@ -158,12 +158,12 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
     kind_rows: Counter = Counter()
     sizes: dict[str, set] = defaultdict(set)
     for r in records:
-        kind = (r.get("chat_mode") or "different", r.get("variant") or "")
+        kind = (chat_mode_of(r), r.get("variant") or "")
         kinds[kind].add(r["chain_id"])
         kind_rows[kind] += 1
         sizes[r["chain_id"]].add((r["width"], r["height"]))
     chat_variants = [{"chat_mode": c, "variant": v, "chains": len(kinds[(c, v)]), "rows": kind_rows[(c, v)]}
-                     for c, v in sorted(kinds)] if set(kinds) != {("different", "")} else []
+                     for c, v in sorted(kinds)] if set(kinds) != {(DEFAULT_CHAT_MODE, "")} else []
     resized_chains = sum(len(v) > 1 for v in sizes.values())
 
     endpoint_steps_present = sorted({r["step"] for r in records} & set(ENDPOINT_STEPS))

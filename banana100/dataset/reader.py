@@ -141,6 +141,16 @@ def count_dataset_rows(dataset_dir: str | os.PathLike, config: str = DEFAULT_CON
     return sum(footer_rows(f) for f in dataset_files(dataset_dir, config))
 
 
+def _absent_columns(name, names, wanted: Sequence[str]) -> list[str]:
+    """The `wanted` columns a Parquet file lacks. Optional record fields added since the file was
+    written (chat_mode, variant) are read as null; a missing required one is an error naming it."""
+    absent = [c for c in wanted if c not in names]
+    missing = [c for c in absent if c in REQUIRED_FIELDS or c == IMAGE_COLUMN]
+    if missing:
+        raise DatasetError(f"{name}: missing columns {missing}; was it written by `banana100 build-dataset`?")
+    return absent
+
+
 def iter_file_batches(path: Path, columns: Sequence[str] = RECORD_COLUMNS, with_images: bool = True,
                       batch_size: int = BATCH_ROWS) -> Iterator[tuple[int, list[dict], object]]:
     """Yield `(first row, records, images)` for each batch of `batch_size` rows of one Parquet file.
@@ -160,11 +170,8 @@ def iter_file_batches(path: Path, columns: Sequence[str] = RECORD_COLUMNS, with_
         pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=_READ_BUFFER)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for bad files
         raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
-    absent = [c for c in wanted if c not in pf.schema_arrow.names]
-    missing = [c for c in absent if c in REQUIRED_FIELDS or c == IMAGE_COLUMN]
-    if missing:
-        raise DatasetError(f"{path}: missing columns {missing}; was it written by `banana100 build-dataset`?")
-    row = 0  # optional fields added since the file was written (chat_mode, variant) read as null
+    absent = _absent_columns(path, pf.schema_arrow.names, wanted)
+    row = 0
     batches = pf.iter_batches(batch_size=batch_size, columns=[c for c in wanted if c not in absent])
     while True:
         try:
@@ -190,13 +197,9 @@ def index_rows(files: Sequence[str], columns: Sequence[str], fs) -> Iterator[tup
     for fi, name in enumerate(files):
         with fs.open(name, "rb") as f:
             pf = pq.ParquetFile(f)
-            present = [c for c in columns if c in pf.schema_arrow.names]
-            missing = [c for c in columns if c not in present and c in REQUIRED_FIELDS]
-            if missing:
-                raise DatasetError(f"{name}: missing columns {missing}; was it written by `banana100 build-dataset`?")
-            cols = pf.read(columns=present).to_pydict()
-            n = pf.metadata.num_rows  # optional fields added since the file was written read as null
-            cols.update({c: [None] * n for c in columns if c not in present})
+            absent = _absent_columns(name, pf.schema_arrow.names, columns)
+            cols = pf.read(columns=[c for c in columns if c not in absent]).to_pydict()
+            cols.update({c: [None] * pf.metadata.num_rows for c in absent})
             sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
         row = 0
         for g, n in enumerate(sizes):

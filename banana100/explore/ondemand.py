@@ -13,6 +13,7 @@ import pandas as pd
 from banana100.errors import Banana100Error, ImageReadError
 from banana100.explore.sources import ChainInfo
 from banana100.fileio import write_file_atomic
+from banana100.schema import DEFAULT_CHAT_MODE
 from banana100.metrics.table import METRICS
 
 
@@ -97,7 +98,7 @@ class ChainScores:
                 # an image with no score (uniform, unreadable, too small) is a row with its error,
                 # as in `banana100 score`: the protocol then names that step as missing
                 rows.append({"chain_id": info.chain_id, "source_id": info.source_id, "setting": info.setting,
-                             "repeat": info.repeat, "chat_mode": info.chat_mode or "different",
+                             "repeat": info.repeat, "chat_mode": info.chat_mode or DEFAULT_CHAT_MODE,
                              "variant": info.variant, "step": step, "metric": metric,
                              "score": float("nan") if score is None else float(score),
                              "lower_better": spec.lower_better, "error": errors.get(j), "backend": scorer.backend,

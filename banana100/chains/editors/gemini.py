@@ -139,9 +139,9 @@ def _content(types, role: str, parts: list[dict]):
 
 
 def _images_in(request: EditRequest) -> int:
-    from banana100.chains.chat import history_images
+    from banana100.chains.chat import count_images, history_images
 
-    return history_images(request.history) + history_images([{"user": request.user_turn or [], "model": []}])
+    return history_images(request.history) + count_images(request.user_turn)
 
 
 def _enum(value) -> str | None:
