@@ -90,7 +90,7 @@ def test_rerun_after_a_kill_between_merge_and_parts_removal_doubles_nothing(tmp_
     make_run_folder(tmp_path / "run", steps=3, size=(96, 96))  # 8 images
     out = tmp_path / "s.parquet"
     # the state a kill leaves right after the merged file is renamed into place: both it and the parts
-    monkeypatch.setattr(scoring.shutil, "rmtree", lambda *a, **k: None)
+    monkeypatch.setattr(scoring.store.shutil, "rmtree", lambda *a, **k: None)
     _score(tmp_path / "run", out, chunk_size=3)
     assert out.is_file() and list((tmp_path / "s.parquet.parts").glob("part-*.parquet"))
     monkeypatch.undo()
@@ -512,7 +512,7 @@ def test_a_real_kill_at_the_merge_instant_then_a_rerun(tmp_path, instant):
             os.write(1, b"at the instant\\n")
             sys.stdin.readline()  # killed while waiting here
 
-        real_replace, real_rmtree = fileio.os.replace, scoring.shutil.rmtree
+        real_replace, real_rmtree = fileio.os.replace, scoring.store.shutil.rmtree
         def replace(src, dst):
             if {instant!r} == "before_rename" and str(dst) == out:
                 stop_here()
@@ -521,7 +521,7 @@ def test_a_real_kill_at_the_merge_instant_then_a_rerun(tmp_path, instant):
             if {instant!r} == "before_parts_removed":
                 stop_here()
             return real_rmtree(path, *a, **k)
-        fileio.os.replace, scoring.shutil.rmtree = replace, rmtree
+        fileio.os.replace, scoring.store.shutil.rmtree = replace, rmtree
         scoring.score_to_parquet({str(tmp_path / 'run')!r}, ["piqe"], out, device="cpu", progress=False, chunk_size=3)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

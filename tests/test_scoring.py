@@ -96,8 +96,8 @@ def test_decoding_threads_give_the_same_images_in_the_same_order(tmp_path, monke
     records = make_run_folder(tmp_path / "run", steps=6, size=(30, 40))
     done = {(records[1]["chain_id"], records[1]["step"], "piqe")}
     threads = []
-    real = scoring.load_rgb
-    monkeypatch.setattr(scoring, "load_rgb", lambda data: threads.append(threading.get_ident()) or real(data))
+    real = scoring.feed.load_rgb
+    monkeypatch.setattr(scoring.feed, "load_rgb", lambda data: threads.append(threading.get_ident()) or real(data))
     inline = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=0))
     assert threads and set(threads) == {threading.get_ident()}
     threads.clear()
@@ -172,7 +172,7 @@ def test_explicit_metrics_are_checked_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setenv("BANANA100_WEIGHTS", str(tmp_path / "no-weights"))
     _own_images(tmp_path / "mine")
     read = []
-    monkeypatch.setattr(scoring, "load_rgb", lambda data: read.append(1))
+    monkeypatch.setattr(scoring.feed, "load_rgb", lambda data: read.append(1))
     with pytest.raises(WeightsNotFoundError) as exc:
         scoring.score_to_parquet(tmp_path / "mine", ["piqe", "niqe", "brisque", "topiq_nr"], tmp_path / "s.parquet",
                                  progress=False)

@@ -1,0 +1,171 @@
+"""`banana100 score`: every image of a run or dataset folder x every metric -> one Parquet file.
+
+Rows are written as they are computed, in small part files beside the output
+(`<out>.parts/`), each renamed into place only when complete; the final file merges them.
+Rerunning the same command skips every (chain, step, metric) already scored, so an
+interrupted run loses at most one chunk. One image that cannot be scored (too small for a
+metric, undecodable, over the pixel limit, or with no defined score: a uniform image for a
+metric whose statistics need variation, a NaN result) gets a row with a NaN score and an
+`error` message saying why; the others go on.
+
+The package: inputs (what is read), store (the scores file and its parts), feed (decode and
+score a chunk), ready (which metrics, checked before any work); this module runs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from banana100.errors import Banana100Error
+from banana100.fileio import ExclusiveLock
+from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
+from banana100.scoring.inputs import ImageItem, image_files, iter_items
+from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready, metrics_at_hand
+from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_same_method, _done_keys,
+                                     _drop_temporary_files, _merge, _parts_dir, _write_part, read_scores)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_METRICS", "Decoded", "ImageItem", "RECORD_COLUMNS", "SCORES_SCHEMA", "build_scorers",
+           "check_metrics_ready", "decoded_images", "image_files", "iter_items", "metrics_at_hand", "read_scores",
+           "score_to_parquet"]
+
+
+class _Processes:
+    """This process's place in a distributed run (`accelerate launch` or `torchrun`), or a lone one.
+
+    accelerate's PartialState reads the launcher's environment (RANK, WORLD_SIZE, ...); it
+    gives the rank, the process count and a barrier. With one process nothing is imported.
+    """
+
+    def __init__(self, device: str | None):
+        self.rank, self.world, self.local_rank, self._state = 0, 1, 0, None
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            from accelerate import PartialState
+
+            import torch
+
+            cpu = device == "cpu" or (device is None and not torch.cuda.is_available())
+            self._state = PartialState(cpu=cpu)
+            self.rank, self.world = self._state.process_index, self._state.num_processes
+            self.local_rank = self._state.local_process_index
+
+    def device(self, device: str | None) -> str | None:
+        """One GPU per process: 'cuda' (or the default) becomes 'cuda:<local rank>'."""
+        import torch
+
+        if self.world > 1 and device in (None, "cuda") and torch.cuda.is_available():
+            return f"cuda:{self.local_rank}"
+        return device
+
+    def barrier(self) -> None:
+        if self._state is not None:
+            self._state.wait_for_everyone()
+
+
+def score_to_parquet(
+    source: str | os.PathLike,
+    metrics: list[str],
+    out: str | os.PathLike,
+    device: str | None = None,
+    batch_size: int = 8,
+    chunk_size: int = 32,
+    progress: bool = True,
+    decode_workers: int | None = None,
+    backend: str | None = None,
+    mode: str = "pyiqa",
+    keep_text: bool = False,
+    max_pixels: int | None = None,
+) -> Path:
+    """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
+
+    `source`: a run folder, a dataset folder, or plain images: a folder of them (searched
+    recursively), image files, glob patterns, or a list of these. Plain images get one row per
+    (image, metric) with `image` = the path and no chain columns (chain_id and step are null).
+
+    Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
+    each process takes every n-th image, writes its own part files, and process 0 merges all
+    of them into `out` once every process is done. `decode_workers` threads read and decode
+    the images ahead of the scoring (default: up to 4; 0 decodes in this thread).
+    `keep_text` (VisualQuality-R1) appends what the model answered for each image to
+    `<out>.texts.jsonl` (one per process in a distributed run); `max_pixels` sets its image size.
+    """
+    out = Path(out)
+    if not isinstance(source, (str, os.PathLike)):
+        source = list(source)
+        source = source[0] if len(source) == 1 else source
+    if out.suffix != ".parquet":
+        raise Banana100Error(f"{out}: the scores file must end in .parquet")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    procs = _Processes(device)
+    total, _ = iter_items(source)  # checks the source before any model is built
+    check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
+    # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
+    # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
+    lock = out.with_name(f".{out.name}.lock" + (f".rank{procs.rank}" if procs.rank else ""))
+    with ExclusiveLock(lock, out, "banana100 score", remove=True):
+        if procs.rank == 0:
+            _drop_temporary_files(out)
+        return _score_locked(source, metrics, out, device, batch_size, chunk_size, progress, decode_workers,
+                             backend, mode, procs, total, keep_text, max_pixels)
+
+
+def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, progress, decode_workers, backend,
+                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None) -> Path:
+    options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
+    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
+                            **options)
+    metrics = list(scorers)  # the resolved names, as the `metric` column writes them
+    texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
+    before = read_scores(out)
+    _check_same_method(before, scorers, out)
+    done = _done_keys(before)
+    parts = _parts_dir(out)
+    prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
+    procs.barrier()  # every process has read what is done before anyone writes
+    if procs.world > 1:
+        log.info("process %d/%d scores every %dth image from #%d", procs.rank, procs.world, procs.world, procs.rank)
+
+    n_errors = 0
+    chunk: list[Decoded] = []
+    share = total // procs.world + (procs.rank < total % procs.world)
+    bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
+    workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
+    images = decoded_images(source, metrics, done, procs.rank, procs.world, workers)
+
+    def flush():
+        nonlocal n_errors
+        if chunk:
+            rows = _score_chunk(chunk, scorers)
+            n_errors += sum(r["error"] is not None for r in rows)
+            _write_part(parts, rows, prefix)
+            _append_texts(texts_file, rows)
+            bar.update(len(chunk))
+            chunk.clear()
+
+    try:
+        for d in images:
+            if not d.needed:
+                bar.update(1)
+                continue
+            chunk.append(d)
+            if len(chunk) >= chunk_size:
+                flush()
+        flush()
+    finally:
+        bar.close()
+        images.close()  # stops the decoding threads, also after an interruption
+    procs.barrier()
+    if procs.rank == 0:
+        _merge(out)
+    procs.barrier()
+    if n_errors:
+        warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",
+                      stacklevel=3)
+    return out

@@ -1,0 +1,112 @@
+"""What `banana100 score` reads: a run folder, a dataset folder or plain image files, as items
+whose bytes are checked against the manifest's sha256."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
+from banana100.errors import Banana100Error, DatasetError, ImageReadError, ManifestError
+from banana100.fileio import read_regular_bytes, sha256_bytes
+
+
+@dataclass
+class ImageItem:
+    """One image to score: its manifest fields and how to read its bytes."""
+
+    record: dict
+    name: str  # file path (run folder) or dataset path, for messages
+    read: Callable[[], bytes]
+
+
+def image_files(sources) -> list[Path] | None:
+    """The image files named by `sources` (files, folders searched recursively, glob patterns),
+    in the order given (each folder's and pattern's files sorted); None when `sources` is a run
+    or dataset folder (scored as chains). A named file that is not an image, or a folder or
+    pattern with no image, is an error naming it, before any work."""
+    from banana100.dataset.reader import is_dataset_dir
+    from banana100.imageio import IMAGE_SUFFIXES
+
+    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    if len(items) == 1 and Path(items[0]).is_dir() and (
+            (Path(items[0]) / MANIFEST_NAME).is_file() or is_dataset_dir(Path(items[0]))):
+        return None
+    found: list[Path] = []
+    kinds = ", ".join(IMAGE_SUFFIXES)
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            if (path / MANIFEST_NAME).is_file() or is_dataset_dir(path):
+                raise DatasetError(f"{path} is a run or dataset folder: score it on its own, not with other images")
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise DatasetError(f"{path} is neither a run folder (no {MANIFEST_NAME}), a dataset folder (no "
+                                   f"README.md with configs) nor a folder of images (none ending in {kinds})")
+            found += files
+        elif path.is_file():
+            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                raise DatasetError(f"{path}: not an image file (expected one ending in {kinds})")
+            found.append(path)
+        elif any(c in str(item) for c in "*?["):
+            import glob
+
+            files = sorted(Path(p) for p in glob.glob(str(item), recursive=True)
+                           if Path(p).is_file() and Path(p).suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise DatasetError(f"{item}: the pattern matches no image file (ending in {kinds})")
+            found += files
+        else:
+            raise DatasetError(f"{path}: no such file or folder")
+    return list(dict.fromkeys(found))  # a file named twice (by name and by a pattern) is scored once
+
+
+def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
+    """(number of images, iterator of images) of a run folder, a dataset folder, or plain images
+    (a folder, a list or a glob of image files: one item each, with no chain or step)."""
+    files = image_files(source)
+    if files is not None:
+        def plain_items():
+            for path in files:
+                yield ImageItem({"image": str(path)}, str(path), lambda path=path: read_regular_bytes(path))
+
+        return len(files), plain_items()
+    source = Path(source if isinstance(source, (str, os.PathLike)) else list(source)[0])
+    if (source / MANIFEST_NAME).is_file():
+        records = read_manifest(source)
+        # image_path refuses a path that leaves the run folder (the rule build-dataset uses too)
+        missing = [str(p) for p in (image_path(source, r) for r in records) if not p.exists()]
+        if missing:
+            more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+            raise ManifestError(f"{source / MANIFEST_NAME} lists images that are not on disk: {', '.join(missing[:5])}{more}")
+
+        def run_items():
+            for r in records:
+                path = image_path(source, r)
+                yield ImageItem(r, str(path), lambda path=path, r=r: _checked(read_regular_bytes(path), r))
+
+        return len(records), run_items()
+
+    from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
+
+    if is_dataset_dir(source):
+        def dataset_items():
+            for record, data in iter_dataset_records(source):
+                yield ImageItem(record, f"{source}:{record.get('image') or record['chain_id']}/step {record['step']}",
+                                lambda data=data, record=record: _checked(data, record))
+
+        return count_dataset_rows(source), dataset_items()
+    if not source.exists():
+        raise Banana100Error(f"{source}: no such folder")
+    raise DatasetError(f"{source} is neither a run folder (no {MANIFEST_NAME}) nor a dataset folder (no README.md with configs)")
+
+
+def _checked(data: bytes, record: dict) -> bytes:
+    """The image bytes, if they are the ones the manifest (or dataset row) recorded."""
+    digest = sha256_bytes(data)
+    if record.get("sha256") and digest != record["sha256"]:
+        raise ImageReadError(f"its sha256 is {digest[:16]}..., the manifest says {str(record['sha256'])[:16]}...: the "
+                             "file changed after it was recorded; not scored")
+    return data

@@ -1,0 +1,93 @@
+"""Which metrics to score and whether they can be: the default set at hand, every missing extra
+and file named before any work, the scorers built up front."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("banana100.scoring")
+
+
+#: `banana100 score` without --metrics: these, where their files are at hand (PIQE needs none).
+DEFAULT_METRICS = ("piqe", "niqe", "brisque")
+
+
+def metrics_at_hand(candidates) -> list[str]:
+    """The `candidates` whose files are all present locally (no download), in order; each one left
+    out is logged (a warning) with its missing files."""
+    from banana100.metrics.weights import ENV_VAR, missing
+
+    chosen = []
+    for m in candidates:
+        absent = missing(m)
+        if absent:
+            log.warning("skipping %s: %s not found locally (put it in $%s, or run `banana100 weights download %s` "
+                        "online)", m, ", ".join(absent), ENV_VAR, m)
+        else:
+            chosen.append(m)
+    return chosen
+
+
+def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
+    """Before any work: every metric's extra is installed and every file present (no download
+    when offline). One error, on one line, names every missing extra and every missing file of
+    every metric; the metrics that are ready are named too."""
+    from banana100 import extras
+    from banana100.errors import MissingExtraError, WeightsNotFoundError
+    from banana100.metrics.resolve import PYIQA_PREFIX, resolve
+    from banana100.metrics.weights import ENV_VAR, _hub_unreachable, missing, offline
+
+    need_extra, lacking = {}, {}  # metric -> the extra it lacks / its files not at hand
+    for m in metrics:
+        r = resolve(m)
+        if r.kind == "module":  # a user's evaluate module: loaded and probed when it was resolved
+            continue
+        if r.kind == "pyiqa":  # pyiqa fetches its own weights
+            extra = "deep"
+        else:
+            b = "pyiqa" if m.startswith(PYIQA_PREFIX) else (backend if r.kind == "table" else None)
+            extra = None if r.spec.check_backend(b) == "native" else r.spec.extra
+            files = missing(r.spec.name, b)
+            if files:
+                lacking[m] = files
+        if extra and not extras.extra_installed(extra):
+            need_extra[m] = extra
+    if lacking and not offline() and not _hub_unreachable():
+        lacking = {}  # online: the engine downloads what is missing (one quick probe says so)
+    if not need_extra and not lacking:
+        return
+    ready = [m for m in metrics if m not in lacking and m not in need_extra]
+    parts = []
+    for extra in dict.fromkeys(need_extra.values()):
+        names = [m for m, e in need_extra.items() if e == extra]
+        parts.append(f"{', '.join(names)} need{'s' if len(names) == 1 else ''} the '{extra}' extra "
+                     f"({extras.install_hint(extra)})")
+    if lacking:
+        parts.append("missing files: " + "; ".join(f"{m}: {', '.join(files)}" for m, files in lacking.items())
+                     + f" (put them in ${ENV_VAR}; `banana100 weights list {' '.join(lacking)} -v` says where "
+                     f"each comes from, `banana100 weights download {' '.join(lacking)}` fetches them online)")
+    message = "; ".join(parts) + (f"; ready: {', '.join(ready)}" if ready else "")
+    raise (MissingExtraError if need_extra else WeightsNotFoundError)(message)
+
+
+def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8,
+                  backend: str | None = None, mode: str = "pyiqa", **options) -> dict:
+    """Load every metric before any work, so a missing parameter file stops the run at once.
+
+    `metrics` are any names `banana100.metrics.resolve` knows (the table, `pyiqa:<id>`, a user's
+    evaluate module). `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa
+    for the table's metrics (evaluators and user metrics keep their own). `mode="official"`
+    applies to the metrics that have it (native backend). `options` (max_pixels, keep_text)
+    go to VisualQuality-R1.
+    """
+    from banana100.metrics.resolve import make_scorer, resolve
+
+    resolved = [resolve(m) for m in metrics]
+    plain = [r.name for r in resolved if "native" not in r.spec.backends]
+    if mode == "official" and backend != "pyiqa" and plain:
+        log.warning("no official mode for %s; those are scored in pyiqa mode (the `mode` column says which)",
+                    ", ".join(plain))
+    return {r.name: make_scorer(r.name, device=device, batch_size=batch_size,
+                                backend=backend if r.kind == "table" else None,
+                                mode=mode if r.name not in plain else "pyiqa",
+                                **(options if r.kind == "evaluator" else {})) for r in resolved}

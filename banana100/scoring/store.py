@@ -1,0 +1,181 @@
+"""The scores file and its part files: schema, resume keys, atomic parts, the merge that never
+doubles a row (docs/data-safety.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from banana100.errors import Banana100Error, DatasetError
+from banana100.fileio import is_temporary_name, write_file_atomic
+
+# Identity and context of each scored image, copied from its manifest record.
+RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "chat_mode", "variant", "step", "editor", "model",
+                  "sha256", "image", "width", "height")
+SCORES_SCHEMA = pa.schema(
+    [
+        ("chain_id", pa.string()), ("source_id", pa.string()), ("setting", pa.string()), ("repeat", pa.int32()),
+        # null chat_mode = the paper's different chat; variant: a release's label (schema.py)
+        ("chat_mode", pa.string()), ("variant", pa.string()),
+        ("step", pa.int32()), ("editor", pa.string()), ("model", pa.string()), ("sha256", pa.string()),
+        ("image", pa.string()), ("width", pa.int32()), ("height", pa.int32()),
+        ("metric", pa.string()), ("score", pa.float64()), ("lower_better", pa.bool_()), ("error", pa.string()),
+        # how the score was computed: backend "native" | "pyiqa", mode "pyiqa" | "official"
+        ("backend", pa.string()), ("mode", pa.string()),
+        # hand-crafted metrics (native backend): share of flat windows, where the score depends on
+        # rounding (banana100.metrics.native.FlatRegionWarning; the metric cards say how far)
+        ("flat_share", pa.float64()),
+    ]
+)
+
+
+
+def _parts_dir(out: Path) -> Path:
+    return out.with_name(out.name + ".parts")
+
+
+MERGED_PARTS_KEY = b"banana100.merged_parts"  # the part files a merged scores file already holds
+
+
+def _merged_parts(out: Path) -> set[str] | None:
+    """Names of the part files merged into `out` (recorded in its Parquet metadata by `_merge`);
+    None for a file merged by a version before the record."""
+    meta = pq.read_schema(out).metadata or {}
+    return set(json.loads(meta[MERGED_PARTS_KEY])) if MERGED_PARTS_KEY in meta else None
+
+
+def _part_files(out: Path) -> list[Path]:
+    parts = _parts_dir(out)
+    return sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
+
+
+def _pending_parts(out: Path) -> list[Path]:
+    """The part files not yet merged into `out` (a kill between the merge and the removal of
+    the parts folder leaves merged ones behind: they are skipped, never counted twice)."""
+    if not out.is_file():
+        return _part_files(out)
+    merged = _merged_parts(out)
+    if merged is not None:
+        return [p for p in _part_files(out) if p.name not in merged]
+    # merged by an older version, which kept no record: a part whose every row is in `out` was merged
+    keyed = ["chain_id", "step", "image", "metric"]
+    done = _done_keys(pq.read_table(out, columns=keyed))
+    return [p for p in _part_files(out) if not _done_keys(pq.read_table(p, columns=keyed)) <= done]
+
+
+def read_scores(out: Path) -> pa.Table:
+    """Everything scored so far: the merged file plus any part files of an unfinished run.
+
+    A (chain, step, metric) found twice is a state no merge of ours leaves (two runs writing
+    at once before locks, a file merged by an older version): it is refused naming the files.
+    """
+    named: list[tuple[str, pa.Table]] = []
+    if out.is_file():
+        named.append((str(out), _conform(pq.read_table(out))))
+    named += [(str(p), _conform(pq.read_table(p))) for p in _pending_parts(out)]
+    if not named:
+        return SCORES_SCHEMA.empty_table()
+    seen: dict[tuple, str] = {}
+    for name, table in named:
+        for r in table.select(["chain_id", "step", "image", "metric"]).to_pylist():
+            key = _key(r, r["metric"])
+            if key in seen:
+                where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
+                what = f"image {key[1]!r}" if key[0] is None else f"chain {key[0]!r} step {key[1]}"
+                raise DatasetError(
+                    f"{out}: {what} metric {key[2]!r} is scored {where}; the scores cannot be "
+                    f"merged without doubling rows. Remove the damaged file (or score into a new --out)")
+            seen[key] = name
+    return pa.concat_tables([t for _, t in named])
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    """`table` in SCORES_SCHEMA; files from before the backend/mode columns were all pyiqa's."""
+    for name in ("backend", "mode"):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
+    for name, kind in (("flat_share", pa.float64()), ("chat_mode", pa.string()), ("variant", pa.string())):
+        if name not in table.column_names:  # files from before the column: not measured / not recorded
+            table = table.append_column(name, pa.nulls(len(table), kind))
+    return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
+
+
+def _append_texts(path: Path, rows: list[dict]) -> None:
+    """Append the rows that carry a generated text (VisualQuality-R1 with keep_text) to `path`."""
+    kept = [{"chain_id": r["chain_id"], "step": r["step"], "metric": r["metric"], "score": r["score"],
+             "error": r["error"], "text": r["text"]} for r in rows if r.get("text") is not None]
+    if kept:
+        with open(path, "a", encoding="utf-8") as f:
+            f.writelines(json.dumps(k, ensure_ascii=False, default=_plain) + "\n" for k in kept)
+
+
+def _plain(value):
+    """numpy scalars (step, score) as Python numbers for JSON."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
+    """Refuse to resume into `out` with a metric computed another way (backend or mode) before."""
+    cols = table.select(["metric", "backend", "mode"]).to_pydict()
+    before = set(zip(cols["metric"], cols["backend"], cols["mode"]))
+    for metric, backend, mode in sorted(before):
+        scorer = scorers.get(metric)
+        if scorer is not None and (scorer.backend, scorer.mode) != (backend, mode):
+            raise Banana100Error(
+                f"{out} already holds {metric} scores computed with backend={backend!r}, mode={mode!r}; "
+                f"this run asks for backend={scorer.backend!r}, mode={scorer.mode!r}. "
+                "Use another --out, or the same backend and mode to resume."
+            )
+
+
+def _key(record: dict, metric: str) -> tuple:
+    """What identifies a scored (image, metric): its chain and step, or a plain image's path."""
+    if record.get("chain_id") is None:
+        return (None, record.get("image"), metric)
+    return (record["chain_id"], record["step"], metric)
+
+
+def _done_keys(table: pa.Table) -> set[tuple]:
+    cols = table.select(["chain_id", "step", "image", "metric"]).to_pylist()
+    return {_key(r, r["metric"]) for r in cols}
+
+
+def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
+    """Write one part file; each process of a distributed run has its own `prefix` (no clashes).
+    A random tail makes each name unique for ever: a merged file lists the parts it holds by name."""
+    parts.mkdir(parents=True, exist_ok=True)
+    index = len(list(parts.glob(f"{prefix}*.parquet")))
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), sink)
+    write_file_atomic(parts / f"{prefix}{index:06d}-{uuid.uuid4().hex[:12]}.parquet", sink.getvalue().to_pybytes())
+
+
+def _merge(out: Path) -> None:
+    """Merge the pending parts into `out`, then remove the parts folder.
+
+    `out` records the names of every part it holds, so a kill at any instant leaves a state
+    the rerun reads once: before the rename, the old `out` and all parts; after it, the new
+    `out` and parts it lists as merged (skipped by `read_scores`).
+    """
+    merged = {p.name for p in _part_files(out)}  # all of them, after this merge
+    table = read_scores(out).sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           MERGED_PARTS_KEY: json.dumps(sorted(merged)).encode()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_file_atomic(out, sink.getvalue().to_pybytes())
+    shutil.rmtree(_parts_dir(out), ignore_errors=True)
+
+
+def _drop_temporary_files(out: Path) -> None:
+    """Temporary files a killed run left beside `out` and in its parts folder (under the lock)."""
+    for folder in (out.parent, _parts_dir(out)):
+        if folder.is_dir():
+            for f in folder.glob(f".{out.name if folder == out.parent else 'part-'}*"):
+                if is_temporary_name(f.name):
+                    f.unlink(missing_ok=True)
