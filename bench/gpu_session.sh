@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One GPU session: every GPU check the issues name, each bounded by its own time limit, results
+# (logs + JSON) under $OUT. Made for a short lease on one GPU machine (the `device` tool): run
+# from the repository root as `bash bench/gpu_session.sh`. A step that fails or runs out of time
+# is logged and the next one starts; the summary lists each step's status and seconds.
+#
+#   .whl/          wheels for what the machine lacks (pyiqa, datasets, evaluate, diffusers, ...):
+#                  installed into /tmp/site and put first on PYTHONPATH (bench/README.md)
+#   .gpu-carry/shared   a copy of ../shared (parameter files, reference images), which does not
+#                  travel with the working tree: linked as ../shared when that is absent
+#   GPU_SESSION_STEPS   which steps to run (default: all, in the order below)
+#   GPU_SESSION_DEVICE  cuda (default) or cpu: the CPU smoke run (tests/test_gpu_scripts.py)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-session}
+mkdir -p "$OUT/r"
+device=${GPU_SESSION_DEVICE:-cuda}
+steps=${GPU_SESSION_STEPS:-env pytest_gpu gpu_check vlm editors}
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed" >&2; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+if [ ! -e ../shared ] && [ -d .gpu-carry/shared ]; then ln -s "$PWD/.gpu-carry/shared" ../shared; fi
+export PYTHONPATH=$PWD/bench:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+[ -d ../shared/iqa-params ] && export BANANA100_WEIGHTS=${BANANA100_WEIGHTS:-$(cd ../shared/iqa-params && pwd)}
+PY=${PYTHON:-python3}
+cpu=(); [ "$device" = cpu ] && cpu=(--device cpu)
+
+step() {  # step NAME SECONDS COMMAND...: run it under a time limit, log to $OUT/r/NAME.log
+  local name=$1 limit=$2 start rc
+  shift 2
+  [[ " $steps " == *" $name "* ]] || return 0
+  echo "== $name (limit ${limit} s): $*"
+  start=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/r/$name.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc $(($(date +%s) - start)) s" | tee -a "$OUT/summary.txt"
+  tail -n 25 "$OUT/r/$name.log"
+}
+
+step env 60 "$PY" -c "
+import torch, transformers, importlib.util as u
+print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else '', 'transformers', transformers.__version__)
+print({m: bool(u.find_spec(m)) for m in ('pyiqa', 'diffusers', 'datasets', 'evaluate', 'clip', 'banana100')})"
+if [ "$device" = cuda ]; then
+  step pytest_gpu 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu -x --no-header -rs tests/
+fi
+step gpu_check 240 "$PY" bench/gpu_check.py "${cpu[@]}" --out "$OUT/r/gpu_check.json" ${GPU_CHECK_ARGS:-}
+step vlm 150 "$PY" bench/gpu_vlm_check.py "${cpu[@]}" --out "$OUT/r/gpu_vlm_check.json" ${GPU_VLM_ARGS:-}
+step editors 100 "$PY" bench/gpu_editor_batching.py "${cpu[@]}" --out "$OUT/r/gpu_editor_batching.json" \
+  ${GPU_EDITOR_ARGS:-}
+tar czf "$OUT/results.tar.gz" -C "$OUT" r summary.txt 2>/dev/null
+cat "$OUT/summary.txt"
