@@ -123,8 +123,8 @@ class _Run:
             self.bar.update(1)
 
     def _write(self, plan: ChainPlan, record: dict, data: bytes, turn: list | None = None) -> None:
-        if turn is not None:  # same-chat: the model's turn is on disk before the step's record
-            write_turn(self.run_dir / plan.chain_id, record["step"], turn, data)
+        if turn is not None:  # same-chat: the model's turn is on disk before the step's record, which keeps its hash
+            record["turn_sha256"] = write_turn(self.run_dir / plan.chain_id, record["step"], turn, data)
         self.store.write(record, data)
         plan.advance(self.run_dir, record)
 
