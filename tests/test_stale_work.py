@@ -180,3 +180,105 @@ def test_import_chains_refuses_new_steps_from_another_folder_onto_an_existing_ch
         _release(tmp_path / "d", (3,), seed=4)
         os.rename(tmp_path / "d" / "moss", tmp_path / "d" / "dunes")
         import_chains(tmp_path / "d", pattern, tmp_path / "run")
+
+
+# ------------------------------------------------------------------ 4. plain images: keyed by path and bytes
+
+def _picture(path: Path, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    base = np.linspace(0, 200, 120)[None, :, None].repeat(100, 0).repeat(3, 2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.clip(base + rng.normal(0, 4 + seed, base.shape), 0, 255).astype(np.uint8)).save(path)
+    return path
+
+
+def _score_plain(source, out):
+    return scoring.score_to_parquet(source, ["piqe"], out, device="cpu", progress=False)
+
+
+def _rows(out) -> dict:
+    rows = pq.read_table(out).to_pylist()
+    by_image = {r["image"]: r for r in rows}
+    assert len(by_image) == len(rows), [r["image"] for r in rows]  # one row per image (one metric)
+    return by_image
+
+
+@pytest.fixture
+def scored(monkeypatch):
+    """The images each _score_chunk call scores, by name."""
+    real, seen = scoring._score_chunk, []
+
+    def spy(chunk, scorers):
+        seen.extend(d.name for d in chunk)
+        return real(chunk, scorers)
+
+    monkeypatch.setattr(scoring, "_score_chunk", spy)
+    return seen
+
+
+def test_one_plain_image_named_three_ways_is_one_row_with_one_path(tmp_path, monkeypatch, scored):
+    monkeypatch.chdir(tmp_path)
+    a = _picture(tmp_path / "g" / "a.png", 1)
+    out = _score_plain(["g/a.png", "./g/a.png", "g/../g/a.png"], tmp_path / "s.parquet")
+    assert list(_rows(out)) == [str(a)]  # canonical: absolute, whatever the form and the folder it was named from
+    assert len(scored) == 1
+    monkeypatch.chdir(tmp_path / "g")
+    _score_plain(["./a.png"], out)
+    _score_plain([str(tmp_path / "g" / ".." / "g" / "a.png")], out)
+    assert list(_rows(out)) == [str(a)] and len(scored) == 1  # nothing scored again
+
+
+def test_a_changed_plain_image_is_scored_again_and_its_old_row_dropped(tmp_path, scored):
+    from banana100.fileio import sha256_file
+    from banana100.metrics.engine import MetricScorer
+
+    a, b = _picture(tmp_path / "g" / "a.png", 1), _picture(tmp_path / "g" / "b.png", 2)
+    out = _score_plain(tmp_path / "g", tmp_path / "s.parquet")
+    old = _rows(out)
+    _picture(a, 7)  # new bytes under the same name
+    scored.clear()
+    _score_plain(tmp_path / "g", out)
+    assert scored == [str(a)]  # b is unchanged: not scored again
+    rows = _rows(out)
+    assert set(rows) == {str(a), str(b)} and rows[str(b)] == old[str(b)]
+    assert rows[str(a)]["sha256"] == sha256_file(a) != old[str(a)]["sha256"]
+    assert rows[str(a)]["score"] == pytest.approx(MetricScorer("piqe", device="cpu").score([str(a)])[0], rel=1e-12)
+
+
+def test_rows_of_images_deleted_from_a_folder_scored_again_are_dropped(tmp_path, scored, caplog):
+    images = [_picture(tmp_path / "g" / f"{n}.png", i) for i, n in enumerate("abc")]
+    out = _score_plain(tmp_path / "g", tmp_path / "s.parquet")
+    images[2].unlink()
+    scored.clear()
+    with caplog.at_level("INFO", logger="banana100"):
+        _score_plain(tmp_path / "g", out)
+    assert set(_rows(out)) == {str(p) for p in images[:2]} and scored == []
+    assert any("1 row" in m and "no longer" in m for m in caplog.messages), caplog.messages
+
+
+def test_scoring_a_subset_into_an_existing_file_keeps_the_other_rows(tmp_path, scored):
+    images = [_picture(tmp_path / "g" / f"{n}.png", i) for i, n in enumerate("abc")]
+    other = _picture(tmp_path / "h" / "x.png", 5)
+    out = _score_plain(tmp_path / "g", tmp_path / "s.parquet")
+    _score_plain([images[0]], out)  # one of them again, by name: nothing to do
+    images[1].unlink()  # deleted, but not from a folder this run scores
+    _score_plain([other], out)
+    assert set(_rows(out)) == {str(p) for p in images} | {str(other)}
+    _score_plain(tmp_path / "g", out)  # its folder scored again: now its row goes
+    assert set(_rows(out)) == {str(images[0]), str(images[2]), str(other)}
+
+
+def test_rows_of_an_older_file_with_relative_paths_are_recognised(tmp_path, monkeypatch, scored):
+    """A file written before paths were made canonical (`g/a.png` as given): not scored again,
+    and its paths become canonical at the next merge."""
+    import pyarrow as pa
+
+    monkeypatch.chdir(tmp_path)
+    a = _picture(tmp_path / "g" / "a.png", 1)
+    out = _score_plain(["g"], tmp_path / "s.parquet")
+    table = pq.read_table(out)
+    table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(["g/a.png"]))
+    pq.write_table(table.replace_schema_metadata({}), out)
+    scored.clear()
+    _score_plain(["g"], out)
+    assert scored == [] and list(_rows(out)) == [str(a)]
