@@ -352,10 +352,10 @@ def _check_continues(out_dir: Path, folder: Path, planned: ChainPlan, existing: 
         absent = sorted(set(recorded.get(cid, ())) - set(chain.files))
         if new and absent:
             raise ImportChainsError(
-                f"{out_dir} already holds chain {cid!r} with steps {step_ranges(sorted(recorded[cid]))}, which {folder} does "
-                f"not have (steps {step_ranges(absent)} are not there): importing its steps {step_ranges(new)} would splice "
-                "them onto a chain from another import. Import them into another --out folder, or import the "
-                "whole chain from one folder")
+                f"{out_dir} already holds chain {cid!r} with steps {step_ranges(sorted(recorded[cid]))}, which "
+                f"{folder} does not have (steps {step_ranges(absent)} are not there): importing its steps "
+                f"{step_ranges(new)} would splice them onto a chain from another import. Import them into another "
+                "--out folder, or import the whole chain from one folder")
 
 
 def _read_image(path: Path) -> tuple[bytes, int, int]:

@@ -177,10 +177,11 @@ def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Ta
     newest = {images[i]: cols["sha256"][i] for i in plain}
     changed = {i for i in plain if cols["sha256"][i] != newest[images[i]]}
     gone = {i for i in plain if i not in changed and _in_scope(images[i], scope) and not os.path.exists(images[i])}
+    said = [f"{len(changed)} row(s) of images whose bytes changed since (scored again)" if changed else "",
+            f"{len(gone)} row(s) of {len({images[i] for i in gone})} image(s) no longer on disk in the folders "
+            "scored" if gone else ""]
     if changed or gone:
-        log.info("%s: dropped %d row(s) of images changed since they were scored (their new bytes are scored) and "
-                 "%d row(s) of %d image(s) no longer on disk in the folders scored", out, len(changed), len(gone),
-                 len({images[i] for i in gone}))
+        log.info("%s: dropped %s", out, " and ".join(x for x in said if x))
     table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(images, pa.string()))
     keep = [i for i in range(len(images)) if i not in changed and i not in gone]
     return table if len(keep) == len(images) else table.take(pa.array(keep, pa.int64()))
@@ -209,7 +210,8 @@ def _merge(out: Path, scope: list[str] = ()) -> None:
     `out` and parts it lists as merged (skipped by `read_scores`).
     """
     merged = {p.name for p in _part_files(out)}  # all of them, after this merge
-    table = drop_stale_plain_rows(read_scores(out), list(scope), out).sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
+    table = drop_stale_plain_rows(read_scores(out), list(scope), out)
+    table = table.sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            MERGED_PARTS_KEY: json.dumps(sorted(merged)).encode()})
     sink = pa.BufferOutputStream()
