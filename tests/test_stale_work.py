@@ -276,9 +276,15 @@ def test_rows_of_an_older_file_with_relative_paths_are_recognised(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     a = _picture(tmp_path / "g" / "a.png", 1)
     out = _score_plain(["g"], tmp_path / "s.parquet")
-    table = pq.read_table(out)
+    table = pq.read_table(out).replace_schema_metadata({})
     table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(["g/a.png"]))
-    pq.write_table(table.replace_schema_metadata({}), out)
+    pq.write_table(table, out)
     scored.clear()
+    _score_plain(["g"], out)
+    assert scored == [] and list(_rows(out)) == [str(a)]
+    # the doubled rows (`g/a.png` and `./g/a.png`) in such a file: read, and merged into one
+    twice = pa.concat_tables([table, table.set_column(table.schema.get_field_index("image"), "image",
+                                                      pa.array(["./g/a.png"]))])
+    pq.write_table(twice, out)
     _score_plain(["g"], out)
     assert scored == [] and list(_rows(out)) == [str(a)]

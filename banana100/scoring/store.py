@@ -80,6 +80,8 @@ def read_scores(out: Path) -> pa.Table:
 
     A (chain, step, metric) found twice is a state no merge of ours leaves (two runs writing
     at once before locks, a file merged by an older version): it is refused naming the files.
+    A plain image found twice (one file under two names, from a version before one canonical
+    path) is left to the merge, which keeps its newest row (`drop_stale_plain_rows`).
     """
     named: list[tuple[str, pa.Table]] = []
     if out.is_file():
@@ -91,7 +93,7 @@ def read_scores(out: Path) -> pa.Table:
     for name, table in named:
         for r in table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist():
             key = _key(r, r["metric"])
-            if key in seen:
+            if key in seen and key[0] is not None:
                 where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
                 what = f"image {key[1]!r}" if key[0] is None else f"chain {key[0]!r} step {key[1]}"
                 raise DatasetError(
@@ -163,11 +165,12 @@ def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Ta
     """`table` (oldest rows first) without the stale rows of plain images, their paths canonical.
 
     Stale: a row of an image scored again since with other bytes (the file changed: the newest
-    row's sha256 wins, for every metric), and a row of an image gone from disk that lies in a
-    folder of this run's `scope` (`inputs.plain_scope`). Rows of other images stay, so scoring a
-    few images into an existing file adds to it. The count dropped is logged.
+    row's sha256 wins, for every metric), an older row of the same image, bytes and metric (one
+    file under two names, from a version before one canonical path), and a row of an image gone
+    from disk that lies in a folder of this run's `scope` (`inputs.plain_scope`). Rows of other
+    images stay, so scoring a few images into an existing file adds to it. The count is logged.
     """
-    cols = table.select(["chain_id", "image", "sha256"]).to_pydict()
+    cols = table.select(["chain_id", "image", "sha256", "metric"]).to_pydict()
     plain = [i for i, chain in enumerate(cols["chain_id"]) if chain is None]
     if not plain:
         return table
@@ -175,15 +178,19 @@ def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Ta
     for i in plain:
         images[i] = _plain_path(images[i])
     newest = {images[i]: cols["sha256"][i] for i in plain}
+    last = {(images[i], cols["sha256"][i], cols["metric"][i]): i for i in plain}
     changed = {i for i in plain if cols["sha256"][i] != newest[images[i]]}
-    gone = {i for i in plain if i not in changed and _in_scope(images[i], scope) and not os.path.exists(images[i])}
+    doubled = {i for i in plain if i not in changed and last[images[i], cols["sha256"][i], cols["metric"][i]] != i}
+    gone = {i for i in plain if i not in changed | doubled and _in_scope(images[i], scope)
+            and not os.path.exists(images[i])}
     said = [f"{len(changed)} row(s) of images whose bytes changed since (scored again)" if changed else "",
+            f"{len(doubled)} row(s) doubled by one image named two ways" if doubled else "",
             f"{len(gone)} row(s) of {len({images[i] for i in gone})} image(s) no longer on disk in the folders "
             "scored" if gone else ""]
-    if changed or gone:
+    if changed or doubled or gone:
         log.info("%s: dropped %s", out, " and ".join(x for x in said if x))
     table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(images, pa.string()))
-    keep = [i for i in range(len(images)) if i not in changed and i not in gone]
+    keep = [i for i in range(len(images)) if i not in changed and i not in doubled and i not in gone]
     return table if len(keep) == len(images) else table.take(pa.array(keep, pa.int64()))
 
 
