@@ -44,6 +44,7 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("thought_tokens", "int64", False, "Thinking tokens reported by the service."),
     Field("safety_blocks", "int32", False, "Answers blocked for safety before this step's image (each retried with a new seed)."),
     Field("cost_usd", "float64", False, "Estimated USD of every call made for this step, retries included (generation/pricing.yaml)."),
+    Field("turn_sha256", "string", False, "Same chat: SHA-256 of the step's stored turn file (`step_NNN.turn.json`), checked before the conversation is replayed; null otherwise."),
     Field("generation_config", "string", False, "Editor configuration used, as JSON."),
     Field("editor_info", "string", False, "Other editor-specific metadata, as JSON."),
     Field("created_at", "string", False, "UTC time the record was written (ISO 8601)."),

@@ -29,7 +29,7 @@ from banana100.chains.pricing import price_for
 from banana100.chains.runner import generate_chains
 from banana100.chains.step import step_seed
 from banana100.chains.store import STOPPED_FILE, read_stopped
-from banana100.errors import Banana100Error, ChainsFailedError
+from banana100.errors import Banana100Error, ChainsFailedError, ManifestError
 from banana100.schema import FIELD_NAMES
 from banana100.chains.settings import load_settings
 from banana100.testing.runfolder import write_source
@@ -628,7 +628,7 @@ def test_same_chat_missing_turn_file_is_one_clear_error(server, sources, tmp_pat
     turn = out / "alpha__replicate__same-chat__r0" / "step_002.turn.json"
     turn.unlink()
     n = len(server.requests)
-    with pytest.raises(ChainsFailedError, match="step_002.turn.json: missing"):
+    with pytest.raises(ManifestError, match="step_002.turn.json: missing"):  # one line, before any request
         run(editor(server), [sources / "alpha.png"], out, steps=3, chat="same")
     assert len(server.requests) == n  # nothing was asked without the conversation
 

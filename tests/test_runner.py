@@ -194,8 +194,9 @@ def test_resume_checks_the_last_image(sources, tmp_path):
     assert run(sources, out, steps=3).written == 2
 
 
-def test_image_without_record_is_redone(sources, tmp_path):
-    """A crash between the image's rename and the record's append leaves an unrecorded file."""
+def test_image_without_record_is_refused_until_moved_aside(sources, tmp_path):
+    """An image with neither a manifest line nor a side record (a cut manifest, or a crash under a
+    version before side records): refused, not made again over it (issue 32); moved aside, it is made."""
     out = tmp_path / "run"
     run(sources, out, steps=3)
     lines = (out / MANIFEST_NAME).read_text().splitlines(keepends=True)
@@ -203,6 +204,10 @@ def test_image_without_record_is_redone(sources, tmp_path):
     good = (out / dropped["image"]).read_bytes()
     (out / dropped["image"]).write_bytes(b"half-written garbage")
     (out / MANIFEST_NAME).write_text("".join(lines[:-1]) + lines[-1][:25])  # also a cut last line
+    with pytest.warns(UserWarning), pytest.raises(ManifestError, match=f"1 image of 1 chain .{dropped['image']}"):
+        run(sources, out, steps=3)
+    assert (out / dropped["image"]).read_bytes() == b"half-written garbage"
+    (out / dropped["image"]).rename(tmp_path / "aside.png")
     with pytest.warns(UserWarning):
         summary = run(sources, out, steps=3)
     assert summary.written == 1

@@ -12,8 +12,12 @@ Each request sends every earlier turn. The model's turns go back exactly as the 
 them, every part (thought summaries, interim images, the final image) with its
 `thought_signature`, which the service asks for to keep its reasoning across turns. So the
 runner stores each step's answer beside its image as `step_NNN.turn.json`, before the step's
-record: the history of a resumed chain is rebuilt from these files and the prompts in the
-manifest, and nothing already paid for is asked again.
+record, and the record keeps the file's own sha256 (`turn_sha256`): the history of a resumed
+chain is rebuilt from these files and the prompts in the manifest, and nothing already paid for
+is asked again. A turn file changed since (an edited thought, a replaced `thought_signature`,
+parts removed or added) is refused before any request (`check_turns`): the service would be sent
+a conversation it never had. Records written before `turn_sha256` existed are replayed unchecked,
+with a warning naming the chain.
 
 A part, here and in `EditRequest.history` / `EditResult.turn`, is a plain dict: `{"text": str}`
 or `{"inline_data": {"mime_type": str, "data": bytes}}`, with optional `"thought": True` and
@@ -25,10 +29,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 
+from banana100.chains.manifest import MANIFEST_NAME
 from banana100.errors import ManifestError
 from banana100.fileio import sha256_bytes, write_file_atomic
+
+log = logging.getLogger(__name__)
 
 TURN_FORMAT = 1
 
@@ -84,26 +92,57 @@ def _part_from_json(obj: dict, image: bytes, where: Path) -> dict:
     return part
 
 
-def write_turn(chain_dir: Path, step: int, parts: list[dict], image_data: bytes) -> Path:
-    """Store the model's answer of one step (atomically, before the step's record)."""
+def write_turn(chain_dir: Path, step: int, parts: list[dict], image_data: bytes) -> str:
+    """Store the model's answer of one step (atomically, before the step's record); returns the
+    file's sha256, for the record's `turn_sha256`."""
     sha = sha256_bytes(image_data)
     body = {"format": TURN_FORMAT, "step": step, "image_sha256": sha,
             "parts": [_part_to_json(p, sha) for p in parts]}
-    path = chain_dir / turn_name(step)
-    write_file_atomic(path, json.dumps(body, ensure_ascii=False).encode("utf-8"))
-    return path
+    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    write_file_atomic(chain_dir / turn_name(step), data)
+    return sha256_bytes(data)
 
 
-def read_turn(chain_dir: Path, step: int, image_data: bytes) -> list[dict]:
-    path = chain_dir / turn_name(step)
+def _turn_bytes(path: Path, record: dict) -> bytes:
+    """The turn file of `record`'s step, refused when missing or changed since it was recorded."""
+    step = record["step"]
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ManifestError(
             f"{path}: missing; this same-chat chain's conversation cannot be replayed past step {step - 1}. "
             "Restore the file, or start the chain again in a new --out folder"
         ) from None
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise ManifestError(f"{path}: not a readable turn file ({e})") from None
+    want = record.get("turn_sha256")
+    if want is not None and sha256_bytes(raw) != want:
+        raise ManifestError(
+            f"{path}: changed since step {step} was recorded (its sha256 is not the turn_sha256 in "
+            f"{MANIFEST_NAME}), so it is not the conversation the model had; nothing was sent. Restore the "
+            "file, or start the chain again in a new --out folder"
+        )
+    return raw
+
+
+def check_turns(run_dir: Path, records: list[dict]) -> None:
+    """Before a same-chat chain goes on (records sorted by step): every turn file is there and as
+    recorded; a chain whose records predate `turn_sha256` gets a warning instead."""
+    unchecked = 0
+    for rec in records[1:]:
+        _turn_bytes((run_dir / rec["image"]).parent / turn_name(rec["step"]), rec)
+        unchecked += rec.get("turn_sha256") is None
+    if unchecked:
+        log.warning("%s: %d turn file(s) were recorded before banana100 kept their sha256 (turn_sha256); they are "
+                    "replayed unchecked: an edited file would be sent as it is", records[0]["chain_id"], unchecked)
+
+
+def read_turn(chain_dir: Path, record: dict, image_data: bytes) -> list[dict]:
+    step = record["step"]
+    path = chain_dir / turn_name(step)
+    try:
+        body = json.loads(_turn_bytes(path, record).decode("utf-8"))
+    except ValueError as e:
         raise ManifestError(f"{path}: not a readable turn file ({e})") from None
     if not isinstance(body, dict) or body.get("step") != step or not isinstance(body.get("parts"), list):
         raise ManifestError(f"{path}: not the turn of step {step}")
@@ -120,7 +159,7 @@ def rebuild_history(run_dir: Path, records: list[dict], source_png: bytes) -> li
         image = (run_dir / rec["image"]).read_bytes()
         chain_dir = (run_dir / rec["image"]).parent
         history.append({"user": user_parts(rec["step"], rec.get("prompt") or "", source_png),
-                        "model": read_turn(chain_dir, rec["step"], image)})
+                        "model": read_turn(chain_dir, rec, image)})
     return history
 
 

@@ -33,7 +33,8 @@ the setting (from `generation/settings.yaml` when the setting is known there) an
 gap has no parent link) and reported; `banana100 verify` and `build-dataset` will say so too.
 Re-running the same command resumes: images already in the run's manifest are skipped. A run
 folder this import did not make (another folder's images, a `generate` run) is refused rather
-than spliced into, and so is a source file changed since it was imported.
+than spliced into, and so are a source file changed since it was imported and new steps for a
+chain already there from a folder that lacks its recorded steps.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from pathlib import Path
 
 from banana100.errors import ImportChainsError
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, utc_now
+from banana100.chains.plan import step_ranges
 from banana100.fileio import fsync_dir, read_regular_bytes, sha256_bytes, sha256_file, write_file_atomic
 from banana100.schema import CHAT_MODES
 from banana100.schema import chain_id as make_chain_id
@@ -308,12 +310,14 @@ def _imported_from(record: dict) -> str | None:
 
 def _check_resumable(out_dir: Path, folder: Path, planned: ChainPlan, existing: dict) -> None:
     """Refuse to splice into a chain that this import did not make: every step already in the
-    run folder's manifest must have been imported from the same file, with the same bytes."""
+    run folder's manifest must have been imported from the same file, with the same bytes, and a
+    chain that gets new steps must hold all of its recorded steps in this import."""
     if not existing:
         return
     if (out_dir / "run.json").exists():
         raise ImportChainsError(f"{out_dir} was made by `banana100 generate` ({out_dir / 'run.json'}); importing "
                                 "into it would splice other images onto its chains: use a new --out folder")
+    _check_continues(out_dir, folder, planned, existing)
     for cid, chain in planned.chains.items():
         for step, rel in chain.files.items():
             record = existing.get((cid, step))
@@ -334,6 +338,24 @@ def _check_resumable(out_dir: Path, folder: Path, planned: ChainPlan, existing: 
                 raise ImportChainsError(
                     f"{folder / rel} is not the image imported as {where} (its sha256 differs): this import would "
                     "splice other images onto a chain it did not make; use a new --out folder")
+
+
+def _check_continues(out_dir: Path, folder: Path, planned: ChainPlan, existing: dict) -> None:
+    """A chain already in the run folder may grow only from an import that has every step recorded
+    there (its own folder, grown): new steps from a folder without them would be spliced onto
+    images of another source."""
+    recorded: dict[str, list[int]] = defaultdict(list)
+    for cid, step in existing:
+        recorded[cid].append(step)
+    for cid, chain in sorted(planned.chains.items()):
+        new = sorted(set(chain.files) - set(recorded.get(cid, ())))
+        absent = sorted(set(recorded.get(cid, ())) - set(chain.files))
+        if new and absent:
+            raise ImportChainsError(
+                f"{out_dir} already holds chain {cid!r} with steps {step_ranges(sorted(recorded[cid]))}, which "
+                f"{folder} does not have (steps {step_ranges(absent)} are not there): importing its steps "
+                f"{step_ranges(new)} would splice them onto a chain from another import. Import them into another "
+                "--out folder, or import the whole chain from one folder")
 
 
 def _read_image(path: Path) -> tuple[bytes, int, int]:

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from banana100.chains.chat import check_turns
 from banana100.chains.editors.base import Editor
 from banana100.chains.manifest import MANIFEST_NAME, sha256_file
 from banana100.chains.settings import Setting
@@ -143,7 +144,7 @@ def plan_chains(
         found = [r["step"] for r in recs]
         if found != list(range(len(recs))):
             raise ManifestError(
-                f"{manifest}: chain {cid!r} has steps {_ranges(found)}, not a contiguous run from 0; "
+                f"{manifest}: chain {cid!r} has steps {step_ranges(found)}, not a contiguous run from 0; "
                 "the manifest was edited by hand or merged from elsewhere"
             )
         for r in recs:
@@ -166,8 +167,10 @@ def plan_chains(
             last = recs[-1]
             plan.parent_sha256 = last["sha256"]
             plan.last_image = run_dir / last["image"]
-            if n <= steps:  # the chain continues: its last image must be intact
+            if n <= steps:  # the chain continues: its last image (and a same-chat chain's turns) must be intact
                 _verify_image(plan.last_image, last, manifest)
+                if mode == "same":
+                    check_turns(run_dir, recs)
         plans.append(plan)
     return plans
 
@@ -186,7 +189,8 @@ def _verify_image(path: Path, record: dict, manifest: Path) -> None:
         )
 
 
-def _ranges(steps: list[int]) -> str:
+def step_ranges(steps: list[int]) -> str:
+    """Sorted steps as ranges for messages: [0, 1, 2, 5] -> '0-2, 5'."""
     if not steps:
         return "none"
     out, start, prev = [], steps[0], steps[0]

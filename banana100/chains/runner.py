@@ -44,6 +44,7 @@ from banana100.chains.store import (
     RunLock,
     RunStore,
     check_run_file,
+    check_unrecorded_images,
     clear_stopped,
     image_rel,
     read_stopped,
@@ -122,8 +123,8 @@ class _Run:
             self.bar.update(1)
 
     def _write(self, plan: ChainPlan, record: dict, data: bytes, turn: list | None = None) -> None:
-        if turn is not None:  # same-chat: the model's turn is on disk before the step's record
-            write_turn(self.run_dir / plan.chain_id, record["step"], turn, data)
+        if turn is not None:  # same-chat: the model's turn is on disk before the step's record, which keeps its hash
+            record["turn_sha256"] = write_turn(self.run_dir / plan.chain_id, record["step"], turn, data)
         self.store.write(record, data)
         plan.advance(self.run_dir, record)
 
@@ -292,6 +293,7 @@ def generate_chains(
 
     if dry_run:
         records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
+        check_unrecorded_images(run_dir, records)
         plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
         stopped = {} if retry_stopped else read_stopped(run_dir)
         pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped]
@@ -301,6 +303,7 @@ def generate_chains(
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):
         records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
+        check_unrecorded_images(run_dir, records)  # before run.json is written or anything is asked
         check_run_file(run_dir, params, bool(records), sources)
         plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
         present = sum(p.present for p in plans)

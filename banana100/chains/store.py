@@ -13,8 +13,9 @@ A run folder (see `banana100.chains.manifest` and the design's "Chains on disk")
 
 A step's record is also written beside its image (`.step_NNN.record.json`, before the image's
 atomic rename), so a step whose image reached the disk but whose manifest line did not (a
-crash between the two) is adopted on resume, not made (and paid for) again; an image with no
-such record is made again.
+crash between the two) is adopted on resume, not made (and paid for) again. Any other step
+image that the manifest does not list (an emptied, cut or lost manifest) makes `generate` refuse
+the folder (`check_unrecorded_images`) rather than make, pay for and overwrite those steps again.
 """
 
 from __future__ import annotations
@@ -57,14 +58,6 @@ def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> N
     """Write run.json on the first run; refuse a rerun with different fixed parameters."""
     path = run_dir / RUN_FILE
     manifest = run_dir / MANIFEST_NAME
-    if path.exists() and not manifest.exists():
-        made = sorted(str(p.relative_to(run_dir)) for p in run_dir.glob("*/step_*.png"))[:3]
-        if made:  # the manifest was lost: regenerating would redo (and pay for) every step and overwrite them
-            raise ManifestError(
-                f"{run_dir} has {RUN_FILE} and images ({', '.join(made)}, ...) but no {MANIFEST_NAME}: the manifest "
-                f"was lost, and generating again would make (and pay for) every step anew over the images there. "
-                f"Restore {manifest} from a backup, or use a new --out folder"
-            )
     if not path.exists():
         if has_records:
             raise ManifestError(
@@ -79,7 +72,7 @@ def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> N
             "banana100_version": __version__,
             "sources": str(sources) if isinstance(sources, (str, os.PathLike)) else None,
         }
-        manifest.touch()  # before run.json: a run.json without a manifest means a lost manifest (above)
+        manifest.touch()  # before run.json: a run.json without a manifest means a lost manifest
         write_file_atomic(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
         return
     try:
@@ -97,6 +90,46 @@ def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> N
             "A run folder holds one editor, model, setting and seed (only --steps and --repeats may grow): "
             "use another --out folder."
         )
+
+
+def check_unrecorded_images(run_dir: Path, records: list[dict]) -> None:
+    """Refuse a run folder holding step images that its manifest does not list (a lost, emptied,
+    cut or replaced manifest): generating again would make (and pay for) those steps anew and
+    overwrite them. Step 0 (the source, free to redo) and a step with its side record (a crash
+    before its manifest line: adopted on resume, see `RunStore.adopt`) are not counted."""
+    recorded = {r["image"] for r in records}
+    unrecorded = []
+    for image in sorted(run_dir.glob("*/step_*.png")):
+        step = _step_of(image.name)
+        rel = image.relative_to(run_dir).as_posix()
+        if step is None or step == 0 or rel in recorded or (image.parent / _pending_record_name(step)).is_file():
+            continue
+        unrecorded.append(rel)
+    if not unrecorded:
+        return
+    manifest = run_dir / MANIFEST_NAME
+    shown = ", ".join(unrecorded[:3]) + (", ..." if len(unrecorded) > 3 else "")
+    if not manifest.exists():
+        raise ManifestError(
+            f"{run_dir} has {RUN_FILE + ' and ' if (run_dir / RUN_FILE).exists() else ''}images ({shown}) but no "
+            f"{MANIFEST_NAME}: the manifest "
+            f"was lost, and generating again would make (and pay for) every step anew over the images there. "
+            f"Restore {manifest} from a backup, or use a new --out folder"
+        )
+    chains = sorted({rel.split("/")[0] for rel in unrecorded})
+    raise ManifestError(
+        f"{run_dir}: {len(unrecorded)} image{'s' if len(unrecorded) > 1 else ''} of {len(chains)} "
+        f"chain{'s' if len(chains) > 1 else ''} ({shown}) are not in {manifest}, which was emptied, cut short or "
+        f"replaced: generating again would make (and pay for) those steps anew and overwrite them. Restore "
+        f"{MANIFEST_NAME} from a backup; or move those chain folders ({', '.join(chains[:3])}"
+        f"{', ...' if len(chains) > 3 else ''}) out of {run_dir} to make them again; or use a new --out folder"
+    )
+
+
+def _step_of(name: str) -> int | None:
+    """`step_012.png` -> 12; None for any other name."""
+    digits = name[len("step_"):-len(".png")]
+    return int(digits) if digits.isdigit() else None
 
 
 class RunLock(ExclusiveLock):

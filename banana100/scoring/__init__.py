@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from banana100.errors import Banana100Error
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
-from banana100.scoring.inputs import ImageItem, image_files, iter_items
+from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready, metrics_at_hand
 from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_same_method, _done_keys,
                                      _drop_temporary_files, _merge, _parts_dir, _write_part, read_scores)
@@ -87,7 +87,9 @@ def score_to_parquet(
 
     `source`: a run folder, a dataset folder, or plain images: a folder of them (searched
     recursively), image files, glob patterns, or a list of these. Plain images get one row per
-    (image, metric) with `image` = the path and no chain columns (chain_id and step are null).
+    (image, metric) with `image` = the path (absolute: `inputs.canonical_image_path`) and no chain
+    columns (chain_id and step are null); a changed image is scored again, and the merge drops
+    the stale rows (`store.drop_stale_plain_rows`).
 
     Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
     each process takes every n-th image, writes its own part files, and process 0 merges all
@@ -163,7 +165,7 @@ def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, pr
         images.close()  # stops the decoding threads, also after an interruption
     procs.barrier()
     if procs.rank == 0:
-        _merge(out)
+        _merge(out, plain_scope(source) if image_files(source) is not None else [])
     procs.barrier()
     if n_errors:
         warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",

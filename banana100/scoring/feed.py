@@ -13,7 +13,7 @@ from banana100.errors import Banana100Error, ImageTooSmallError
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.fileio import sha256_bytes
 from banana100.metrics.engine import check_size
-from banana100.scoring.inputs import ImageItem, iter_items
+from banana100.scoring.inputs import ImageItem, iter_items, with_sha256
 from banana100.scoring.store import RECORD_COLUMNS, _key
 
 
@@ -38,6 +38,7 @@ def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, w
     mine = (item for index, item in enumerate(items) if index % world == rank)
 
     def decode(item: ImageItem) -> Decoded:
+        item = with_sha256(item)  # a plain image is keyed by its bytes too
         needed = [m for m in metrics if _key(item.record, m) not in done]
         d = Decoded(item.record, item.name, needed)
         if needed:

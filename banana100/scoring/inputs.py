@@ -1,5 +1,10 @@
 """What `banana100 score` reads: a run folder, a dataset folder or plain image files, as items
-whose bytes are checked against the manifest's sha256."""
+whose bytes are checked against the manifest's sha256.
+
+A plain image is named in one canonical form (`canonical_image_path`: absolute, its folder's
+symlinks and `..` resolved, its own file name kept), so `g/a.png`, `./g/a.png` and `g/../g/a.png`
+are one image, from whichever folder `score` runs; its rows are keyed by that path and its bytes'
+sha256 (`banana100.scoring.store`)."""
 
 from __future__ import annotations
 
@@ -60,7 +65,45 @@ def image_files(sources) -> list[Path] | None:
             found += files
         else:
             raise DatasetError(f"{path}: no such file or folder")
-    return list(dict.fromkeys(found))  # a file named twice (by name and by a pattern) is scored once
+    # a file named twice (by name and by a pattern, or in two forms) is scored once
+    return list(dict.fromkeys(Path(canonical_image_path(p)) for p in found))
+
+
+def canonical_image_path(path: str | os.PathLike) -> str:
+    """The one form of a plain image's path (the `image` column, part of its rows' key): absolute,
+    with its folder resolved (symlinks, `.`, `..`) but its own name kept, so that a file linked
+    from a cache keeps a readable name. A relative path is taken from the current folder."""
+    path = Path(path) if Path(path).is_absolute() else Path.cwd() / path
+    return str(path.parent.resolve() / path.name)  # `..` after the folder's symlinks, as the system reads it
+
+
+def plain_scope(sources) -> list[str]:
+    """The folders whose images this run lists in full (folders named, and the fixed leading
+    folder of each glob pattern), canonical: a scored image in one of them that is gone from disk
+    is stale (`banana100.scoring.store.drop_stale_plain_rows`). Files named one by one add none."""
+    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    folders = []
+    for item in items:
+        if Path(item).is_dir():
+            folders.append(str(Path(item).resolve()))
+        elif any(c in str(item) for c in "*?["):
+            parts = Path(item).parts
+            fixed = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
+            folders.append(str(Path(*parts[:fixed]).resolve()) if fixed else str(Path.cwd().resolve()))
+    return folders
+
+
+def with_sha256(item: ImageItem) -> ImageItem:
+    """A plain image with the sha256 of its bytes in its record (read once, kept for the decode):
+    its rows are keyed by path and bytes, so a changed file is scored again. Other items, and an
+    unreadable file (its read fails again where the error is recorded), come back as they are."""
+    if item.record.get("chain_id") is not None or item.record.get("sha256"):
+        return item
+    try:
+        data = item.read()
+    except (Banana100Error, OSError):
+        return item
+    return ImageItem({**item.record, "sha256": sha256_bytes(data)}, item.name, lambda: data)
 
 
 def iter_items(source) -> tuple[int, Iterator[ImageItem]]:

@@ -1,9 +1,11 @@
 """The scores file and its part files: schema, resume keys, atomic parts, the merge that never
-doubles a row (docs/data-safety.md)."""
+doubles a row and drops the stale rows of plain images (docs/data-safety.md)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -13,6 +15,9 @@ import pyarrow.parquet as pq
 
 from banana100.errors import Banana100Error, DatasetError
 from banana100.fileio import is_temporary_name, write_file_atomic
+from banana100.scoring.inputs import canonical_image_path
+
+log = logging.getLogger(__name__)
 
 # Identity and context of each scored image, copied from its manifest record.
 RECORD_COLUMNS = ("chain_id", "source_id", "setting", "repeat", "chat_mode", "variant", "step", "editor", "model",
@@ -50,8 +55,10 @@ def _merged_parts(out: Path) -> set[str] | None:
 
 
 def _part_files(out: Path) -> list[Path]:
+    """The part files in the order they were written (the newest last: `drop_stale_plain_rows`)."""
     parts = _parts_dir(out)
-    return sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
+    files = list(parts.glob("part-*.parquet")) if parts.is_dir() else []
+    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
 def _pending_parts(out: Path) -> list[Path]:
@@ -63,7 +70,7 @@ def _pending_parts(out: Path) -> list[Path]:
     if merged is not None:
         return [p for p in _part_files(out) if p.name not in merged]
     # merged by an older version, which kept no record: a part whose every row is in `out` was merged
-    keyed = ["chain_id", "step", "image", "metric"]
+    keyed = ["chain_id", "step", "image", "sha256", "metric"]
     done = _done_keys(pq.read_table(out, columns=keyed))
     return [p for p in _part_files(out) if not _done_keys(pq.read_table(p, columns=keyed)) <= done]
 
@@ -73,6 +80,8 @@ def read_scores(out: Path) -> pa.Table:
 
     A (chain, step, metric) found twice is a state no merge of ours leaves (two runs writing
     at once before locks, a file merged by an older version): it is refused naming the files.
+    A plain image found twice (one file under two names, from a version before one canonical
+    path) is left to the merge, which keeps its newest row (`drop_stale_plain_rows`).
     """
     named: list[tuple[str, pa.Table]] = []
     if out.is_file():
@@ -82,13 +91,13 @@ def read_scores(out: Path) -> pa.Table:
         return SCORES_SCHEMA.empty_table()
     seen: dict[tuple, str] = {}
     for name, table in named:
-        for r in table.select(["chain_id", "step", "image", "metric"]).to_pylist():
+        for r in table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist():
             key = _key(r, r["metric"])
-            if key in seen:
+            if key in seen and key[0] is not None:
                 where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
                 what = f"image {key[1]!r}" if key[0] is None else f"chain {key[0]!r} step {key[1]}"
                 raise DatasetError(
-                    f"{out}: {what} metric {key[2]!r} is scored {where}; the scores cannot be "
+                    f"{out}: {what} metric {key[-1]!r} is scored {where}; the scores cannot be "
                     f"merged without doubling rows. Remove the damaged file (or score into a new --out)")
             seen[key] = name
     return pa.concat_tables([t for _, t in named])
@@ -134,15 +143,59 @@ def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
 
 
 def _key(record: dict, metric: str) -> tuple:
-    """What identifies a scored (image, metric): its chain and step, or a plain image's path."""
+    """What identifies a scored (image, metric): its chain and step, or a plain image's path (in its
+    canonical form) and bytes, so that a plain image changed on disk is scored again."""
     if record.get("chain_id") is None:
-        return (None, record.get("image"), metric)
+        return (None, _plain_path(record.get("image")), record.get("sha256"), metric)
     return (record["chain_id"], record["step"], metric)
 
 
+def _plain_path(image: str | None) -> str | None:
+    """A stored plain image path in canonical form: `score` writes it so (absolute); a relative one
+    comes from a file written before, taken from the current folder."""
+    return image if image is None or os.path.isabs(image) else canonical_image_path(image)
+
+
 def _done_keys(table: pa.Table) -> set[tuple]:
-    cols = table.select(["chain_id", "step", "image", "metric"]).to_pylist()
+    cols = table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist()
     return {_key(r, r["metric"]) for r in cols}
+
+
+def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Table:
+    """`table` (oldest rows first) without the stale rows of plain images, their paths canonical.
+
+    Stale: a row of an image scored again since with other bytes (the file changed: the newest
+    row's sha256 wins, for every metric), an older row of the same image, bytes and metric (one
+    file under two names, from a version before one canonical path), and a row of an image gone
+    from disk that lies in a folder of this run's `scope` (`inputs.plain_scope`). Rows of other
+    images stay, so scoring a few images into an existing file adds to it. The count is logged.
+    """
+    cols = table.select(["chain_id", "image", "sha256", "metric"]).to_pydict()
+    plain = [i for i, chain in enumerate(cols["chain_id"]) if chain is None]
+    if not plain:
+        return table
+    images = list(cols["image"])
+    for i in plain:
+        images[i] = _plain_path(images[i])
+    newest = {images[i]: cols["sha256"][i] for i in plain}
+    last = {(images[i], cols["sha256"][i], cols["metric"][i]): i for i in plain}
+    changed = {i for i in plain if cols["sha256"][i] != newest[images[i]]}
+    doubled = {i for i in plain if i not in changed and last[images[i], cols["sha256"][i], cols["metric"][i]] != i}
+    gone = {i for i in plain if i not in changed | doubled and _in_scope(images[i], scope)
+            and not os.path.exists(images[i])}
+    said = [f"{len(changed)} row(s) of images whose bytes changed since (scored again)" if changed else "",
+            f"{len(doubled)} row(s) doubled by one image named two ways" if doubled else "",
+            f"{len(gone)} row(s) of {len({images[i] for i in gone})} image(s) no longer on disk in the folders "
+            "scored" if gone else ""]
+    if changed or doubled or gone:
+        log.info("%s: dropped %s", out, " and ".join(x for x in said if x))
+    table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(images, pa.string()))
+    keep = [i for i in range(len(images)) if i not in changed and i not in doubled and i not in gone]
+    return table if len(keep) == len(images) else table.take(pa.array(keep, pa.int64()))
+
+
+def _in_scope(image: str, scope: list[str]) -> bool:
+    return any(image.startswith(folder.rstrip(os.sep) + os.sep) for folder in scope)
 
 
 def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
@@ -155,15 +208,17 @@ def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
     write_file_atomic(parts / f"{prefix}{index:06d}-{uuid.uuid4().hex[:12]}.parquet", sink.getvalue().to_pybytes())
 
 
-def _merge(out: Path) -> None:
-    """Merge the pending parts into `out`, then remove the parts folder.
+def _merge(out: Path, scope: list[str] = ()) -> None:
+    """Merge the pending parts into `out`, without stale plain-image rows (`drop_stale_plain_rows`,
+    `scope`: the folders this run scored), then remove the parts folder.
 
     `out` records the names of every part it holds, so a kill at any instant leaves a state
     the rerun reads once: before the rename, the old `out` and all parts; after it, the new
     `out` and parts it lists as merged (skipped by `read_scores`).
     """
     merged = {p.name for p in _part_files(out)}  # all of them, after this merge
-    table = read_scores(out).sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
+    table = drop_stale_plain_rows(read_scores(out), list(scope), out)
+    table = table.sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            MERGED_PARTS_KEY: json.dumps(sorted(merged)).encode()})
     sink = pa.BufferOutputStream()
