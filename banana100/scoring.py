@@ -32,6 +32,7 @@ from banana100.errors import Banana100Error, DatasetError, ImageReadError, Image
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
 from banana100.fileio import ExclusiveLock, is_temporary_name, read_regular_bytes, sha256_bytes, write_file_atomic
+from banana100.distributed import Processes as _Processes
 
 log = logging.getLogger(__name__)
 
@@ -488,38 +489,6 @@ def build_scorers(metrics: list[str], device: str | None = None, batch_size: int
                                 backend=backend if r.kind == "table" else None,
                                 mode=mode if r.name not in plain else "pyiqa",
                                 **(options if r.kind == "evaluator" else {})) for r in resolved}
-
-
-class _Processes:
-    """This process's place in a distributed run (`accelerate launch` or `torchrun`), or a lone one.
-
-    accelerate's PartialState reads the launcher's environment (RANK, WORLD_SIZE, ...); it
-    gives the rank, the process count and a barrier. With one process nothing is imported.
-    """
-
-    def __init__(self, device: str | None):
-        self.rank, self.world, self.local_rank, self._state = 0, 1, 0, None
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            from accelerate import PartialState
-
-            import torch
-
-            cpu = device == "cpu" or (device is None and not torch.cuda.is_available())
-            self._state = PartialState(cpu=cpu)
-            self.rank, self.world = self._state.process_index, self._state.num_processes
-            self.local_rank = self._state.local_process_index
-
-    def device(self, device: str | None) -> str | None:
-        """One GPU per process: 'cuda' (or the default) becomes 'cuda:<local rank>'."""
-        import torch
-
-        if self.world > 1 and device in (None, "cuda") and torch.cuda.is_available():
-            return f"cuda:{self.local_rank}"
-        return device
-
-    def barrier(self) -> None:
-        if self._state is not None:
-            self._state.wait_for_everyone()
 
 
 def score_to_parquet(

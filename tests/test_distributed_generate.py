@@ -1,0 +1,164 @@
+"""`generate` shared by several processes (accelerate launch / torchrun): one run folder, one
+manifest, each chain made by one process, resumable after any of them is killed.
+
+The fast tests run the ranks as threads of this process, each with its own `Processes` stand-in
+(rank, world, a barrier shared by the threads): the run folder's locks and the manifest's
+per-line flock hold between threads exactly as between processes (flock belongs to each open
+file). The integration tests start real processes with torchrun on the tiny open-editor pipeline.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from banana100.chains import runner
+from banana100.chains.editors.simulated import SimulatedEditor
+from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest
+from banana100.chains.store import ProcessLocks, RunLock
+from banana100.errors import Banana100Error, UsageError
+from banana100.testing.runfolder import write_source
+
+
+class FakeProcesses:
+    """banana100.distributed.Processes for rank `rank` of `world` ranks run as threads."""
+
+    def __init__(self, rank: int, world: int, barrier: threading.Barrier):
+        self.rank, self.world, self.local_rank, self._barrier = rank, world, rank, barrier
+
+    def device(self, device):
+        return device
+
+    def barrier(self):
+        self._barrier.wait(timeout=60)
+
+    def share(self, items):
+        return items[self.rank::self.world]
+
+
+@pytest.fixture()
+def sources(tmp_path):
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    for i, name in enumerate(("alpha", "beta", "gamma")):
+        write_source(folder / f"{name}.png", seed=i)
+    return folder
+
+
+def run_ranks(monkeypatch, sources, out, world=2, editor=SimulatedEditor, **kw):
+    """generate_chains in `world` threads, thread i as rank i; returns the summaries by rank."""
+    barrier = threading.Barrier(world)
+    results: dict[int, object] = {}
+
+    def rank_main():
+        try:
+            results[int(threading.current_thread().name)] = runner.generate_chains(
+                editor(), sources, "replicate", kw.get("steps", 3), kw.get("repeats", 2), out, progress=False,
+                concurrency=2, **{k: v for k, v in kw.items() if k not in ("steps", "repeats")})
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            results[int(threading.current_thread().name)] = e
+            barrier.abort()  # as torchrun stops the other processes when one fails
+
+    threads = [threading.Thread(target=rank_main, name=str(i)) for i in range(world)]
+    with monkeypatch.context() as m:
+        m.setattr(runner, "Processes", lambda device: FakeProcesses(int(threading.current_thread().name), world,
+                                                                    barrier))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    return results
+
+
+def hashes(run_dir: Path) -> dict:
+    return {(r["chain_id"], r["step"]): r["sha256"] for r in read_manifest(run_dir)}
+
+
+def test_ranks_share_the_chains_into_one_manifest(monkeypatch, sources, tmp_path):
+    summaries = run_ranks(monkeypatch, sources, tmp_path / "two", steps=3, repeats=2)
+    assert all(not isinstance(s, BaseException) for s in summaries.values()), summaries
+    # 6 chains: rank 0 makes chains #0, #2, #4 of the sorted ids, rank 1 #1, #3, #5
+    assert [summaries[r].chains for r in (0, 1)] == [3, 3]
+    assert [summaries[r].written for r in (0, 1)] == [12, 12]
+    assert "process 1 of 2" in str(summaries[1])
+    lines = (tmp_path / "two" / MANIFEST_NAME).read_text().splitlines()
+    assert len(lines) == 24 == len(read_manifest(tmp_path / "two"))  # nothing twice, every line whole
+    assert len({r["chain_id"] for r in read_manifest(tmp_path / "two")}) == 6
+
+    # the same chains as one process: per-chain seeds, whichever process made them
+    one = runner.generate_chains(SimulatedEditor(), sources, "replicate", 3, 2, tmp_path / "one", progress=False)
+    assert one.chains == 6 and one.process is None
+    assert hashes(tmp_path / "two") == hashes(tmp_path / "one")
+
+    # rerun with two processes: nothing left to make, nothing appended
+    before = (tmp_path / "two" / MANIFEST_NAME).read_bytes()
+    again = run_ranks(monkeypatch, sources, tmp_path / "two", steps=3, repeats=2)
+    assert [again[r].written for r in (0, 1)] == [0, 0]
+    assert (tmp_path / "two" / MANIFEST_NAME).read_bytes() == before
+
+
+def test_a_resumed_run_shares_what_is_left(monkeypatch, sources, tmp_path):
+    """A run folder begun by one process (or another number of them) is finished by two: they
+    share the chains still to make, and every chain continues after its last record."""
+    runner.generate_chains(SimulatedEditor(), sources, "replicate", 2, 1, tmp_path / "run", progress=False)
+    summaries = run_ranks(monkeypatch, sources, tmp_path / "run", steps=4, repeats=2)  # extend both ways
+    assert sum(summaries[r].written for r in (0, 1)) == 3 * 2 + 3 * 5
+    runner.generate_chains(SimulatedEditor(), sources, "replicate", 4, 2, tmp_path / "one", progress=False)
+    assert hashes(tmp_path / "run") == hashes(tmp_path / "one")
+
+
+def test_a_paid_editor_is_refused_in_several_processes(monkeypatch, sources, tmp_path):
+    class Paid(SimulatedEditor):
+        metered = True
+
+    summaries = run_ranks(monkeypatch, sources, tmp_path / "run", editor=Paid)
+    assert all(isinstance(e, UsageError) and "one process" in str(e) for e in summaries.values())
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_run_folder_locks(tmp_path):
+    """The processes of one distributed run hold the folder together; a lone run, or a second
+    distributed run, is refused while they work (and a distributed run while a lone one works)."""
+    run = tmp_path / "run"
+    with ProcessLocks(run, 0), ProcessLocks(run, 1):
+        with pytest.raises(Banana100Error, match="in use by another `banana100 generate`"):
+            RunLock(run).__enter__()
+        with pytest.raises(Banana100Error, match="in use"):
+            ProcessLocks(run, 1).__enter__()
+    with RunLock(run):
+        with pytest.raises(Banana100Error, match="in use"):
+            ProcessLocks(run, 2).__enter__()
+    with ProcessLocks(run, 0):  # everything was released
+        pass
+
+
+def test_a_line_left_by_a_killed_writer_is_cut_before_the_next(tmp_path):
+    """Two writers share a manifest; one dies in the middle of a line. The other's next line is
+    not glued to the remains: the remains are cut (that step is adopted or made again on resume)."""
+    from banana100.testing.runfolder import make_run_folder
+
+    make_run_folder(tmp_path / "src", steps=1, size=(32, 32))
+    records = read_manifest(tmp_path / "src")
+    run = tmp_path / "run"
+    run.mkdir()
+    with ManifestWriter(run) as alive:
+        alive.append(records[0])
+        with open(run / MANIFEST_NAME, "ab") as dead:  # another process's unfinished append
+            dead.write(b'{"chain_id": "x", "st')
+        with pytest.warns(UserWarning, match="incomplete last line"):
+            alive.append(records[1])
+        alive.append(records[2])
+    assert read_manifest(run) == records[:3]
+    assert (run / MANIFEST_NAME).read_bytes().count(b"\n") == 3
+
+
+def test_processes_share_every_nth_item(monkeypatch):
+    from banana100.distributed import Processes
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    procs = Processes(None)  # no launcher: one process, nothing imported
+    assert (procs.rank, procs.world) == (0, 1) and procs.share([3, 1, 2]) == [3, 1, 2]
+    procs.rank, procs.world = 1, 3
+    assert procs.share(list(range(8))) == [1, 4, 7]
