@@ -9,6 +9,7 @@ file). The integration tests start real processes with torchrun on the tiny open
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -162,3 +163,102 @@ def test_processes_share_every_nth_item(monkeypatch):
     assert (procs.rank, procs.world) == (0, 1) and procs.share([3, 1, 2]) == [3, 1, 2]
     procs.rank, procs.world = 1, 3
     assert procs.share(list(range(8))) == [1, 4, 7]
+
+
+# -- real processes: torchrun on the tiny Qwen-Image-Edit-Plus pipeline -------------------------
+
+def _rank_pid(launcher_pid: int, rank: int, deadline: float) -> int:
+    """The pid of the launcher's worker with RANK=`rank` (read from /proc)."""
+    import time
+
+    while time.monotonic() < deadline:
+        try:
+            children = Path(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read_text().split()
+        except OSError:
+            children = []
+        for pid in children:
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"RANK={rank}".encode() in env:
+                return int(pid)
+        time.sleep(0.1)
+    pytest.fail(f"no worker with RANK={rank} under the launcher")
+
+
+def _recorded_files(run_dir: Path) -> dict:
+    """(inode, mtime) of every recorded image: a rewrite (temporary file + rename) changes both."""
+    out = {}
+    for r in read_manifest(run_dir):
+        st = (run_dir / r["image"]).stat()
+        out[r["image"]] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+@pytest.mark.integration  # several processes, diffusers
+def test_torchrun_two_processes_kill_one_and_resume(tmp_path):
+    """Two processes under torchrun share the chains; one is SIGKILLed mid-run (torchrun then stops
+    the other); the same command resumes: every chain complete, no record twice, no recorded image
+    rewritten, and the chains equal those of one process (Qwen-Image-Edit-Plus takes one image per
+    call, so no batch rounding: the images are identical)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import numpy as np
+
+    pytest.importorskip("diffusers", reason="the diffusers extra is not installed (pip install -e '.[diffusers]')")
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("finding a worker's rank needs /proc (Linux)")
+    from repopaths import REPO
+
+    from banana100.imageio import encode_png
+    from banana100.testing import tinypipes
+
+    model = tmp_path / "tiny-qwen-edit-plus"
+    tinypipes.tiny_qwen_edit_plus().save_pretrained(model)
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    for i, (h, w) in enumerate(((70, 100), (96, 64))):
+        (sources / f"s{i}.png").write_bytes(encode_png((np.random.default_rng(i).random((h, w, 3)) * 255)
+                                                       .astype(np.uint8)))
+    args = ["generate", "--editor", "diffusers", "--model", str(model), "--device", "cpu", "--inference-steps", "2",
+            "--sources", str(sources), "--steps", "4", "--repeats", "2", "--concurrency", "2"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "banana100"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    two = tmp_path / "two"
+    cmd = torchrun + args + ["--out", str(two)]
+
+    with open(tmp_path / "log.txt", "wb") as log:
+        launcher = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 300
+        victim = _rank_pid(launcher.pid, 1, deadline)
+        manifest = two / MANIFEST_NAME
+        while not manifest.is_file() or manifest.read_bytes().count(b"\n") < 4 + 3:  # 4 sources, 3 edits
+            if launcher.poll() is not None or time.monotonic() > deadline:
+                launcher.kill()
+                pytest.fail(f"generate ended before 7 records: {(tmp_path / 'log.txt').read_text()[-3000:]}")
+            time.sleep(0.05)
+        os.kill(victim, signal.SIGKILL)
+        assert launcher.wait(120) != 0  # torchrun stops the other rank and fails
+    log_text = (tmp_path / "log.txt").read_text()
+    assert "process 0/2" in log_text and "process 1/2" in log_text
+    done = read_manifest(two)
+    assert 7 <= len(done) < 20
+    kept = _recorded_files(two)
+
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [line for line in (two / MANIFEST_NAME).read_text().splitlines() if line.strip()]
+    records = read_manifest(two)
+    assert len(lines) == len(records) == 4 * 5  # every chain complete, no record twice
+    assert {k: v for k, v in _recorded_files(two).items() if k in kept} == kept  # nothing recorded was rewritten
+
+    one = tmp_path / "one"
+    r = subprocess.run([sys.executable, "-m", "banana100"] + args + ["--out", str(one)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert hashes(two) == hashes(one)

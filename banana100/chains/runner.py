@@ -88,8 +88,8 @@ class RunSummary:
         ]
         if self.process is not None:
             rank, world = self.process
-            lines.insert(2, f"  process {rank} of {world}: the counts are this process's share (every {world}th "
-                            "chain still to make)")
+            lines.insert(2, f"  process {rank} of {world}: the counts below are this process's share (one in "
+                            f"{world} of the chains still to make)")
         if self.chains_stopped:
             lines.insert(3, f"  chains stopped by the editor: {self.chains_stopped} (reasons in {STOPPED_FILE})")
         if self.cost_usd is not None:
@@ -398,8 +398,8 @@ def _processes(editor: Editor, max_cost, rpm) -> Processes:
             )
         if hasattr(editor, "device"):
             editor.device = procs.device(editor.device)
-        log.info("process %d/%d makes every %dth chain still to make, from #%d", procs.rank, procs.world,
-                 procs.world, procs.rank)
+        log.info("process %d/%d makes one in %d of the chains still to make (by sorted chain id, from #%d)",
+                 procs.rank, procs.world, procs.world, procs.rank)
     return procs
 
 
