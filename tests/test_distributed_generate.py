@@ -196,6 +196,32 @@ def _recorded_files(run_dir: Path) -> dict:
     return out
 
 
+LAUNCHERS = {  # as modules of this interpreter: a venv need not have the console scripts
+    "torchrun": ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
+    "accelerate": ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                   "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"],
+}
+
+
+@pytest.mark.integration  # several processes
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_launchers_start_two_processes_into_one_run_folder(tmp_path, sources, launcher):
+    import subprocess
+    import sys
+
+    from repopaths import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, *LAUNCHERS[launcher], "-m", "banana100", "generate", "--sources", str(sources),
+           "--steps", "2", "--repeats", "2", "--out", str(tmp_path / "run")]
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "process 0 of 2" in r.stdout and "process 1 of 2" in r.stdout
+    assert r.stdout.count("images written this run: 9") == 2  # 3 chains of 3 images each
+    lines = (tmp_path / "run" / MANIFEST_NAME).read_text().splitlines()
+    assert len(lines) == 18 == len(read_manifest(tmp_path / "run"))
+
+
 @pytest.mark.integration  # several processes, diffusers
 def test_torchrun_two_processes_kill_one_and_resume(tmp_path):
     """Two processes under torchrun share the chains; one is SIGKILLed mid-run (torchrun then stops
@@ -226,8 +252,7 @@ def test_torchrun_two_processes_kill_one_and_resume(tmp_path):
                                                        .astype(np.uint8)))
     args = ["generate", "--editor", "diffusers", "--model", str(model), "--device", "cpu", "--inference-steps", "2",
             "--sources", str(sources), "--steps", "4", "--repeats", "2", "--concurrency", "2"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "banana100"]
+    torchrun = [sys.executable, *LAUNCHERS["torchrun"], "-m", "banana100"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     two = tmp_path / "two"
     cmd = torchrun + args + ["--out", str(two)]
