@@ -1,7 +1,8 @@
 """File helpers every part of the library writes and reads through (base layer: imports only
 `errors`): atomic writes with fsync, sha256 of a file, reading a file that must be a regular
-file, the one rule for a path that must stay inside a folder, and the exclusive lock that
-`generate`, `score` and `build-dataset` take on what they write.
+file, the one rule for a path that must stay inside a folder, the lock that `generate`, `score`
+and `build-dataset` take on what they write, and whole-line appends under flock that several
+processes share (a distributed `generate`'s manifest.jsonl).
 """
 
 from __future__ import annotations
