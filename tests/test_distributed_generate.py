@@ -153,6 +153,12 @@ def test_a_line_left_by_a_killed_writer_is_cut_before_the_next(tmp_path):
         alive.append(records[2])
     assert read_manifest(run) == records[:3]
     assert (run / MANIFEST_NAME).read_bytes().count(b"\n") == 3
+    # a run that starts after a crash cuts the unfinished line before writing anything
+    with open(run / MANIFEST_NAME, "ab") as dead:
+        dead.write(b'{"chain_id": "y"')
+    with pytest.warns(UserWarning, match="incomplete last line"):
+        ManifestWriter(run).close()
+    assert (run / MANIFEST_NAME).read_bytes().endswith(b"\n") and read_manifest(run) == records[:3]
 
 
 def test_processes_share_every_nth_item(monkeypatch):

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from banana100.errors import ManifestError
-from banana100.fileio import append_locked, open_for_append
+from banana100.fileio import append_locked, drop_partial_tail, open_for_append, turn_lock
 from banana100.fileio import path_inside, sha256_bytes, sha256_file, write_file_atomic  # noqa: F401 - re-exported
 from banana100.schema import validate_record
 
@@ -42,7 +42,8 @@ class ManifestWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._fd: int | None = open_for_append(self.path)
-        self._cut_warning(append_locked(self._fd, b""))
+        with turn_lock(self._fd):  # what an interrupted run left, before this run's first line
+            self._cut_warning(drop_partial_tail(self._fd))
 
     def append(self, record: dict) -> None:
         problems = validate_record(record)
