@@ -1,7 +1,8 @@
 """File helpers every part of the library writes and reads through (base layer: imports only
 `errors`): atomic writes with fsync, sha256 of a file, reading a file that must be a regular
-file, the one rule for a path that must stay inside a folder, and the exclusive lock that
-`generate`, `score` and `build-dataset` take on what they write.
+file, the one rule for a path that must stay inside a folder, the lock that `generate`, `score`
+and `build-dataset` take on what they write, and whole-line appends under flock that several
+processes share (a distributed `generate`'s manifest.jsonl).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import os
 import stat
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from banana100.errors import Banana100Error, ManifestError
@@ -127,15 +129,20 @@ class ExclusiveLock:
     """An exclusive, non-blocking lock held through a lock file (flock: released by the OS when
     the process dies, even by SIGKILL). A second holder is refused with one line that names the
     folder or file in use and the command holding it. `remove=True` deletes the lock file on
-    release (for a lock beside the user's files rather than inside a folder of ours).
+    release (for a lock beside the user's files rather than inside a folder of ours). `shared=True`
+    takes it shared: the processes of one distributed run hold it together, and an exclusive holder
+    is refused while any of them runs (and they while it runs).
 
         with ExclusiveLock(run_dir / ".generate.lock", run_dir, "banana100 generate"):
             ...
     """
 
     def __init__(self, lock_path: str | os.PathLike, target: str | os.PathLike, command: str,
-                 remove: bool = False):
+                 remove: bool = False, shared: bool = False):
+        if remove and shared:
+            raise ValueError("a shared lock file cannot be removed on release: another holder may still hold it")
         self.path, self.target, self.command, self.remove = Path(lock_path), Path(target), command, remove
+        self.shared = shared
         self._fd = None
 
     def __enter__(self):
@@ -147,7 +154,7 @@ class ExclusiveLock:
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
                 raise Banana100Error(
@@ -172,3 +179,63 @@ class ExclusiveLock:
                     pass
             os.close(self._fd)  # releases the lock
             self._fd = None
+
+
+@contextmanager
+def turn_lock(fd: int):
+    """An exclusive flock on an open file, waited for and held for one short write: the processes
+    appending to one file (a distributed `generate`) take turns, so their lines never interleave."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: one process per run folder, and its threads hold their own lock
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def drop_partial_tail(fd: int) -> bool:
+    """Cut what follows the last newline of an open file; True when something was cut.
+
+    Called under `turn_lock`: a writer holds the lock for its whole line, so a line without its
+    newline was left by a writer that died mid-write, and the next line must not be glued to it.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return False
+    os.lseek(fd, size - 1, os.SEEK_SET)
+    if os.read(fd, 1) == b"\n":
+        return False
+    keep, end = 0, size
+    while end > 0:
+        start = max(0, end - _CHUNK)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunk = os.read(fd, end - start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            keep = start + cut + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    os.fsync(fd)
+    return True
+
+
+def append_locked(fd: int, data: bytes) -> bool:
+    """Append `data` (whole lines) to a file opened with O_APPEND, under `turn_lock`, and fsync it.
+    A partial last line that a dead writer left is cut first; returns True when one was."""
+    with turn_lock(fd):
+        cut = drop_partial_tail(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    return cut
+
+
+def open_for_append(path: str | os.PathLike) -> int:
+    """A file descriptor for `append_locked` (read-write: the partial-tail check reads the end)."""
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

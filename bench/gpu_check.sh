@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check of the scoring engine: images/s at 1K and 2K, peak memory, CPU-vs-GPU agreement,
 # projected time for 28,000 images x every metric; flat-area agreement (bench/gpu_flat_check.py);
-# VisualQuality-R1 (bench/gpu_vlm_check.py). Also runs on CPU: bash bench/gpu_check.sh --device cpu
+# VisualQuality-R1 (bench/gpu_vlm_check.py); the open editors' denoisers and pipelines
+# (bench/bench_editor_forward.py, bench/bench_open_editor.py). Also runs on CPU: bash bench/gpu_check.sh --device cpu
 # Extra arguments go to bench/gpu_check.py (e.g. --metrics piqe,topiq_nr --n 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +22,28 @@ if python -c "import transformers" 2>/dev/null; then
   tiny=(); if [ "$device" = "cpu" ]; then tiny=(--tiny --sides 224 --batch-sizes 1,4 --n 4); fi
   python bench/gpu_vlm_check.py --device "$device" "${tiny[@]}" --out "${BENCH_VLM_OUT:-bench/results_gpu_vlm_check_$device.json}"
 fi
-# open editors (issue 23): images/min batched vs one at a time, peak memory, USD per 1,000 steps, for
-# each model in BENCH_EDITOR_MODELS (space-separated Hub ids or folders, weights already local), at
-# BENCH_GPU_USD_PER_HOUR (default 3.50, an H100-class on-demand hour; state the price you use)
-for model in ${BENCH_EDITOR_MODELS:-}; do
-  python bench/bench_open_editor.py --model "$model" --size 1024 --chains 4 --steps 2 --rounds 2 \
-    --inference-steps 28 --gpu-usd-per-hour "${BENCH_GPU_USD_PER_HOUR:-3.50}" \
-    --out "bench/results_open_editor_$(basename "$model").json"
+# open editors (issue 31): the denoisers of Qwen-Image-Edit (20B) and FLUX.2 [dev] (32B) at their real
+# sizes with random bf16 weights, one edit step's shapes at 1024x1024, batch 1 vs 4, and the cost of a step,
+# a chain and 28,000 edits at BENCH_GPU_USD_PER_HOUR (toy configs on CPU). Needs ~70 GB of GPU memory;
+# BENCH_EDITOR_FORWARD=0 skips it, and a failure (out of memory) does not stop the other checks.
+if [ "${BENCH_EDITOR_FORWARD:-1}" != "0" ] && python -c "import diffusers" 2>/dev/null; then
+  tiny=(); if [ "$device" = "cpu" ]; then tiny=(--tiny --repeats 1); fi
+  python bench/bench_editor_forward.py --device "$device" "${tiny[@]}" --gpu-usd-per-hour "${BENCH_GPU_USD_PER_HOUR:-3.50}" \
+    --out "${BENCH_EDITOR_FORWARD_OUT:-bench/results_editor_forward_$device.json}" || echo "editor forward check failed" >&2
+fi
+# open editors (issue 23): images/min batched vs one at a time through the runner, peak memory, USD per
+# 1,000 steps, for each model in BENCH_EDITOR_MODELS (space-separated Hub ids or folders, weights already
+# local; "tiny" is the tiny random FLUX.2 pipeline, the default on CPU), at BENCH_GPU_USD_PER_HOUR (default
+# 3.50, an H100-class on-demand hour; state the price you use)
+default_models=""; if [ "$device" = "cpu" ]; then default_models=tiny; fi
+for model in ${BENCH_EDITOR_MODELS:-$default_models}; do
+  if [ "$model" = "tiny" ]; then
+    python bench/bench_open_editor.py --chains 4 --steps 2 --size 128 --rounds 1 \
+      --out bench/results_open_editor_tiny.json
+  else
+    python bench/bench_open_editor.py --model "$model" --size 1024 --chains 4 --steps 2 --rounds 2 \
+      --inference-steps 28 --gpu-usd-per-hour "${BENCH_GPU_USD_PER_HOUR:-3.50}" \
+      --out "bench/results_open_editor_$(basename "$model").json"
+  fi
 done
 exec python bench/gpu_check.py --out "$out" "${half[@]}" "$@"

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from banana100.errors import ManifestError
+from banana100.fileio import append_locked, drop_partial_tail, open_for_append, turn_lock
 from banana100.fileio import path_inside, sha256_bytes, sha256_file, write_file_atomic  # noqa: F401 - re-exported
 from banana100.schema import validate_record
 
@@ -27,50 +28,48 @@ def utc_now() -> str:
 
 
 class ManifestWriter:
-    """Appends records to a run's manifest, one fsynced line each; safe across threads."""
+    """Appends records to a run's manifest, one fsynced line each; safe across threads and processes.
+
+    Every line is written whole under an exclusive flock of the manifest (`fileio.append_locked`),
+    so the processes of a distributed `generate` share one manifest.jsonl: their lines never
+    interleave, and a line a killed process left unfinished is cut before the next one is
+    written (its image is adopted or made again on resume, see `banana100.chains.store`). A
+    reader sees complete lines, and at most an unfinished last one, which it drops.
+    """
 
     def __init__(self, run_dir: str | os.PathLike):
         self.path = Path(run_dir) / MANIFEST_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _drop_partial_last_line(self.path)
         self._lock = threading.Lock()
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._fd: int | None = open_for_append(self.path)
+        with turn_lock(self._fd):  # what an interrupted run left, before this run's first line
+            self._cut_warning(drop_partial_tail(self._fd))
 
     def append(self, record: dict) -> None:
         problems = validate_record(record)
         if problems:
             raise ManifestError(f"refusing to write an invalid record to {self.path}: {'; '.join(problems)}")
-        line = json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n"
+        line = (json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
         with self._lock:
-            self._file.write(line)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._fd is None:
+                raise ManifestError(f"{self.path}: the manifest writer is closed")
+            self._cut_warning(append_locked(self._fd, line))
+
+    def _cut_warning(self, cut: bool) -> None:
+        if cut:
+            warnings.warn(f"{self.path}: dropped an incomplete last line left by an interrupted run", stacklevel=3)
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _drop_partial_last_line(path: Path) -> None:
-    """Cut a last line that a crash left without its newline, so appends start clean."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with open(path, "rb+") as f:
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) == b"\n":
-            return
-        data = f.seek(0) or f.read()
-        keep = data.rfind(b"\n") + 1
-        f.truncate(keep)
-        f.flush()
-        os.fsync(f.fileno())
-    warnings.warn(f"{path}: dropped an incomplete last line left by an interrupted run", stacklevel=3)
 
 
 def read_manifest(run_dir: str | os.PathLike) -> list[dict]:

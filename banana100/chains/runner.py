@@ -41,6 +41,7 @@ from banana100.chains.settings import Setting, get_setting
 from banana100.chains.step import edit_request, make_step, step_record
 from banana100.chains.store import (
     STOPPED_FILE,
+    ProcessLocks,
     RunLock,
     RunStore,
     check_run_file,
@@ -50,7 +51,8 @@ from banana100.chains.store import (
     read_stopped,
     run_parameters,
 )
-from banana100.errors import ChainsFailedError, ChainStopped, RunStopped
+from banana100.distributed import Processes
+from banana100.errors import ChainsFailedError, ChainStopped, RunStopped, UsageError
 from banana100.imageio import encode_png, load_rgb
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class RunSummary:
     cost_usd: float | None = None  # estimated spend of the run folder, earlier runs included
     cost_this_run_usd: float | None = None
     stop_reason: str | None = None  # why the run stopped early (cost cap, bad key, ...)
+    process: tuple[int, int] | None = None  # (rank, processes) of a distributed run: the counts are this one's
 
     def __str__(self) -> str:
         lines = [
@@ -84,6 +87,10 @@ class RunSummary:
             f"  images written this run: {self.written}; already present: {self.already_present}",
             f"  wall time: {self.wall_s:.1f} s",
         ]
+        if self.process is not None:
+            rank, world = self.process
+            lines.insert(2, f"  process {rank} of {world}: the counts below are this process's share (one in "
+                            f"{world} of the chains still to make)")
         if self.chains_stopped:
             lines.insert(3, f"  chains stopped by the editor: {self.chains_stopped} (reasons in {STOPPED_FILE})")
         if self.cost_usd is not None:
@@ -299,22 +306,32 @@ def generate_chains(
         pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped]
         return dry_run_text(editor, setting, plans, pending, steps, seed, run_dir, stopped, max_cost)
 
+    procs = _processes(editor, max_cost, rpm)
     editor.connect()  # a missing key fails here, before anything is written
     run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(run_dir):
+    with RunLock(run_dir) if procs.world == 1 else ProcessLocks(run_dir, procs.rank):
         records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
-        check_unrecorded_images(run_dir, records)  # before run.json is written or anything is asked
-        check_run_file(run_dir, params, bool(records), sources)
+        # every process, before run.json is written or anything is asked (read-only: all refuse alike)
+        check_unrecorded_images(run_dir, records)
+        if procs.rank == 0:  # the folder's parameters and the ledger are set up by one process
+            check_run_file(run_dir, params, bool(records), sources)
+            if retry_stopped:
+                clear_stopped(run_dir, read_stopped(run_dir))
+        procs.barrier()  # run.json is written before the others read it
+        if procs.rank != 0:
+            records = read_manifest(run_dir)
+            check_run_file(run_dir, params, bool(records), sources)
         plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
-        present = sum(p.present for p in plans)
         stopped_before = read_stopped(run_dir)
-        if retry_stopped and stopped_before:
-            clear_stopped(run_dir, stopped_before)
-            stopped_before = {}
         pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped_before]
+        procs.barrier()  # every process has planned from the same manifest before any appends to it
+        mine = plans
+        if procs.world > 1:  # each chain is made by one process: every n-th chain still to make
+            pending = mine = procs.share(sorted(pending, key=lambda p: p.chain_id))
+        present = sum(p.present for p in mine)
 
-        bar = tqdm(total=len(plans) * (steps + 1), initial=present, unit="img", desc=f"generate {setting.name}",
-                   file=sys.stderr, disable=not progress, dynamic_ncols=True)
+        bar = tqdm(total=len(mine) * (steps + 1), initial=present, unit="img", desc=f"generate {setting.name}",
+                   file=sys.stderr, disable=not progress or procs.rank != 0, dynamic_ncols=True)
         paid = editor.estimate_usd(dict(setting.config)) is not None  # prices known: a running cost estimate
 
         def show_cost(m: CallMeter) -> None:
@@ -345,21 +362,22 @@ def generate_chains(
         model=editor.model,
         setting=setting.name,
         steps=steps,
-        chains=len(plans),
+        chains=len(mine),
         written=run.written,
         already_present=present,
-        chains_complete=sum(1 for p in plans if p.next_step > steps),
+        chains_complete=sum(1 for p in mine if p.next_step > steps),
         chains_failed=len(run.failures),
         wall_s=time.monotonic() - t_start,
         chains_stopped=len(stopped_before) + len(run.stopped),
         cost_usd=meter.spent if paid else None,
         cost_this_run_usd=(meter.spent - meter.spent_before) if paid else None,
         stop_reason=run.stop_reason,
+        process=(procs.rank, procs.world) if procs.world > 1 else None,
     )
     if run.failures:
         lines = [f"  {cid} at step {step}: {type(e).__name__}: {e}" for cid, (step, e) in sorted(run.failures.items())]
         raise ChainsFailedError(
-            f"{len(run.failures)} of {len(plans)} chains failed (their finished steps are recorded; "
+            f"{len(run.failures)} of {len(mine)} chains failed (their finished steps are recorded; "
             "rerun the same command to retry them):\n" + "\n".join(lines) + "\n" + str(summary),
             dict(run.failures),
             summary,
@@ -369,6 +387,24 @@ def generate_chains(
         err.summary = summary
         raise err
     return summary
+
+
+def _processes(editor: Editor, max_cost, rpm) -> Processes:
+    """This process's place in a run started by `accelerate launch` or `torchrun` (a lone process
+    otherwise); in a distributed run, the editor's GPU is the process's own (cuda:LOCAL_RANK)."""
+    procs = Processes(getattr(editor, "device", None))
+    if procs.world > 1:
+        if editor.metered or max_cost is not None or rpm is not None:
+            raise UsageError(
+                f"the {editor.name} editor is a paid service: run it in one process (raise --concurrency), since "
+                "--max-cost and --rpm count the calls of one process; accelerate launch / torchrun are for editors "
+                "on your own GPUs (--editor diffusers)"
+            )
+        if hasattr(editor, "device"):
+            editor.device = procs.device(editor.device)
+        log.info("process %d/%d makes one in %d of the chains still to make (by sorted chain id, from #%d)",
+                 procs.rank, procs.world, procs.world, procs.rank)
+    return procs
 
 
 def _join(threads: Iterable[threading.Thread]) -> None:

@@ -31,7 +31,7 @@ from banana100.chains.editors.base import Editor
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, sha256_bytes, utc_now, write_file_atomic
 from banana100.chains.settings import Setting
 from banana100.errors import ManifestError, RunMismatchError
-from banana100.fileio import ExclusiveLock
+from banana100.fileio import ExclusiveLock, append_locked, open_for_append
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".generate.lock"
@@ -139,6 +139,31 @@ class RunLock(ExclusiveLock):
         super().__init__(Path(run_dir) / LOCK_FILE, run_dir, "banana100 generate")
 
 
+class ProcessLocks:
+    """The locks of one process of a distributed run (`accelerate launch`/`torchrun`, see
+    runner.generate_chains): the run folder's lock taken shared by every process, so that a lone run
+    is refused while any of them works (and they while it works), and the process's own rank lock
+    taken exclusively, so that a second distributed run into the same folder is refused."""
+
+    def __init__(self, run_dir: Path, rank: int):
+        run_dir = Path(run_dir)
+        self.locks = (ExclusiveLock(run_dir / LOCK_FILE, run_dir, "banana100 generate", shared=True),
+                      ExclusiveLock(run_dir / f"{LOCK_FILE}.rank{rank}", run_dir, "banana100 generate"))
+
+    def __enter__(self):
+        self.locks[0].__enter__()
+        try:
+            self.locks[1].__enter__()
+        except BaseException:
+            self.locks[0].__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.locks[1].__exit__(*exc)
+        self.locks[0].__exit__(*exc)
+
+
 class RunStore:
     """The writes of a locked run folder: each step's side record, image and manifest line.
 
@@ -157,7 +182,8 @@ class RunStore:
 
     def prepare_chain(self, chain_id: str, next_step: int) -> None:
         """Make the chain's folder; drop what a crash left: temporary files, and side records of
-        steps already in the manifest (the run is locked, so nothing else is writing)."""
+        steps already in the manifest (the run is locked, and in a distributed run each chain
+        belongs to one process, so nothing else is writing in this folder)."""
         chain_dir = self.run_dir / chain_id
         chain_dir.mkdir(parents=True, exist_ok=True)
         for stale in chain_dir.glob("*.step_*.tmp-*"):
@@ -255,8 +281,10 @@ def read_stopped(run_dir) -> dict[str, dict]:
 
 
 def _append_line(path: Path, record: dict) -> None:
-    """Append one JSON line and fsync it (small, rare files: stopped.jsonl)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True, default=str) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one JSON line and fsync it (small, rare files: stopped.jsonl), taking turns with the
+    other processes of a distributed run."""
+    fd = open_for_append(path)
+    try:
+        append_locked(fd, (json.dumps(record, sort_keys=True, default=str) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)

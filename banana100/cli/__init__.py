@@ -245,9 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "model's native ~1 MP at the source's aspect ratio")
     g.add_argument("--batch-size", type=POSITIVE_INT, default=4,
                    help="diffusers: most chains' images per pipeline call (FLUX.2; Qwen-Image-Edit takes 1); "
-                        "batches are also bounded by --concurrency")
+                        "batches are also bounded by --concurrency. Pays only for small models: at real sizes a GPU "
+                        "gains nothing per image (docs/open-editors.md); use more GPUs (torchrun) instead")
     g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
-                   help="diffusers: denoising steps per edit (default: the pipeline's)")
+                   help="diffusers: denoising steps per edit (default: the pipeline's, 50 for FLUX.2 and "
+                        "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md)")
     g.add_argument("--guidance", type=NON_NEGATIVE, default=None,
                    help="diffusers: guidance scale (default: the pipeline's)")
     g.set_defaults(func=_cmd_generate)

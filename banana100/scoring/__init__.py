@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from banana100.distributed import Processes as _Processes
 from banana100.errors import Banana100Error
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
@@ -35,38 +36,6 @@ log = logging.getLogger(__name__)
 __all__ = ["DEFAULT_METRICS", "Decoded", "ImageItem", "RECORD_COLUMNS", "SCORES_SCHEMA", "build_scorers",
            "check_metrics_ready", "decoded_images", "image_files", "iter_items", "metrics_at_hand", "read_scores",
            "score_to_parquet"]
-
-
-class _Processes:
-    """This process's place in a distributed run (`accelerate launch` or `torchrun`), or a lone one.
-
-    accelerate's PartialState reads the launcher's environment (RANK, WORLD_SIZE, ...); it
-    gives the rank, the process count and a barrier. With one process nothing is imported.
-    """
-
-    def __init__(self, device: str | None):
-        self.rank, self.world, self.local_rank, self._state = 0, 1, 0, None
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            from accelerate import PartialState
-
-            import torch
-
-            cpu = device == "cpu" or (device is None and not torch.cuda.is_available())
-            self._state = PartialState(cpu=cpu)
-            self.rank, self.world = self._state.process_index, self._state.num_processes
-            self.local_rank = self._state.local_process_index
-
-    def device(self, device: str | None) -> str | None:
-        """One GPU per process: 'cuda' (or the default) becomes 'cuda:<local rank>'."""
-        import torch
-
-        if self.world > 1 and device in (None, "cuda") and torch.cuda.is_available():
-            return f"cuda:{self.local_rank}"
-        return device
-
-    def barrier(self) -> None:
-        if self._state is not None:
-            self._state.wait_for_everyone()
 
 
 def score_to_parquet(
