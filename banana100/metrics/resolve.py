@@ -140,11 +140,15 @@ def _resolve_module(name: str) -> ResolvedMetric:
 
     try:
         module = evaluate.load(name)
+    except SystemExit as e:  # the module's own code ran sys.exit() (or exit()) while being imported
+        raise UnknownMetricError(_exited(name, e, "loading it")) from None
     except Exception as e:  # noqa: BLE001 - evaluate raises many kinds (FileNotFoundError, HTTP, import)
         raise UnknownMetricError(f"{name}: could not load it as an evaluate module ({type(e).__name__}: "
                                  f"{_first_line(e)})") from None
     try:
         out = module.compute(images=[probe_image()])
+    except SystemExit as e:
+        raise UnknownMetricError(_exited(name, e, "compute(images=[a 256x256 RGB image])")) from None
     except TypeError as e:
         raise UnknownMetricError(f"{name}: its compute() does not take images= (the metric-module contract: "
                                  f"compute(images=[...]) -> scores, lower_better): {_first_line(e)}") from None
@@ -160,6 +164,13 @@ def _resolve_module(name: str) -> ResolvedMetric:
     return ResolvedMetric(name, "module", spec, module)
 
 
+def _exited(name: str, e: SystemExit, doing: str) -> str:
+    """A user's module that called sys.exit(): never a silent exit of the whole command (with
+    status 0 it looked like success), one error naming the module instead."""
+    return (f"{name}: {doing} called sys.exit({e.code!r}); a metric module must return its scores "
+            "(or raise an exception), never exit")
+
+
 def _contract_problem(out, n: int) -> str:
     if not isinstance(out, dict):
         return f"compute() returned {type(out).__name__}, not a dict"
@@ -170,6 +181,10 @@ def _contract_problem(out, n: int) -> str:
     scores = out["scores"]
     if not hasattr(scores, "__len__") or len(scores) != n:
         return f"'scores' must hold one number per image ({n}), got {scores!r:.80}"
+    for i, s in enumerate(scores):  # a bool is an int to Python: True would be read as a score of 1.0
+        if s is not None and (isinstance(s, (bool, np.bool_, str, bytes)) or not hasattr(s, "__float__")
+                              or "bool" in str(getattr(s, "dtype", ""))):
+            return f"'scores'[{i}] is {s!r:.40} ({type(s).__name__}); each score must be a number (or None)"
     return ""
 
 
@@ -267,7 +282,10 @@ class ModuleScorer:
         scores: list[float | None] = []
         for k in range(0, len(arrays), self.batch_size):
             part = arrays[k : k + self.batch_size]
-            out = self.module.compute(images=part)
+            try:
+                out = self.module.compute(images=part)
+            except SystemExit as e:
+                raise Banana100Error(_exited(self.name, e, "compute()")) from None
             problem = _contract_problem(out, len(part))
             if problem:
                 raise Banana100Error(f"{self.name}: breaks the metric-module contract: {problem}")
