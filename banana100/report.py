@@ -46,6 +46,7 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         example = f" (e.g. {bad.iloc[0]!r})" if len(bad) else ""
         raise Banana100Error(f"{path}: the `score` column is not numeric{example}")
     df["score"] = numeric.astype(float)
+    df["step"] = _steps_of(df["step"], path)
     # files from before these columns, and null chat modes, are the paper's different chat (schema.py)
     df["chat_mode"] = df["chat_mode"].fillna(DEFAULT_CHAT_MODE) if "chat_mode" in df else DEFAULT_CHAT_MODE
     if "variant" not in df:
@@ -57,6 +58,17 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         raise Banana100Error(f"{path}: {len(doubled)} rows repeat a (chain, step, metric) already scored, e.g. chain "
                              f"{c!r} step {s} metric {m!r}; score again into a new --out")
     return df
+
+
+def _steps_of(column: pd.Series, path) -> pd.Series:
+    """The `step` column as integers: numbers stored as text ("5") are read as numbers; anything
+    else is an error naming the file (compared as text, no step would match the protocol's)."""
+    numeric = pd.to_numeric(column, errors="coerce") if column.dtype != bool else pd.Series(np.nan, column.index)
+    bad = column[numeric.isna() | (numeric % 1 != 0)]
+    if len(bad):
+        raise Banana100Error(f"{path}: the `step` column holds {bad.tolist()[0]!r} ({len(bad)} such rows); each step must "
+                             "be a whole number (0 = the source image)")
+    return numeric.astype(int)
 
 
 def analyse(df: pd.DataFrame, reference_step=DEFAULT_REFERENCE_STEP, check_steps=DEFAULT_CHECK_STEPS) -> dict:
