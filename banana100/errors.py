@@ -130,6 +130,11 @@ class ImportChainsError(Banana100Error):
     """A pattern or folder that cannot be imported."""
 
 
+class ImportOptionError(ImportChainsError, UsageError):
+    """An `import-chains` option that cannot be used (a malformed --pattern, an unknown
+    --chat-mode, an --out inside the folder): the usage status, 2, like any bad option."""
+
+
 # -- the Space --------------------------------------------------------------------------
 
 
