@@ -222,3 +222,47 @@ def test_score_cli_with_a_module_that_exits(tmp_path, capsys):
     status = main(["score", str(images), "--metrics", str(folder), "--out", str(tmp_path / "s.parquet")])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "quits: loading it called sys.exit(0)" in err
+
+
+def test_a_hub_id_while_offline_could_not_be_reached(monkeypatch):
+    """Offline, a Hub id is "could not be reached", not "doesn't exist" (evaluate's words)."""
+    with pytest.raises(UnknownMetricError, match=r"someone/no-such-metric: the Hub could not be reached "
+                                                  r"\(HF_HUB_OFFLINE=1\)") as info:
+        rs.resolve("someone/no-such-metric")
+    assert "doesn't exist" not in str(info.value) and "\n" not in str(info.value)
+    # no HF_HUB_OFFLINE, but the quick probe finds no network
+    from huggingface_hub import constants
+
+    from banana100.metrics import weights
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(weights, "_hub_unreachable", lambda *a, **k: "download skipped: cannot reach huggingface.co:443")
+    rs.clear_cache()
+    with pytest.raises(UnknownMetricError, match="could not be reached .download skipped: cannot reach huggingface"):
+        rs.resolve("someone/no-such-metric")
+
+
+@pytest.mark.integration  # imports pyiqa's archs (~20 s on 2 loaded cores)
+def test_an_offline_pyiqa_metric_says_so_without_trying_the_network(monkeypatch, tmp_path):
+    """pyiqa:<id> whose weights are not cached, offline: its line at once (it spent ~55 s in
+    download retries first), naming the offline state; no host name is even looked up."""
+    pytest.importorskip("pyiqa")
+    import socket
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # nothing cached
+    looked_up = []
+
+    def no_dns(host, *args, **kwargs):
+        looked_up.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with pytest.raises(UnknownMetricError, match=r"pyiqa:musiq-ava: .*the Hub could not be reached "
+                                                  r"\(HF_HUB_OFFLINE=1\).*not downloaded: https://") as info:
+        rs.make_scorer("pyiqa:musiq-ava", device="cpu")
+    assert "\n" not in str(info.value) and looked_up == []
+    import torch.hub
+    from huggingface_hub import constants
+
+    assert torch.hub.download_url_to_file.__name__ == "download_url_to_file" and constants.HF_HUB_OFFLINE

@@ -17,6 +17,7 @@ Anything else, or a module that breaks the contract, is an UnknownMetricError of
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass, field, replace
@@ -143,6 +144,10 @@ def _resolve_module(name: str) -> ResolvedMetric:
     except SystemExit as e:  # the module's own code ran sys.exit() (or exit()) while being imported
         raise UnknownMetricError(_exited(name, e, "loading it")) from None
     except Exception as e:  # noqa: BLE001 - evaluate raises many kinds (FileNotFoundError, HTTP, import)
+        unreachable = "" if Path(name).is_dir() else _hub_unreachable_now()
+        if unreachable:  # evaluate says the module "doesn't exist" when it could not ask the Hub
+            raise UnknownMetricError(f"{name}: the Hub could not be reached ({unreachable}) and the module is not in "
+                                     "the local cache; load it once with a network, or give its folder") from None
         raise UnknownMetricError(f"{name}: could not load it as an evaluate module ({type(e).__name__}: "
                                  f"{_first_line(e)})") from None
     try:
@@ -245,12 +250,51 @@ def _pyiqa_scorer(r: ResolvedMetric, device, batch_size):
     from banana100.metrics.engine import MetricScorer, default_device
 
     pid = r.name[len(PYIQA_PREFIX):]
+    unreachable = _hub_unreachable_now()
     try:
-        model = pyiqa.create_metric(pid, device=device or default_device())
+        with _no_downloads(unreachable):
+            model = pyiqa.create_metric(pid, device=device or default_device())
     except Exception as e:  # noqa: BLE001 - pyiqa raises many kinds (download, missing package)
+        if unreachable:
+            raise UnknownMetricError(f"{r.name}: pyiqa could not build it and the Hub could not be reached "
+                                     f"({unreachable}); it downloads its weights itself into $TORCH_HOME/hub/pyiqa: "
+                                     f"run once with a network ({type(e).__name__}: {_first_line(e)})") from None
         raise UnknownMetricError(f"{r.name}: pyiqa could not build it ({type(e).__name__}: {_first_line(e)}); "
                                  "pyiqa downloads its weights itself into $TORCH_HOME/hub/pyiqa") from None
     return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size)
+
+
+def _hub_unreachable_now() -> str:
+    """Why no download can happen now ("" when one can): HF_HUB_OFFLINE, or the quick probe of
+    the weights store (an offline machine answered only after ~55 s of retries without it)."""
+    from banana100.metrics import weights
+
+    return "HF_HUB_OFFLINE=1" if weights.offline() else weights._hub_unreachable()
+
+
+@contextlib.contextmanager
+def _no_downloads(reason: str):
+    """While pyiqa builds a metric: when `reason` says the network is out, every download fails
+    at once (torch.hub, pyiqa's own, the Hub's retries) instead of after its retries; cached
+    files are read as usual."""
+    if not reason:
+        yield
+        return
+    import torch.hub
+    from huggingface_hub import constants
+
+    def refuse(url, *args, **kwargs):
+        raise OSError(f"not downloaded: {url} ({reason})")
+
+    import pyiqa.utils.download_util as pyiqa_download
+
+    saved = (torch.hub.download_url_to_file, pyiqa_download.download_url_to_file, constants.HF_HUB_OFFLINE)
+    torch.hub.download_url_to_file = pyiqa_download.download_url_to_file = refuse
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        torch.hub.download_url_to_file, pyiqa_download.download_url_to_file, constants.HF_HUB_OFFLINE = saved
 
 
 class ModuleScorer:
