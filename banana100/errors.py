@@ -54,6 +54,12 @@ class DatasetError(Banana100Error):
     """A dataset cannot be built or read."""
 
 
+class DiskWriteError(DatasetError, OSError):
+    """A file of a dataset build could not be written (a full disk, a quota, a file size limit):
+    the message names it; the shards already finished are kept, so the same command, run again
+    once there is room, goes on from them."""
+
+
 class UnknownMetricError(Banana100Error):
     """A metric name that is not in the metric table."""
 
