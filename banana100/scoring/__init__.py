@@ -22,7 +22,6 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from banana100.errors import Banana100Error
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
 from banana100.scoring.inputs import ImageItem, image_files, iter_items
