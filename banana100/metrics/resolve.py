@@ -286,15 +286,21 @@ def _no_downloads(reason: str):
     def refuse(url, *args, **kwargs):
         raise OSError(f"not downloaded: {url} ({reason})")
 
-    import pyiqa.utils.download_util as pyiqa_download
-
-    saved = (torch.hub.download_url_to_file, pyiqa_download.download_url_to_file, constants.HF_HUB_OFFLINE)
-    torch.hub.download_url_to_file = pyiqa_download.download_url_to_file = refuse
-    constants.HF_HUB_OFFLINE = True
+    try:  # pyiqa's own copy of torch.hub's function (pyiqa 0.1.x)
+        import pyiqa.utils.download_util as pyiqa_download
+    except ImportError:
+        pyiqa_download = None
+    patched = [(torch.hub, "download_url_to_file", refuse), (constants, "HF_HUB_OFFLINE", True)]
+    if pyiqa_download is not None and hasattr(pyiqa_download, "download_url_to_file"):
+        patched.append((pyiqa_download, "download_url_to_file", refuse))
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    for owner, name, value in patched:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        torch.hub.download_url_to_file, pyiqa_download.download_url_to_file, constants.HF_HUB_OFFLINE = saved
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 class ModuleScorer:
