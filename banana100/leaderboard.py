@@ -34,6 +34,7 @@ MAX_HEATMAP_METRICS = 40
 MAX_HEATMAP_SIDE_PX = 4000  # and neither side longer than this, whatever the names
 MAX_TICK_CHARS = 40  # a group name longer than this is cut on the picture (whole in csv and md)
 
+
 def merge_scores(paths: list[str | os.PathLike]) -> pd.DataFrame:
     """The scores files as one table, with `scores_file` (the file each row came from).
 
