@@ -54,6 +54,12 @@ class DatasetError(Banana100Error):
     """A dataset cannot be built or read."""
 
 
+class DiskWriteError(DatasetError, OSError):
+    """A file of a dataset build could not be written (a full disk, a quota, a file size limit):
+    the message names it; the shards already finished are kept, so the same command, run again
+    once there is room, goes on from them."""
+
+
 class UnknownMetricError(Banana100Error):
     """A metric name that is not in the metric table."""
 
@@ -128,6 +134,11 @@ class ChainsFailedError(Banana100Error):
 
 class ImportChainsError(Banana100Error):
     """A pattern or folder that cannot be imported."""
+
+
+class ImportOptionError(ImportChainsError, UsageError):
+    """An `import-chains` option that cannot be used (a malformed --pattern, an unknown
+    --chat-mode, an --out inside the folder): the usage status, 2, like any bad option."""
 
 
 # -- the Space --------------------------------------------------------------------------

@@ -146,8 +146,11 @@ def _array_to_rgb(a: np.ndarray, name: str) -> np.ndarray:
     if a.dtype == np.uint16:
         return (a >> 8).astype(np.uint8)
     if np.issubdtype(a.dtype, np.floating):
-        if np.isnan(a).any() or a.min() < 0 or a.max() > 1:
-            raise ImageReadError(f"{name}: float arrays must hold values in [0, 1]")
+        outside = ~((a >= 0) & (a <= 1))  # NaN too
+        if outside.any():
+            first = tuple(int(k) for k in np.argwhere(outside)[0])
+            raise ImageReadError(f"{name}: float arrays must hold values in [0, 1]; the first value outside is "
+                                 f"{float(a[first])!r} at [{first[0]}, {first[1]}, {first[2]}] (row, column, channel)")
         return np.round(a * 255).astype(np.uint8)
     raise ImageReadError(f"{name}: unsupported array dtype {a.dtype} (use uint8, uint16 or float in [0, 1])")
 

@@ -20,9 +20,19 @@ import numpy as np
 import pandas as pd
 
 from banana100.errors import Banana100Error, UsageError
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, sensitivity
+from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
+# the grouped protocol lives in report.py (its chat-mode table uses it too): this module only
+# imports report, never the other way round
+from banana100.report import COLUMNS, _fmt, leaderboard, load_scores, md_cell, write_report
 
-COLUMNS = ("chains", "passed", "failed", "incomplete", "failure_rate", "mean_rho")
+__all__ = ["COLUMNS", "heatmap", "leaderboard", "merge_scores", "to_markdown", "write_leaderboard"]
+
+# The picture shows at most this many groups (those with the most chains) and metrics (the best
+# ranked): 3,000 groups once drew a 396,300 px wide PNG. Every group stays in the csv and md.
+MAX_HEATMAP_GROUPS = 30
+MAX_HEATMAP_METRICS = 40
+MAX_HEATMAP_SIDE_PX = 4000  # and neither side longer than this, whatever the names
+MAX_TICK_CHARS = 40  # a group name longer than this is cut on the picture (whole in csv and md)
 
 
 def merge_scores(paths: list[str | os.PathLike]) -> pd.DataFrame:
@@ -32,8 +42,6 @@ def merge_scores(paths: list[str | os.PathLike]) -> pd.DataFrame:
     exact duplicates (a file given twice, or a run merged again) are dropped; the same chain,
     step and metric with two different scores is an error naming both files.
     """
-    from banana100.report import load_scores
-
     if not paths:
         raise UsageError("no scores file given")
     frames = []
@@ -59,97 +67,68 @@ def merge_scores(paths: list[str | os.PathLike]) -> pd.DataFrame:
     return df
 
 
-def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENCE_STEP,
-                check_steps=DEFAULT_CHECK_STEPS) -> pd.DataFrame:
-    """One row per metric and group of `by` (any column of the scores: setting, editor, model, ...)."""
-    from banana100.metrics.resolve import label
-
-    missing = [c for c in by if c not in df.columns]
-    if missing:
-        usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "metric"))
-        raise UsageError(f"--by {','.join(missing)}: no such column in the scores; the scores carry {', '.join(usable)}")
-    rows = []
-    df = _sources_join_their_chains(df, by)
-    df = df.assign(**{c: df[c].fillna("-") for c in by if df[c].dtype == object})  # not recorded: one group, "-"
-    groups = df.groupby(["metric"] + list(by), dropna=False, sort=True)
-    for keys, g in groups:
-        keys = keys if isinstance(keys, tuple) else (keys,)
-        r = sensitivity(g["score"].tolist(), g["step"].tolist(), g["chain_id"].tolist(),
-                        lower_better=bool(g["lower_better"].iloc[0]), reference_step=reference_step,
-                        check_steps=check_steps)
-        rows.append({"metric": keys[0], "label": label(keys[0]), **{c: v for c, v in zip(by, keys[1:])},
-                     "chains": r["n_chains"], "passed": r["n_passed"], "failed": r["n_failed"],
-                     "incomplete": r["n_incomplete"], "failure_rate": r["failure_rate"], "mean_rho": r["mean_rho"],
-                     "lower_better": bool(g["lower_better"].iloc[0])})
-    board = pd.DataFrame(rows, columns=["metric", "label", *by, *COLUMNS, "lower_better"])
-    # best first: the metric's failure rate over all its chains (the share of chains it missed)
-    overall = board.groupby("metric").apply(
-        lambda g: g["failed"].sum() / max(1, (g["chains"] - g["incomplete"]).sum()), include_groups=False)
-    board["_rank"] = board["metric"].map(overall)
-    return board.sort_values(["_rank", "metric", *by], kind="stable").drop(columns="_rank").reset_index(drop=True)
-
-
-def _sources_join_their_chains(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Step 0 is the source image (editor "source", model "source"): grouped by editor or model,
-    it belongs to the chain's own editor and model, not to a group of its own with no edited step."""
-    cols = [c for c in ("editor", "model") if c in by and "editor" in df]
-    if not cols:
-        return df
-    df = df.copy()
-    src = df["editor"] == "source"
-    for c in cols:
-        made = df[~src].groupby("chain_id")[c].first()
-        df.loc[src, c] = df.loc[src, "chain_id"].map(made).fillna(df.loc[src, c])
-    return df
-
-
 def _group_name(row, by: list[str]) -> str:
     return " / ".join(str(row[c]) for c in by) if by else "all"
 
 
-def _fmt(x, pct=False) -> str:
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return "n/a"
-    return f"{100 * x:.0f} %" if pct else f"{x:+.2f}"
+def _tick(name: str) -> str:
+    name = " ".join(name.split())
+    return name if len(name) <= MAX_TICK_CHARS else name[:MAX_TICK_CHARS - 3] + "..."
 
 
-def to_markdown(board: pd.DataFrame, by: list[str], files: list[str]) -> str:
+def to_markdown(board: pd.DataFrame, by: list[str], files: list[str], reference_step: int = DEFAULT_REFERENCE_STEP,
+                check_steps=DEFAULT_CHECK_STEPS) -> str:
+    """The leaderboard as a Markdown table; `reference_step` and `check_steps` are the ones used."""
+    by = list(dict.fromkeys(by))
     lines = ["# Banana100 leaderboard", "",
-             f"Scores: {', '.join(f'`{f}`' for f in files)}. Grouped by: {', '.join(by) or 'nothing (all chains)'}. "
-             f"A metric passes a chain when the score at every check step ({', '.join(map(str, DEFAULT_CHECK_STEPS))}) "
-             f"is strictly worse than at step {DEFAULT_REFERENCE_STEP}; failure rate = failed / (chains - incomplete). "
+             f"Scores: {', '.join(f'`{md_cell(f)}`' for f in files)}. "
+             f"Grouped by: {', '.join(by) or 'nothing (all chains)'}. "
+             f"A metric passes a chain when the score at every check step ({', '.join(map(str, check_steps))}) "
+             f"is strictly worse than at step {reference_step}; failure rate = failed / (chains - incomplete). "
              "Metrics are ranked by their failure rate over all groups (lowest first).", "",
              "| metric | " + " | ".join(by) + (" | " if by else "") + "chains | failed | failure rate | mean rho |",
              "| --- | " + " | ".join("---" for _ in by) + (" | " if by else "") + "---: | ---: | ---: | ---: |"]
-    for _, r in board.iterrows():
-        cells = [str(r[c]) for c in by]
-        lines.append(f"| {r['label']} | " + " | ".join(cells) + (" | " if by else "")
+    for r in board.to_dict("records"):
+        cells = [md_cell(r[c]) for c in by]
+        lines.append(f"| {md_cell(r['label'])} | " + " | ".join(cells) + (" | " if by else "")
                      + f"{r['chains']} | {r['failed']} | {_fmt(r['failure_rate'], pct=True)} | {_fmt(r['mean_rho'])} |")
     return "\n".join(lines) + "\n"
 
 
 def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
-    """Failure rate, metrics (rows, best first) x groups (columns); each cell says failed/complete."""
+    """Failure rate, metrics (rows, best first) x groups (columns); each cell says failed/complete.
+
+    At most MAX_HEATMAP_GROUPS groups (those with the most chains) and MAX_HEATMAP_METRICS
+    metrics (the best ranked); a note under the title says how many were left out."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    board = board.assign(group=[_group_name(r, by) for _, r in board.iterrows()])
-    metrics = list(dict.fromkeys(board["metric"]))
-    groups = list(dict.fromkeys(sorted(board["group"])))
+    by = list(dict.fromkeys(by))
+    board = board.assign(group=[_group_name(r, by) for r in board.to_dict("records")])
+    all_metrics = list(dict.fromkeys(board["metric"]))
+    size = board.groupby("group")["chains"].max()
+    all_groups = sorted(size.index, key=lambda g: (-size[g], g))
+    metrics = all_metrics[:MAX_HEATMAP_METRICS]
+    groups = sorted(all_groups[:MAX_HEATMAP_GROUPS])
+    row, col = {m: i for i, m in enumerate(metrics)}, {g: j for j, g in enumerate(groups)}
     rate = np.full((len(metrics), len(groups)), np.nan)
     text = [["" for _ in groups] for _ in metrics]
-    for _, r in board.iterrows():
-        i, j = metrics.index(r["metric"]), groups.index(r["group"])
+    for r in board[board["metric"].isin(row) & board["group"].isin(col)].to_dict("records"):
+        i, j = row[r["metric"]], col[r["group"]]
         complete = r["chains"] - r["incomplete"]
         rate[i, j] = r["failure_rate"] if r["failure_rate"] is not None else np.nan
         text[i][j] = f"{r['failed']}/{complete}" if complete else "n/a"
-    labels = [board.loc[board["metric"] == m, "label"].iloc[0] for m in metrics]
+    first_label = board.drop_duplicates("metric").set_index("metric")["label"]
+    labels = [_tick(str(first_label[m])) for m in metrics]
+    ticks = [_tick(g) for g in groups]
     rotate = len(groups) > 3
-    longest = max((len(g) for g in groups), default=0)  # room under the axis for the slanted group names
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(groups) + 2.5),
-                                    max(2.2, 0.42 * len(metrics) + 1.4) + (0.045 * longest if rotate else 0)))
+    longest = max((len(g) for g in ticks), default=0)  # room under the axis for the slanted group names
+    dpi = 120
+    most = MAX_HEATMAP_SIDE_PX / dpi
+    fig, ax = plt.subplots(figsize=(min(most, max(6.5, 1.1 * len(groups) + 2.5)),
+                                    min(most, max(2.2, 0.42 * len(metrics) + 1.4) + (0.045 * longest if rotate else 0))))
     cmap = matplotlib.colormaps["RdYlGn_r"].copy()
     cmap.set_bad("0.85")
     im = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=1, aspect="auto")
@@ -157,13 +136,19 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
         for j in range(len(groups)):
             dark = not np.isnan(rate[i, j]) and (rate[i, j] > 0.8 or rate[i, j] < 0.2)
             ax.text(j, i, text[i][j], ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    ax.set_xticks(range(len(groups)), groups, rotation=30 if rotate else 0, ha="right" if rotate else "center", fontsize=8)
+    ax.set_xticks(range(len(groups)), ticks, rotation=30 if rotate else 0, ha="right" if rotate else "center", fontsize=8)
     ax.set_yticks(range(len(metrics)), labels, fontsize=8)
     ax.set_xlabel(" / ".join(by) if by else "")
     fig.colorbar(im, ax=ax, label="failure rate", fraction=0.05)
-    ax.set_title("Banana100: share of chains whose damage the metric missed", fontsize=10)
+    title = "Banana100: share of chains whose damage the metric missed"
+    left_out = [f"{n} {what} left out" for n, what in ((len(all_groups) - len(groups), "groups (the smallest)"),
+                                                        (len(all_metrics) - len(metrics), "metrics (the worst ranked)"))
+                if n]
+    if left_out:
+        title += f"\n{'; '.join(left_out)}: all are in leaderboard.csv and leaderboard.md"
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, format="png")
+    fig.savefig(path, dpi=dpi, format="png")
     plt.close(fig)
     return path
 
@@ -171,10 +156,9 @@ def heatmap(board: pd.DataFrame, by: list[str], path: Path) -> Path:
 def write_leaderboard(scores: list[str | os.PathLike], out_dir: str | os.PathLike, by: list[str] | None = None,
                       reference_step: int = DEFAULT_REFERENCE_STEP, check_steps=DEFAULT_CHECK_STEPS) -> dict:
     """Merge `scores`, write the report and the leaderboard (csv, md, png) into `out_dir`; their paths.
-    `reference_step` and `check_steps` are the protocol's (ten-step releases: 1 and 2, 5, 10)."""
-    from banana100.report import write_report
-
-    by = list(by or [])
+    `reference_step` and `check_steps` are the protocol's (ten-step releases: 1 and 2, 5, 10).
+    A `by` column named twice counts once."""
+    by = list(dict.fromkeys(by or []))
     df = merge_scores(list(scores))
     check_steps = tuple(int(k) for k in check_steps)
     board = leaderboard(df, by, reference_step, check_steps)  # checks --by before anything is written
@@ -185,6 +169,6 @@ def write_leaderboard(scores: list[str | os.PathLike], out_dir: str | os.PathLik
     csv = out_dir / "leaderboard.csv"
     board.drop(columns="label").to_csv(csv, index=False)
     md = out_dir / "leaderboard.md"
-    md.write_text(to_markdown(board, by, files))
+    md.write_text(to_markdown(board, by, files, reference_step, check_steps))
     png = heatmap(board, by, out_dir / "leaderboard.png")
     return {"report": report, "csv": csv, "md": md, "png": png}

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from banana100 import about
-from banana100.errors import Banana100Error, DatasetError
+from banana100.errors import Banana100Error, DatasetError, UsageError
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for, sensitivity
 from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
@@ -46,6 +46,7 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         example = f" (e.g. {bad.iloc[0]!r})" if len(bad) else ""
         raise Banana100Error(f"{path}: the `score` column is not numeric{example}")
     df["score"] = numeric.astype(float)
+    df["step"] = _steps_of(df["step"], path)
     # files from before these columns, and null chat modes, are the paper's different chat (schema.py)
     df["chat_mode"] = df["chat_mode"].fillna(DEFAULT_CHAT_MODE) if "chat_mode" in df else DEFAULT_CHAT_MODE
     if "variant" not in df:
@@ -57,6 +58,17 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         raise Banana100Error(f"{path}: {len(doubled)} rows repeat a (chain, step, metric) already scored, e.g. chain "
                              f"{c!r} step {s} metric {m!r}; score again into a new --out")
     return df
+
+
+def _steps_of(column: pd.Series, path) -> pd.Series:
+    """The `step` column as integers: numbers stored as text ("5") are read as numbers; anything
+    else is an error naming the file (compared as text, no step would match the protocol's)."""
+    numeric = pd.to_numeric(column, errors="coerce") if column.dtype != bool else pd.Series(np.nan, column.index)
+    bad = column[numeric.isna() | (numeric % 1 != 0)]
+    if len(bad):
+        raise Banana100Error(f"{path}: the `step` column holds {bad.tolist()[0]!r} ({len(bad)} such rows); each step must "
+                             "be a whole number (0 = the source image)")
+    return numeric.astype(int)
 
 
 def analyse(df: pd.DataFrame, reference_step=DEFAULT_REFERENCE_STEP, check_steps=DEFAULT_CHECK_STEPS) -> dict:
@@ -74,6 +86,59 @@ def analyse(df: pd.DataFrame, reference_step=DEFAULT_REFERENCE_STEP, check_steps
             lower_better=direction.pop(), reference_step=reference_step, check_steps=check_steps,
         )
     return results
+
+
+COLUMNS = ("chains", "passed", "failed", "incomplete", "failure_rate", "mean_rho")
+
+
+def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENCE_STEP,
+                check_steps=DEFAULT_CHECK_STEPS) -> pd.DataFrame:
+    """One row per metric and group of `by` (any column of the scores: setting, editor, model, ...):
+    the leaderboard (banana100.leaderboard writes it) and the report's chat-mode/variant table.
+    A column named twice counts once."""
+    by = list(dict.fromkeys(by))
+    missing = [c for c in by if c not in df.columns]
+    if missing:
+        usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "metric"))
+        raise UsageError(f"--by {','.join(missing)}: no such column in the scores; the scores carry {', '.join(usable)}")
+    rows = []
+    df = _sources_join_their_chains(df, by)
+    df = df.assign(**{c: df[c].fillna("-") for c in by if df[c].dtype == object})  # not recorded: one group, "-"
+    groups = df.groupby(["metric"] + list(by), dropna=False, sort=True)
+    for keys, g in groups:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        r = sensitivity(g["score"].tolist(), g["step"].tolist(), g["chain_id"].tolist(),
+                        lower_better=bool(g["lower_better"].iloc[0]), reference_step=reference_step,
+                        check_steps=check_steps)
+        rows.append({"metric": keys[0], "label": label(keys[0]), **{c: v for c, v in zip(by, keys[1:])},
+                     "chains": r["n_chains"], "passed": r["n_passed"], "failed": r["n_failed"],
+                     "incomplete": r["n_incomplete"], "failure_rate": r["failure_rate"], "mean_rho": r["mean_rho"],
+                     "lower_better": bool(g["lower_better"].iloc[0])})
+    board = pd.DataFrame(rows, columns=["metric", "label", *by, *COLUMNS, "lower_better"])
+    # best first: the metric's failure rate over all its chains (the share of chains it missed)
+    overall = board.groupby("metric").apply(
+        lambda g: g["failed"].sum() / max(1, (g["chains"] - g["incomplete"]).sum()), include_groups=False)
+    board["_rank"] = board["metric"].map(overall)
+    return board.sort_values(["_rank", "metric", *by], kind="stable").drop(columns="_rank").reset_index(drop=True)
+
+
+def _sources_join_their_chains(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Step 0 is the source image (editor "source", model "source"): grouped by editor or model,
+    it belongs to the chain's own editor and model, not to a group of its own with no edited step."""
+    cols = [c for c in ("editor", "model") if c in by and "editor" in df]
+    if not cols:
+        return df
+    df = df.copy()
+    src = df["editor"] == "source"
+    for c in cols:
+        made = df[~src].groupby("chain_id")[c].first()
+        df.loc[src, c] = df.loc[src, "chain_id"].map(made).fillna(df.loc[src, c])
+    return df
+
+
+def md_cell(value) -> str:
+    """A value as one Markdown table cell: a `|` or a line break in a name would split the row."""
+    return " ".join(str(value).split()).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _fmt(x, pct=False):
@@ -245,8 +310,6 @@ def short_chains_note(df: pd.DataFrame, reference_step: int = DEFAULT_REFERENCE_
 def _by_chat_and_variant(df: pd.DataFrame, reference_step: int, check_steps) -> list[str]:
     """The failure table split by chat mode and variant, when the scores hold more than one (a
     release's supplement): a same-chat chain and a different-chat chain are different experiments."""
-    from banana100.leaderboard import leaderboard
-
     by = [c for c in ("chat_mode", "variant") if c in df and df[c].nunique(dropna=False) > 1]
     if not by:
         return []
@@ -255,7 +318,7 @@ def _by_chat_and_variant(df: pd.DataFrame, reference_step: int, check_steps) -> 
              f"| metric | {' | '.join(by)} | chains | failed | incomplete | failure rate | mean rho |",
              "| --- | " + " | ".join("---" for _ in by) + " | ---: | ---: | ---: | ---: | ---: |"]
     for r in board.to_dict("records"):
-        lines.append(f"| {r['metric']} | " + " | ".join(f"`{r[c]}`" for c in by)
+        lines.append(f"| {md_cell(r['metric'])} | " + " | ".join(f"`{md_cell(r[c])}`" for c in by)
                      + f" | {r['chains']} | {r['failed']} | {r['incomplete']} | {_fmt(r['failure_rate'], pct=True)}"
                      f" | {_fmt(r['mean_rho'])} |")
     return lines

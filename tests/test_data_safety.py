@@ -476,8 +476,90 @@ def test_build_on_a_full_disk_names_the_shard(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(shards.pa, "OSFile", lambda path, mode: real("/dev/full", mode))  # every write fails
     assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds")]) == 1
     line = _one_line_error(capsys, "build-dataset")
-    assert "No space left on device" in line and ".part-00000.parquet" in line and ".ds.building" in line
+    assert "no space left on device" in line and ".part-00000.parquet" in line and ".ds.building" in line
     assert not (tmp_path / "ds").exists()
+
+
+def _full_for(monkeypatch, word: str) -> None:
+    """Every shard written into a folder whose path holds `word` goes to /dev/full (a real ENOSPC
+    from the kernel, in --num-proc workers too: they are forked)."""
+    import pyarrow as pa
+
+    import banana100.dataset.shards as shards
+
+    real = pa.OSFile
+    monkeypatch.setattr(shards.pa, "OSFile", lambda path, mode: real("/dev/full" if word in path else path, mode))
+
+
+@pytest.mark.parametrize("num_proc", ["1", "2"])
+def test_a_full_disk_in_a_worker_names_the_shard_and_the_rerun_keeps_what_was_built(tmp_path, capsys, monkeypatch,
+                                                                                       num_proc):
+    """The disk fills while the endpoints shard is written (in a --num-proc worker, or not): one
+    line naming that shard and "no space left"; the finished data shard is kept and reused by the
+    same command run again once there is room."""
+    make_run_folder(tmp_path / "run", steps=5)
+    _full_for(monkeypatch, "endpoints")
+    args = ["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds"), "--num-proc", num_proc]
+    assert main(args) == 1
+    line = _one_line_error(capsys, "build-dataset")
+    assert "no space left on device" in line and "run the same command again" in line, line
+    assert str(tmp_path / ".ds.building" / "endpoints" / ".part-00000.parquet") in line
+    assert not (tmp_path / "ds").exists()
+    built = next((tmp_path / ".ds.building" / "data").rglob(".part-00000.parquet"))
+    inode = built.stat().st_ino
+    monkeypatch.undo()  # room again
+    assert main(args) == 0
+    final = next((tmp_path / "ds" / "data").rglob("train-00000-of-00001.parquet"))
+    assert final.stat().st_ino == inode  # the shard written before the full disk, reused
+    from banana100.dataset.verify import verify_dataset
+
+    assert verify_dataset(tmp_path / "ds").ok
+
+
+def test_a_full_disk_at_a_small_file_of_the_build_names_it(tmp_path, capsys, monkeypatch):
+    """A full disk when the work folder's own small files are written (a file's flush at close
+    names no file: the message was "[Errno 28] No space left on device" alone)."""
+    import pathlib
+
+    make_run_folder(tmp_path / "run", steps=2)
+    real = pathlib.Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == ".checked-images":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds")]) == 1
+    line = _one_line_error(capsys, "build-dataset")
+    assert f"cannot write {tmp_path / '.ds.building' / '.checked-images'}: no space left on device" in line, line
+
+
+@pytest.mark.integration  # two CLI processes
+def test_a_real_file_size_limit_during_build_then_a_rerun(tmp_path):
+    """A real write failure from the kernel: `ulimit -f` (RLIMIT_FSIZE; Python ignores SIGXFSZ, so
+    the write fails with EFBIG) smaller than a shard. One line naming the shard, status 1; the
+    same command without the limit finishes the dataset."""
+    import resource
+    import subprocess
+    import sys
+
+    make_run_folder(tmp_path / "run", steps=8, size=(160, 160))
+    cmd = [sys.executable, "-m", "banana100", "build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds")]
+    limit = 64 * 1024  # bytes: smaller than the data shard, larger than every small file of the build
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    res = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=limited, timeout=300)
+    assert res.returncode == 1, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "file too large" in lines[0] and ".part-00000.parquet" in lines[0], res.stderr
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    from banana100.dataset.verify import verify_dataset
+
+    assert verify_dataset(tmp_path / "ds").ok
 
 
 def test_reading_a_fifo_as_an_image_fails_at_once(tmp_path):

@@ -298,6 +298,31 @@ def test_import_chains_bad_patterns(tmp_path):
         import_chains(tmp_path / "f", "{chain}/{step}.png", tmp_path / "run")
 
 
+
+@pytest.mark.parametrize("options", [
+    ["--pattern", "{chain}/x.png"],  # no {step}
+    ["--pattern", "{chain}/{frame}_{step}.png"],  # unknown field
+    ["--pattern", "re:(?P<chain>[a-z+)/(?P<step>\\d+).png"],  # not a regex
+    ["--pattern", "{chain}/{step}.png", "--chat-mode", "sometimes"],
+    ["--pattern", "{chain}/{step}.png", "--variant", "a b"],
+    ["--pattern", "{chain}/{step}.png", "--setting", "../up"],
+    ["--pattern", "{chain}/{step}.png", "--out", "INSIDE"],
+])
+def test_import_chains_bad_options_exit_with_the_usage_status(tmp_path, capsys, options):
+    """A bad option of import-chains is a usage error (status 2, the table's), one line; it was 1."""
+    from banana100.cli import main
+
+    _release_like(tmp_path / "release", steps=2)
+    args = ["import-chains", str(tmp_path / "release"), *options]
+    if "--out" in args:
+        args[args.index("INSIDE")] = str(tmp_path / "release" / "run")
+    else:
+        args += ["--out", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("banana100 import-chains: error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
 # ---------------------------------------------------------------------------------- push --dry-run
 
 def test_push_dry_run(two_models, capsys, monkeypatch):

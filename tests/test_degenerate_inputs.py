@@ -478,3 +478,23 @@ def test_decode_ahead_keeps_order_bounds_the_queue_and_stops_early():
     assert not [t for t in threading.enumerate() if t.name.startswith("banana100-decode")]
     with pytest.raises(ZeroDivisionError):  # not caught: propagates
         list(imageio.decode_ahead(range(3), lambda i: 1 / 0, workers=2, ahead=2))
+
+
+def test_a_nan_array_is_one_line_naming_its_index_and_the_first_bad_value():
+    """compute() and add_batch() on a float array holding NaN: one line with the image's index
+    and where the first bad value is (add_batch printed 51 lines of `nan`); a float array in
+    [0, 1] goes through add_batch too."""
+    piqe = module("piqe")
+    bad = np.full((SIDE, SIDE, 3), 0.5)
+    bad[3, 5, 1] = np.nan
+    where = r"the first value outside is nan at \[3, 5, 1\] \(row, column, channel\)"
+    with pytest.raises(ImageReadError, match=r"images\[1\] .*" + where) as info:
+        piqe.compute(images=[natural(), bad])
+    assert "\n" not in str(info.value)
+    with pytest.raises(ImageReadError, match=r"images\[0\] .*" + where) as info:
+        piqe.add_batch(images=[bad])
+    assert "\n" not in str(info.value)
+    with pytest.raises(ImageReadError, match=r"first value outside is 1.5 at \[0, 0, 0\]"):
+        load_rgb(np.full((4, 4, 3), 1.5))
+    piqe.add_batch(images=[natural() / 255.0, natural()])
+    assert len(piqe.compute()["scores"]) == 2

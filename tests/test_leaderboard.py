@@ -103,3 +103,61 @@ def test_space_explorer_leaderboard(tmp_path):
     assert len(table) == 1 and "source" not in set(table["editor"])  # step 0 belongs to its chain's editor
     png = explorer.leaderboard_png(tmp_path / "board.tmp")  # any name: written as PNG
     assert Image.open(png).format == "PNG"
+
+
+def test_report_and_leaderboard_import_alone_without_a_circle():
+    """report.py never imports leaderboard.py (the grouped protocol lives in report.py); each
+    imports alone in a fresh interpreter."""
+    import ast
+    import subprocess
+    import sys
+
+    import banana100.report as report
+
+    tree = ast.parse(open(report.__file__).read())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "banana100.leaderboard" not in imported
+    for first in ("banana100.leaderboard", "banana100.report"):
+        code = f"import {first}; from banana100.leaderboard import leaderboard, write_leaderboard; " \
+               "from banana100.report import write_report, leaderboard as lb; assert lb is leaderboard"
+        subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_by_a_column_twice_counts_once(tmp_path):
+    from banana100.cli import main
+
+    a = _scores(tmp_path / "a.parquet", "gemini", "nano-banana-pro", ["replicate", "mirror"])
+    assert main(["report", str(a), "--by", "setting,setting", "--out", str(tmp_path / "lb")]) == 0
+    csv = pd.read_csv(tmp_path / "lb" / "leaderboard.csv")
+    assert list(csv.columns[:2]) == ["metric", "setting"] and len(csv) == 2
+
+
+def test_markdown_names_the_steps_used_and_escapes_names(tmp_path):
+    a = _scores(tmp_path / "a.parquet", "ed|itor", "m", ["re|pli\ncate"])
+    paths = write_leaderboard([a], tmp_path / "out", by=["setting", "editor"], reference_step=1, check_steps=(5, 10))
+    md = paths["md"].read_text()
+    assert "every check step (5, 10) is strictly worse than at step 1" in md
+    rows = [line for line in md.splitlines() if line.startswith("| NIQE")]
+    assert rows == ["| NIQE | re\\|pli cate | ed\\|itor | 2 | 0 | 0 % | -1.00 |"]
+    # every table line has as many unescaped cells as the header
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert len({len(line.replace("\\|", "").split("|")) for line in table}) == 1
+
+
+def test_heatmap_of_3000_groups_stays_small_and_fast(tmp_path):
+    import time
+
+    from banana100.leaderboard import MAX_HEATMAP_GROUPS, MAX_HEATMAP_SIDE_PX, heatmap
+
+    n = 3000
+    board = pd.DataFrame({"metric": "niqe", "label": "NIQE", "setting": [f"setting number {i:04d} " + "x" * 60
+                                                                          for i in range(n)],
+                          "chains": [1 + (i % 7) for i in range(n)], "passed": 0, "failed": 1, "incomplete": 0,
+                          "failure_rate": 1.0, "mean_rho": 0.5, "lower_better": True})
+    t0 = time.perf_counter()
+    png = heatmap(board, ["setting"], tmp_path / "board.png")
+    assert time.perf_counter() - t0 < 20
+    with Image.open(png) as im:
+        assert max(im.size) <= MAX_HEATMAP_SIDE_PX
+    assert MAX_HEATMAP_GROUPS < n

@@ -140,3 +140,23 @@ def test_ten_step_chains_with_their_own_check_steps(tmp_path, capsys):
     with pytest.raises(SystemExit) as bad:
         main(["report", str(path), "--out", str(tmp_path / "bad"), "--check-steps", "two"])
     assert bad.value.code == 2
+
+
+def test_a_step_column_stored_as_text_is_read_as_numbers_or_named(scores_file, tmp_path):
+    """Steps written as text ("5") judged no chain and exited 0: they are numbers now; a step that
+    is not a whole number is one error naming the file."""
+    import pandas as pd
+
+    df = pd.read_parquet(scores_file)
+    text = tmp_path / "text_steps.parquet"
+    df.assign(step=df["step"].astype(str)).to_parquet(text)
+    report = write_report(text, tmp_path / "report").read_text()
+    assert "| niqe | lower better | 2 | 1 | 1 | 0 | 50 % |" in report
+    bad = tmp_path / "bad_steps.parquet"
+    df.assign(step=["five"] + df["step"].astype(str).tolist()[1:]).to_parquet(bad)
+    with pytest.raises(Banana100Error, match=r"bad_steps.parquet: the `step` column holds 'five' \(1 such rows\)"):
+        write_report(bad, tmp_path / "r2")
+    half = tmp_path / "half.parquet"
+    df.assign(step=df["step"] + 0.5).to_parquet(half)
+    with pytest.raises(Banana100Error, match="half.parquet: the `step` column holds 0.5"):
+        write_report(half, tmp_path / "r3")

@@ -173,3 +173,96 @@ def test_pyiqa_metric_outside_the_table_scores(tmp_path):
     assert len(df) == 6 and df["error"].isna().all() and (df["metric"] == "pyiqa:entropy").all()
     assert df["score"].between(0, 8).all()
 
+
+
+@pytest.mark.parametrize("body, why", [
+    ("return {'scores': [True] * len(images), 'lower_better': False}", r"'scores'\[0\] is True \(bool\)"),
+    ("return {'scores': np.array([False] * len(images)), 'lower_better': False}", r"'scores'\[0\] is .*bool"),
+    ("return {'scores': ['1.0'] * len(images), 'lower_better': False}", r"'scores'\[0\] is '1.0' \(str\)"),
+    ("import sys; sys.exit(0)", r"compute\(images=\[a 256x256 RGB image\]\) called sys.exit\(0\)"),
+])
+def test_module_scores_must_be_numbers_and_it_must_not_exit(tmp_path, body, why):
+    """True is not a score of 1.0; a module calling sys.exit() is an error naming it, never a silent exit."""
+    src = BRIGHTNESS.replace(
+        '''        scores = [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
+        return {"metric": "brightness", "scores": scores, "mean": float(np.mean(scores)), "lower_better": LOWER}''',
+        "        " + body)
+    folder = _module(tmp_path, "broken", src)
+    with pytest.raises(UnknownMetricError, match=why) as info:
+        rs.resolve(str(folder))
+    assert "\n" not in str(info.value) and str(folder) in str(info.value)
+
+
+def test_module_exiting_on_import_or_later_is_an_error_naming_it(tmp_path):
+    import numpy as np
+
+    from banana100.errors import Banana100Error
+
+    on_import = _module(tmp_path, "leaves", "import sys\nsys.exit(0)\n" + BRIGHTNESS.replace("LOWER", "False"))
+    with pytest.raises(UnknownMetricError, match=r"leaves: loading it called sys.exit\(0\)"):
+        rs.resolve(str(on_import))
+    # passes the probe (one image), exits on a real batch of two
+    later = _module(tmp_path, "later", BRIGHTNESS.replace("LOWER", "False").replace(
+        "        scores = [", "        if len(images) > 1:\n            raise SystemExit(3)\n        scores = ["))
+    scorer = rs.make_scorer(str(later))
+    with pytest.raises(Banana100Error, match=r"later: compute\(\) called sys.exit\(3\)"):
+        scorer.score_arrays([np.full((8, 8, 3), 10, np.uint8)] * 2)
+
+
+def test_score_cli_with_a_module_that_exits(tmp_path, capsys):
+    from banana100.cli import main
+
+    images = tmp_path / "imgs"
+    images.mkdir()
+    from PIL import Image
+    import numpy as np
+
+    Image.fromarray(np.full((32, 32, 3), 100, np.uint8)).save(images / "a.png")
+    folder = _module(tmp_path, "quits", "import sys\nsys.exit(0)\n")
+    status = main(["score", str(images), "--metrics", str(folder), "--out", str(tmp_path / "s.parquet")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "quits: loading it called sys.exit(0)" in err
+
+
+def test_a_hub_id_while_offline_could_not_be_reached(monkeypatch):
+    """Offline, a Hub id is "could not be reached", not "doesn't exist" (evaluate's words)."""
+    with pytest.raises(UnknownMetricError, match=r"someone/no-such-metric: the Hub could not be reached "
+                                                  r"\(HF_HUB_OFFLINE=1\)") as info:
+        rs.resolve("someone/no-such-metric")
+    assert "doesn't exist" not in str(info.value) and "\n" not in str(info.value)
+    # no HF_HUB_OFFLINE, but the quick probe finds no network
+    from huggingface_hub import constants
+
+    from banana100.metrics import weights
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(weights, "_hub_unreachable", lambda *a, **k: "download skipped: cannot reach huggingface.co:443")
+    rs.clear_cache()
+    with pytest.raises(UnknownMetricError, match="could not be reached .download skipped: cannot reach huggingface"):
+        rs.resolve("someone/no-such-metric")
+
+
+@pytest.mark.integration  # imports pyiqa's archs (~20 s on 2 loaded cores)
+def test_an_offline_pyiqa_metric_says_so_without_trying_the_network(monkeypatch, tmp_path):
+    """pyiqa:<id> whose weights are not cached, offline: its line at once (it spent ~55 s in
+    download retries first), naming the offline state; no host name is even looked up."""
+    pytest.importorskip("pyiqa")
+    import socket
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # nothing cached
+    looked_up = []
+
+    def no_dns(host, *args, **kwargs):
+        looked_up.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with pytest.raises(UnknownMetricError, match=r"pyiqa:musiq-ava: .*the Hub could not be reached "
+                                                  r"\(HF_HUB_OFFLINE=1\).*not downloaded: https://") as info:
+        rs.make_scorer("pyiqa:musiq-ava", device="cpu")
+    assert "\n" not in str(info.value) and looked_up == []
+    import torch.hub
+    from huggingface_hub import constants
+
+    assert torch.hub.download_url_to_file.__name__ == "download_url_to_file" and constants.HF_HUB_OFFLINE

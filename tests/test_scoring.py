@@ -206,3 +206,38 @@ def test_default_metrics_score_what_is_at_hand_and_name_the_rest(tmp_path, monke
     assert "skipping niqe: niqe_modelparameters.mat not found locally" in err
     assert "skipping brisque: brisque_live_allmodel, brisque_live_allrange not found" in err
     assert set(pq.read_table(tmp_path / "s.parquet").column("metric").to_pylist()) == {"piqe"}
+
+
+@pytest.mark.parametrize("what", ["folder", "other parquet", "not parquet"])
+def test_an_unusable_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys, what):
+    """`score --out` at a folder (refused only after everything was scored) or at an existing file
+    that is not a scores file (a traceback): one line naming it, no image read."""
+    import pandas as pd
+
+    from banana100.cli import main
+
+    _own_images(tmp_path / "mine")
+    out = tmp_path / "s.parquet"
+    if what == "folder":
+        out.mkdir()
+    elif what == "other parquet":
+        pd.DataFrame({"a": [1, 2]}).to_parquet(out)
+    else:
+        out.write_text("chain_id,score\n")
+    read = []
+    monkeypatch.setattr(scoring.feed, "load_rgb", lambda data: read.append(1))
+    status = main(["score", str(tmp_path / "mine"), "--metrics", "piqe", "--out", str(out), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and str(out) in err, err
+    assert {"folder": "is a folder", "other parquet": "not a scores file of `banana100 score` (it lacks ",
+            "not parquet": "not a Parquet file"}[what] in err
+    assert read == [] and not (tmp_path / "s.parquet.parts").exists()
+
+
+def test_an_empty_manifest_is_an_error_naming_it(tmp_path):
+    records = make_run_folder(tmp_path / "run", steps=1, size=(100, 100))
+    assert records
+    (tmp_path / "run" / "manifest.jsonl").write_text("")
+    with pytest.raises(ManifestError, match=r"run.manifest.jsonl: lists no image, so there is nothing to score"):
+        scoring.score_to_parquet(tmp_path / "run", ["piqe"], tmp_path / "s.parquet", progress=False)
+    assert not (tmp_path / "s.parquet").exists()

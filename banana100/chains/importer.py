@@ -48,7 +48,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana100.errors import ImportChainsError
+from banana100.errors import ImportChainsError, ImportOptionError
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, utc_now
 from banana100.chains.plan import step_ranges
 from banana100.fileio import fsync_dir, read_regular_bytes, sha256_bytes, sha256_file, write_file_atomic
@@ -66,14 +66,14 @@ def compile_pattern(pattern: str) -> re.Pattern:
         try:
             rx = re.compile(pattern[3:])
         except re.error as e:
-            raise ImportChainsError(f"--pattern {pattern!r}: not a valid regular expression ({e})") from None
+            raise ImportOptionError(f"--pattern {pattern!r}: not a valid regular expression ({e})") from None
     else:
         out, pos, seen = [], 0, set()
         for m in _TEMPLATE_FIELD.finditer(pattern):
             out.append(_literal(pattern[pos : m.start()]))
             name, width = m.group(1), m.group(2)
             if name not in FIELDS:
-                raise ImportChainsError(f"--pattern {pattern!r}: unknown field {{{name}}}; fields: {', '.join(FIELDS)}")
+                raise ImportOptionError(f"--pattern {pattern!r}: unknown field {{{name}}}; fields: {', '.join(FIELDS)}")
             if name in seen:
                 out.append(f"(?P={name})")
             elif name in _NUMERIC or m.group(0).endswith("d}"):
@@ -86,11 +86,11 @@ def compile_pattern(pattern: str) -> re.Pattern:
         rx = re.compile("".join(out))
     unknown = set(rx.groupindex) - set(FIELDS)
     if unknown:
-        raise ImportChainsError(f"--pattern: unknown group(s) {sorted(unknown)}; fields: {', '.join(FIELDS)}")
+        raise ImportOptionError(f"--pattern: unknown group(s) {sorted(unknown)}; fields: {', '.join(FIELDS)}")
     if "step" not in rx.groupindex:
-        raise ImportChainsError("--pattern must have a {step} field (named group `step` in a regex)")
+        raise ImportOptionError("--pattern must have a {step} field (named group `step` in a regex)")
     if not {"chain", "source"} & set(rx.groupindex):
-        raise ImportChainsError("--pattern must have a {chain} or a {source} field")
+        raise ImportOptionError("--pattern must have a {chain} or a {source} field")
     return rx
 
 
@@ -138,7 +138,7 @@ def chat_mode_of(value: str | None, where: str) -> str | None:
     modes = {"same": "same", "multiturn": "same", "different": "different", "diff": "different",
              "new": "different", "separate": "different", "singleturn": "different"}
     if word not in modes:
-        raise ImportChainsError(f"{where}: chat mode {value!r} is neither {' nor '.join(CHAT_MODES)} "
+        raise _error_at(where)(f"{where}: chat mode {value!r} is neither {' nor '.join(CHAT_MODES)} "
                                 "(e.g. same_chat, different_chat)")
     return modes[word]
 
@@ -146,8 +146,13 @@ def chat_mode_of(value: str | None, where: str) -> str | None:
 def _safe(value: str, what: str, path: str) -> str:
     value = value.strip()
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", value):
-        raise ImportChainsError(f"{path}: the {what} {value!r} is not a usable name (letters, digits, _ . -)")
+        raise _error_at(path)(f"{path}: the {what} {value!r} is not a usable name (letters, digits, _ . -)")
     return value
+
+
+def _error_at(where: str) -> type[ImportChainsError]:
+    """An option's value (`--variant`) is a usage error; a file's path part is the folder's."""
+    return ImportOptionError if where.startswith("--") else ImportChainsError
 
 
 @dataclass
@@ -198,6 +203,8 @@ def plan_chains(rel_paths, pattern: str, setting: str = "replicate", repeat: int
     chat_mode = chat_mode_of(chat_mode, "--chat-mode")
     if variant is not None:
         variant = _safe(variant, "variant", "--variant")
+    if "setting" not in rx.groupindex:  # every chain's setting is the option's
+        setting = _safe(setting, "setting", "--setting")
     chains: dict[tuple, dict[int, str]] = defaultdict(dict)
     unmatched = 0
     for rel in rel_paths:
@@ -236,7 +243,7 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
     if not folder.is_dir():
         raise ImportChainsError(f"{folder} is not a folder")
     if out_dir.resolve() == folder.resolve() or folder.resolve() in out_dir.resolve().parents:
-        raise ImportChainsError(f"--out {out_dir} must not be inside the folder being imported")
+        raise ImportOptionError(f"--out {out_dir} must not be inside the folder being imported")
     rel_paths = []
     for root, dirs, names in os.walk(folder):
         dirs.sort()

@@ -43,7 +43,7 @@ from banana100.dataset.layout import (
     model_slug,
 )
 from banana100.dataset.reader import is_dataset_dir
-from banana100.dataset.shards import JOURNAL_NAME, finalize_shards, write_group
+from banana100.dataset.shards import JOURNAL_NAME, finalize_shards, write_error, write_group
 from banana100.errors import DatasetError
 from banana100.fileio import ExclusiveLock, fsync_dir
 from banana100.workers import process_pool
@@ -118,8 +118,8 @@ def _build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num
     check_images(items, workers=num_proc, processes=bool(num_proc and num_proc > 1), already_checked=known)
 
     tmp.mkdir(exist_ok=True)  # a plain mkdir (not mkdtemp, whose 0700 mode would stay) honours the umask
-    (tmp / ".banana100-build").write_text("a banana100 build-dataset work folder; safe to delete\n")
-    checked.write_text("".join(f"{k}\n" for k in map(stat_key, items) if k), encoding="utf-8")
+    _write_text(tmp / ".banana100-build", "a banana100 build-dataset work folder; safe to delete\n")
+    _write_text(checked, "".join(f"{k}\n" for k in map(stat_key, items) if k))
 
     jobs = _jobs(items, models, configs_of_models)
     # Leftovers of an earlier attempt on other data (a setting since removed...) go.
@@ -152,10 +152,21 @@ def _build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num
     (tmp / ".banana100-build").unlink()
     records = [it.record for it in items]
     facts = provenance(records, licence, licences, source_datasets)
-    write_card(tmp, records, stats, dataset_features(), shard_max_bytes, model_configs=configs_of_models,
-               provenance_facts=facts, repo_id=repo_id)
+    try:
+        write_card(tmp, records, stats, dataset_features(), shard_max_bytes, model_configs=configs_of_models,
+                   provenance_facts=facts, repo_id=repo_id)
+    except OSError as e:
+        raise write_error(e, tmp / CARD_NAME) from None
     _replace_dir(tmp, out_dir)
     return out_dir
+
+
+def _write_text(path: Path, text: str) -> None:
+    """A small file of the work folder; a full disk names it (a file's flush at close names none)."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise write_error(e, path) from None
 
 
 def _model_configs(models: list[str], settings: set[str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ interruption, reuses the finished shards whose rows are unchanged.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from banana100.chains.manifest import sha256_bytes
 from banana100.dataset.checks import Item, progress
 from banana100.dataset.layout import IMAGE_COLUMN, SPLIT, dataset_features
-from banana100.errors import DatasetError
+from banana100.errors import DatasetError, DiskWriteError
 from banana100.schema import RECORD_FIELDS
 
 #: Rows per row group: `datasets` and the dataset viewer use ~100 for image datasets, so that
@@ -47,6 +48,23 @@ _NO_STATISTICS = ("prompt", "thought_summary", "generation_config", "editor_info
 #: build's shards are then rewritten instead of reused.
 _SHARD_FORMAT = 1
 _FINAL_NAME = re.compile(rf"^{SPLIT}-(\d{{5}})-of-\d{{5}}\.parquet$")
+
+
+_NO_ROOM = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+            errno.EFBIG: "file too large (over a file size limit: `ulimit -f`, or the file system's)"}
+
+
+def write_error(e: OSError, path: Path) -> OSError:
+    """`e`, raised while writing `path`, as one line naming it: pyarrow's write errors and a
+    file's flush at close name no file. A full disk (or quota, or size limit) says so and that
+    the finished shards are kept; other errors keep their own text."""
+    if isinstance(e, DiskWriteError) or e.filename is not None:
+        return e
+    if e.errno in _NO_ROOM:
+        return DiskWriteError(f"cannot write {path}: {_NO_ROOM[e.errno]}; make room and run the same command "
+                              "again: the finished shards are kept")
+    text = e.strerror or str(e)
+    return OSError(e.errno, f"cannot write {path}: {text}") if e.errno else OSError(f"cannot write {path}: {text}")
 
 
 def _parquet_writer_options(features, schema: pa.Schema) -> dict:
@@ -167,8 +185,11 @@ class _ShardWriter:
 
     def _close_shard(self, record: bool = True) -> None:
         if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
+            writer, sink, self._writer, self._sink = self._writer, self._sink, None, None
+            try:
+                writer.close()
+            finally:  # the file is closed even when its footer cannot be written (a full disk)
+                sink.close()
             part = self.parts[-1]
             if record and self.journal is not None:
                 with open(part, "rb") as f:
@@ -176,10 +197,13 @@ class _ShardWriter:
                 entry = {"part": part.name, "rows": self._shard_rows, "num_bytes": self._shard_bytes,
                          "size": part.stat().st_size, "key": self._shard_key.hexdigest(),
                          "max_bytes": self.max_bytes, "format": _SHARD_FORMAT}
-                with open(self.journal, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(entry) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
+                try:
+                    with open(self.journal, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(entry) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                except OSError as e:
+                    raise write_error(e, self.journal) from None
         self._writer = self._sink = None
         self._shard_rows = self._shard_groups = self._shard_bytes = 0
         self._shard_key = hashlib.sha256()
@@ -261,7 +285,10 @@ def _resume(folder: Path, items: list[Item], writer: _ShardWriter) -> int:
                 shutil.rmtree(f)
             else:
                 f.unlink()
-    journal.write_text("".join(json.dumps(e) + "\n" for e in kept), encoding="utf-8")
+    try:
+        journal.write_text("".join(json.dumps(e) + "\n" for e in kept), encoding="utf-8")
+    except OSError as e:
+        raise write_error(e, journal) from None
     return pos
 
 
@@ -278,10 +305,8 @@ def write_shards(items: list[Item], folder: Path, features, max_bytes: int, desc
         writer.close()
     except OSError as e:
         writer.abort()
-        if e.filename is None and writer.parts:  # pyarrow's write errors name no file: a full disk, say where
-            message = f"cannot write {writer.parts[-1]}: {e.strerror or e}"
-            raise (OSError(e.errno, message) if e.errno else OSError(message)) from None
-        raise
+        # pyarrow's write errors name no file: a full disk, say where
+        raise write_error(e, writer.parts[-1] if writer.parts else folder) from None
     except BaseException:
         writer.abort()
         raise

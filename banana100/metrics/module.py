@@ -84,7 +84,55 @@ def _from_arrow(value: Any) -> Any:
     return value
 
 
-class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
+def _storable(images: list) -> list:
+    """Arrays as HxWx3 uint8 before evaluate's Arrow cache stores them: it stores no float array,
+    and its refusal prints every pixel. A bad array is one ImageReadError naming its index and
+    the first bad value (`load_rgb`)."""
+    from banana100.errors import ImageReadError
+    from banana100.imageio import load_rgb
+
+    out = []
+    for i, x in enumerate(images):
+        try:
+            out.append(load_rgb(x) if isinstance(x, np.ndarray) else x)
+        except ImageReadError as e:
+            raise ImageReadError(f"images[{i}] {e}") from None
+    return out
+
+
+class _StoresImages:
+    """add / add_batch of the image modules: arrays made storable first (`_storable`), and
+    evaluate's format error as one line (it shows the whole input, pixel by pixel)."""
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add a batch of images (`images=[...]`) to score later with `compute()`."""
+        if kwargs.get("images") is not None:
+            kwargs["images"] = _storable(_as_list(kwargs["images"]))
+        try:
+            return super().add_batch(predictions=predictions, references=references, **kwargs)
+        except ValueError as e:
+            raise _one_line(self, e, kwargs.get("images")) from None
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one image (`images=...`) to score later with `compute()`."""
+        if isinstance(kwargs.get("images"), np.ndarray):
+            kwargs["images"] = _storable([kwargs["images"]])[0]
+        try:
+            return super().add(prediction=prediction, reference=reference, **kwargs)
+        except ValueError as e:
+            raise _one_line(self, e, kwargs.get("images")) from None
+
+
+def _one_line(module, e: ValueError, images) -> ValueError:
+    text = str(e).strip()
+    if "\n" not in text:
+        return e
+    kinds = sorted({type(x).__name__ for x in _as_list(images)}) if images is not None else []
+    return ValueError(f"{module.METRIC_NAME}: {text.splitlines()[0]} images must be PIL images, paths, bytes or "
+                      f"HxWx3 arrays; got {', '.join(kinds) or 'none'}")
+
+
+class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
     """An NR-IQA metric from the metric table as an evaluate module; subclasses set METRIC_NAME."""
 
     @property
@@ -132,7 +180,7 @@ class IQAMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half,
                        max_image_pixels=max_image_pixels, components=components)
         if images is not None and self.writer is None and self.num_process == 1:
-            return self._compute(images=_as_list(images), **options)
+            return self._compute(images=_storable(_as_list(images)), **options)  # a bad array named by index
         if images is not None:
             images = _as_list(images)
         # images added before (add/add_batch), or a distributed run: evaluate's own path
@@ -234,7 +282,7 @@ Raises:
 """
 
 
-class VLMEvaluator(evaluate.Metric, metaclass=abc.ABCMeta):
+class VLMEvaluator(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
     """A language-model evaluator of the table (VisualQuality-R1) as an evaluate module."""
 
     @property

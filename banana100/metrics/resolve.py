@@ -17,6 +17,7 @@ Anything else, or a module that breaks the contract, is an UnknownMetricError of
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass, field, replace
@@ -140,11 +141,19 @@ def _resolve_module(name: str) -> ResolvedMetric:
 
     try:
         module = evaluate.load(name)
+    except SystemExit as e:  # the module's own code ran sys.exit() (or exit()) while being imported
+        raise UnknownMetricError(_exited(name, e, "loading it")) from None
     except Exception as e:  # noqa: BLE001 - evaluate raises many kinds (FileNotFoundError, HTTP, import)
+        unreachable = "" if Path(name).is_dir() else _hub_unreachable_now()
+        if unreachable:  # evaluate says the module "doesn't exist" when it could not ask the Hub
+            raise UnknownMetricError(f"{name}: the Hub could not be reached ({unreachable}) and the module is not in "
+                                     "the local cache; load it once with a network, or give its folder") from None
         raise UnknownMetricError(f"{name}: could not load it as an evaluate module ({type(e).__name__}: "
                                  f"{_first_line(e)})") from None
     try:
         out = module.compute(images=[probe_image()])
+    except SystemExit as e:
+        raise UnknownMetricError(_exited(name, e, "compute(images=[a 256x256 RGB image])")) from None
     except TypeError as e:
         raise UnknownMetricError(f"{name}: its compute() does not take images= (the metric-module contract: "
                                  f"compute(images=[...]) -> scores, lower_better): {_first_line(e)}") from None
@@ -160,6 +169,13 @@ def _resolve_module(name: str) -> ResolvedMetric:
     return ResolvedMetric(name, "module", spec, module)
 
 
+def _exited(name: str, e: SystemExit, doing: str) -> str:
+    """A user's module that called sys.exit(): never a silent exit of the whole command (with
+    status 0 it looked like success), one error naming the module instead."""
+    return (f"{name}: {doing} called sys.exit({e.code!r}); a metric module must return its scores "
+            "(or raise an exception), never exit")
+
+
 def _contract_problem(out, n: int) -> str:
     if not isinstance(out, dict):
         return f"compute() returned {type(out).__name__}, not a dict"
@@ -170,6 +186,10 @@ def _contract_problem(out, n: int) -> str:
     scores = out["scores"]
     if not hasattr(scores, "__len__") or len(scores) != n:
         return f"'scores' must hold one number per image ({n}), got {scores!r:.80}"
+    for i, s in enumerate(scores):  # a bool is an int to Python: True would be read as a score of 1.0
+        if s is not None and (isinstance(s, (bool, np.bool_, str, bytes)) or not hasattr(s, "__float__")
+                              or "bool" in str(getattr(s, "dtype", ""))):
+            return f"'scores'[{i}] is {s!r:.40} ({type(s).__name__}); each score must be a number (or None)"
     return ""
 
 
@@ -230,12 +250,57 @@ def _pyiqa_scorer(r: ResolvedMetric, device, batch_size):
     from banana100.metrics.engine import MetricScorer, default_device
 
     pid = r.name[len(PYIQA_PREFIX):]
+    unreachable = _hub_unreachable_now()
     try:
-        model = pyiqa.create_metric(pid, device=device or default_device())
+        with _no_downloads(unreachable):
+            model = pyiqa.create_metric(pid, device=device or default_device())
     except Exception as e:  # noqa: BLE001 - pyiqa raises many kinds (download, missing package)
+        if unreachable:
+            raise UnknownMetricError(f"{r.name}: pyiqa could not build it and the Hub could not be reached "
+                                     f"({unreachable}); it downloads its weights itself into $TORCH_HOME/hub/pyiqa: "
+                                     f"run once with a network ({type(e).__name__}: {_first_line(e)})") from None
         raise UnknownMetricError(f"{r.name}: pyiqa could not build it ({type(e).__name__}: {_first_line(e)}); "
                                  "pyiqa downloads its weights itself into $TORCH_HOME/hub/pyiqa") from None
     return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size)
+
+
+def _hub_unreachable_now() -> str:
+    """Why no download can happen now ("" when one can): HF_HUB_OFFLINE, or the quick probe of
+    the weights store (an offline machine answered only after ~55 s of retries without it)."""
+    from banana100.metrics import weights
+
+    return "HF_HUB_OFFLINE=1" if weights.offline() else weights._hub_unreachable()
+
+
+@contextlib.contextmanager
+def _no_downloads(reason: str):
+    """While pyiqa builds a metric: when `reason` says the network is out, every download fails
+    at once (torch.hub, pyiqa's own, the Hub's retries) instead of after its retries; cached
+    files are read as usual."""
+    if not reason:
+        yield
+        return
+    import torch.hub
+    from huggingface_hub import constants
+
+    def refuse(url, *args, **kwargs):
+        raise OSError(f"not downloaded: {url} ({reason})")
+
+    try:  # pyiqa's own copy of torch.hub's function (pyiqa 0.1.x)
+        import pyiqa.utils.download_util as pyiqa_download
+    except ImportError:
+        pyiqa_download = None
+    patched = [(torch.hub, "download_url_to_file", refuse), (constants, "HF_HUB_OFFLINE", True)]
+    if pyiqa_download is not None and hasattr(pyiqa_download, "download_url_to_file"):
+        patched.append((pyiqa_download, "download_url_to_file", refuse))
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    for owner, name, value in patched:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 class ModuleScorer:
@@ -267,7 +332,10 @@ class ModuleScorer:
         scores: list[float | None] = []
         for k in range(0, len(arrays), self.batch_size):
             part = arrays[k : k + self.batch_size]
-            out = self.module.compute(images=part)
+            try:
+                out = self.module.compute(images=part)
+            except SystemExit as e:
+                raise Banana100Error(_exited(self.name, e, "compute()")) from None
             problem = _contract_problem(out, len(part))
             if problem:
                 raise Banana100Error(f"{self.name}: breaks the metric-module contract: {problem}")

@@ -23,13 +23,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from banana100.distributed import Processes as _Processes
-from banana100.errors import Banana100Error
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
 from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready, metrics_at_hand
 from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_same_method, _done_keys,
-                                     _drop_temporary_files, _merge, _parts_dir, _write_part, read_scores)
+                                     _drop_temporary_files, _merge, _parts_dir, _write_part, check_out, read_scores)
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +70,7 @@ def score_to_parquet(
     if not isinstance(source, (str, os.PathLike)):
         source = list(source)
         source = source[0] if len(source) == 1 else source
-    if out.suffix != ".parquet":
-        raise Banana100Error(f"{out}: the scores file must end in .parquet")
+    check_out(out)  # a folder, or a file that is not a scores file: refused before any work
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
     total, _ = iter_items(source)  # checks the source before any model is built

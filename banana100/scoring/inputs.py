@@ -119,6 +119,9 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
     source = Path(source if isinstance(source, (str, os.PathLike)) else list(source)[0])
     if (source / MANIFEST_NAME).is_file():
         records = read_manifest(source)
+        if not records:  # it scored to a 0-row file without a word
+            raise ManifestError(f"{source / MANIFEST_NAME}: lists no image, so there is nothing to score (is it the "
+                                "run folder you meant? an interrupted `generate` resumes into it)")
         # image_path refuses a path that leaves the run folder (the rule build-dataset uses too)
         missing = [str(p) for p in (image_path(source, r) for r in records) if not p.exists()]
         if missing:
@@ -140,7 +143,10 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
                 yield ImageItem(record, f"{source}:{record.get('image') or record['chain_id']}/step {record['step']}",
                                 lambda data=data, record=record: _checked(data, record))
 
-        return count_dataset_rows(source), dataset_items()
+        rows = count_dataset_rows(source)
+        if not rows:
+            raise DatasetError(f"{source}: the dataset holds no image, so there is nothing to score")
+        return rows, dataset_items()
     if not source.exists():
         raise Banana100Error(f"{source}: no such folder")
     raise DatasetError(f"{source} is neither a run folder (no {MANIFEST_NAME}) nor a dataset folder (no README.md with configs)")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from banana100.errors import Banana100Error, DatasetError
+from banana100.errors import Banana100Error, DatasetError, UsageError
 from banana100.fileio import is_temporary_name, write_file_atomic
 from banana100.scoring.inputs import canonical_image_path
 
@@ -234,3 +234,27 @@ def _drop_temporary_files(out: Path) -> None:
             for f in folder.glob(f".{out.name if folder == out.parent else 'part-'}*"):
                 if is_temporary_name(f.name):
                     f.unlink(missing_ok=True)
+
+
+def check_out(out: Path) -> None:
+    """`--out` checked before any work: a folder, or an existing file that is not a scores file,
+    is one error naming it (a folder was refused only after every image was scored; a Parquet
+    file of other columns gave a traceback)."""
+    if out.is_dir():
+        raise UsageError(f"{out}: is a folder; --out is the scores file to write (e.g. {out / 'scores.parquet'})")
+    if out.suffix != ".parquet":
+        raise UsageError(f"{out}: the scores file must end in .parquet")
+    if not out.exists() and not out.is_symlink():
+        return
+    try:
+        schema = pq.read_schema(out)
+    except Exception:  # noqa: BLE001 - pyarrow raises several kinds for a file that is not Parquet
+        raise UsageError(f"{out}: exists and is not a Parquet file; give a new --out (or move that file away)") from None
+    try:
+        _conform(schema.empty_table())
+    except (KeyError, pa.ArrowException) as e:
+        missing = sorted(set(SCORES_SCHEMA.names) - set(schema.names))
+        more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+        what = f"it lacks {', '.join(missing[:4])}{more}" if missing else str(e).splitlines()[0]
+        raise UsageError(f"{out}: exists and is not a scores file of `banana100 score` ({what}); give a new "
+                         "--out (or move that file away)") from None
