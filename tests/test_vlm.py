@@ -294,3 +294,17 @@ def torch_oom():
     import torch
 
     return torch.cuda.OutOfMemoryError
+
+
+def test_images_are_preprocessed_on_the_scoring_device(tiny, monkeypatch):
+    s = _scorer(tiny)
+    seen = []
+    real = type(s.processor.image_processor).__call__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("device"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(s.processor.image_processor), "__call__", spy)
+    batch = s.inputs(_images(2))
+    assert seen == ["cpu"] and batch["pixel_values"].device.type == "cpu"

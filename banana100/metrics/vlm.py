@@ -294,9 +294,13 @@ class VLMScorer:
         chat = messages()
         # add_vision_id: "Picture 1: " before the image, as the official code renders it
         text = self.processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, add_vision_id=True)
+        images_kwargs = {"min_pixels": MIN_PIXELS, "max_pixels": self.max_pixels}
+        if _torch_backend(self.processor):
+            # resize and normalise on the scoring device, not as serial host work per image
+            # (bench/gpu_vlm_check.py times both: the "preprocess" rows)
+            images_kwargs["device"] = str(self.device)
         return self.processor(text=[text] * len(arrays), images=[Image.fromarray(a) for a in arrays], padding=True,
-                              return_tensors="pt",
-                              images_kwargs={"min_pixels": MIN_PIXELS, "max_pixels": self.max_pixels})
+                              return_tensors="pt", images_kwargs=images_kwargs)
 
     def generate(self, arrays: Sequence[np.ndarray]) -> list[str]:
         """The model's answer to each image (greedy decoding), one batch."""
@@ -308,6 +312,15 @@ class VLMScorer:
                                       pad_token_id=self.processor.tokenizer.pad_token_id)
         new = out[:, batch["input_ids"].shape[1]:]
         return self.processor.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def _torch_backend(processor) -> bool:
+    """Whether the processor's image processor is transformers' torch one (it takes a `device`)."""
+    try:
+        from transformers.image_processing_backends import TorchvisionBackend
+    except ImportError:  # transformers before the image-processor backends
+        return False
+    return isinstance(getattr(processor, "image_processor", None), TorchvisionBackend)
 
 
 def bytes_per_token(config, itemsize: int) -> int:
