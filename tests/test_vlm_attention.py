@@ -198,3 +198,16 @@ def test_refuses_what_it_is_not_for():
         va.batched_window_attention(None, q, k, v)  # no segment bounds: a language model's call
     with pytest.raises(ValueError, match="vision tower"):
         va.batched_window_attention(None, q, k, v, cu_seq_lens_q=cu, is_causal=True)
+
+
+def test_long_unequal_segments_get_a_call_each_rather_than_costly_padding(monkeypatch):
+    """Images of different sizes in a full-attention layer: padding to the longest could cost up to
+    (n * longest / total)^2 of the work; past PAD_WASTE each segment gets its own call."""
+    monkeypatch.setattr(va, "LONG_SEGMENT", 6)
+    for lengths, calls in (([6, 13, 7], 3), ([12, 13, 13], 1), ([2, 5, 3, 5], 1)):  # too uneven; nearly equal; short
+        q, k, v, cu = _packed(lengths)
+        with _Counter() as n:
+            out, _ = va.batched_window_attention(None, q, k, v, scaling=None, cu_seq_lens_q=cu,
+                                                 max_length_q=max(lengths))
+        assert n.calls == calls, lengths
+        assert (out - _loop(q, k, v, cu)).abs().max() <= TOL
