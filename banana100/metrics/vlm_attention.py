@@ -9,7 +9,7 @@ tenstorrent/tt-metal PR #37866; transformers PR #37363 measured such padding no 
 loop on small inputs, where the loop is cheap anyway). When all segments have the same length
 (the full-attention layers of a batch of equal-size images) no copy and no mask are needed, so
 SDPA may pick its flash kernel; long segments of unequal lengths (images of different sizes in a
-full-attention layer) get a call each rather than padding that could cost more than it saves.
+full-attention layer) get a call each, as in transformers: a few calls, no padding.
 
 It is registered with transformers' attention interface under ATTENTION, and set on the vision
 tower's config only: the language model keeps its own attention. transformers hands the
@@ -35,10 +35,10 @@ ATTENTION = "banana100_batched_windows_flash"
 # CUDA launches at most 65,535 blocks along a grid's y and z axes, where SDPA kernels put the batch;
 # longer batches of segments are cut into calls of this many.
 MAX_SEGMENTS_PER_CALL = 32_768
-# Segments at least this long (whole images in the full-attention layers) of unequal lengths get a
-# call each when padding could cost over PAD_WASTE times the work: attention grows with the square
-# of the length, and a few long calls cost little launch overhead.
-LONG_SEGMENT, PAD_WASTE = 1024, 1.1
+# Segments at least this long (whole images in the full-attention layers) get a call each when their
+# lengths differ: padding costs work that grows with the square of the length, and a mask over
+# them would keep SDPA off its flash kernel, while a few long calls cost little launch overhead.
+LONG_SEGMENT = 1024
 
 
 class _Plan:
@@ -105,7 +105,7 @@ def batched_window_attention(module, query, key, value, attention_mask=None, sca
         q, k, v = (t[0].view(heads, n, longest, dim).transpose(0, 1) for t in (query, key, value))
         out = _sdpa(q, k, v, None, scaling)  # [n, heads, longest, dim]
         return out.transpose(1, 2).reshape(1, total, heads, dim), None
-    if longest >= LONG_SEGMENT and (n * longest / total) ** 2 > PAD_WASTE:  # bounds the padded / real work
+    if longest >= LONG_SEGMENT:
         bounds = cu_seq_lens_q.tolist()  # one host sync, as transformers' loop makes per layer
         out = torch.cat([_sdpa(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], None, scaling)
                          for a, b in zip(bounds[:-1], bounds[1:])], dim=2)
