@@ -308,3 +308,35 @@ def test_images_are_preprocessed_on_the_scoring_device(tiny, monkeypatch):
     monkeypatch.setattr(type(s.processor.image_processor), "__call__", spy)
     batch = s.inputs(_images(2))
     assert seen == ["cpu"] and batch["pixel_values"].device.type == "cpu"
+
+
+def test_decoding_reads_the_device_once_per_token_at_most(tiny, monkeypatch):
+    """Each host read of a tensor (item, bool, tolist, nonzero) is a sync on CUDA. Per decoded token,
+    only generate's own stop check may read (it has no deferred check on CUDA): nothing in the
+    scorer's decoding (no stopping criteria, streamer or per-token Python work of ours)."""
+    import torch
+
+    s = _scorer(tiny, max_pixels=224 * 224)
+    image = _images(1)[0]
+    reads: list = []
+
+    def counting(name):
+        real = getattr(torch.Tensor, name)
+
+        def read(self, *args, **kwargs):
+            reads.append(name)
+            return real(self, *args, **kwargs)
+
+        return read
+
+    def count(tokens):
+        s.max_new_tokens = tokens
+        reads.clear()
+        with monkeypatch.context() as m:
+            for name in ("item", "__bool__", "tolist", "nonzero"):
+                m.setattr(torch.Tensor, name, counting(name))
+            s.generate([image])
+        return len(reads)
+
+    few, many = count(2), count(10)
+    assert (many - few) / 8 <= 1
