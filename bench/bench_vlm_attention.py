@@ -73,16 +73,11 @@ def main(argv=None) -> int:
         row = {"case": case, "sizes": sizes, "patches": int(pv.shape[0])}
         for path, impl in paths.items():
             set_vision_attention(model, impl)
-            for what, call in (("tower", lambda: visual(pv, grid_thw=grid)), ("forward", lambda: model(**batch))):
-                calls = [0]
-
-                def counting(*a, **k):
-                    calls[0] += 1
-                    return real(*a, **k)
-
+            for what, args_, kwargs_ in (("tower", (visual, pv), {"grid_thw": grid}), ("forward", (model,), batch)):
+                counting = mock.Mock(side_effect=real)
                 with torch.no_grad(), mock.patch("torch.nn.functional.scaled_dot_product_attention", counting):
-                    call()
-                row[f"{path}_sdpa_calls_{what}"] = calls[0]
+                    args_[0](*args_[1:], **kwargs_)
+                row[f"{path}_sdpa_calls_{what}"] = counting.call_count
         best = {(p, clock): float("inf") for p in paths for clock in ("wall", "cpu")}
         with torch.no_grad():
             for _ in range(args.repeats + 1):  # the first round warms up both

@@ -233,7 +233,7 @@ def test_auto_batch_on_cpu_and_a_fixed_size_as_the_cap(tiny):
     sizes = [(56, 84)] * 9
     assert [len(b) for b in _scorer(tiny).batches(sizes)] == [vlm.CPU_AUTO_BATCH] * 2 + [1]
     assert [len(b) for b in _scorer(tiny, batch_size=2).batches(sizes)] == [2, 2, 2, 2, 1]
-    assert sum(_scorer(tiny, batch_size=1).batches(sizes), []) == list(range(9))
+    assert [b for batch in _scorer(tiny, batch_size=1).batches(sizes) for b in batch] == list(range(9))
 
 
 def test_auto_batch_follows_the_free_memory(tiny, monkeypatch):

@@ -23,6 +23,7 @@ attention is left alone (flash-attn's varlen kernel does all windows in one call
 
 from __future__ import annotations
 
+import itertools
 import logging
 import weakref
 
@@ -108,7 +109,7 @@ def batched_window_attention(module, query, key, value, attention_mask=None, sca
     if longest >= LONG_SEGMENT:
         bounds = cu_seq_lens_q.tolist()  # one host sync, as transformers' loop makes per layer
         out = torch.cat([_sdpa(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], None, scaling)
-                         for a, b in zip(bounds[:-1], bounds[1:])], dim=2)
+                         for a, b in itertools.pairwise(bounds)], dim=2)
         return out.transpose(1, 2), None
     plan = _plan(cu_seq_lens_q, total, longest)
     padded = []
