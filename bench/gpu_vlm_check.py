@@ -13,7 +13,7 @@ all `--max-new-tokens` tokens (24 by default, as issue 31's baseline; the real a
 next to the 1,369 (1K) or 5,329 (2K) visual tokens.
 
     python bench/gpu_vlm_check.py                          # H200: about 2 minutes (--budget-s 120)
-    python bench/gpu_vlm_check.py --device cpu --tiny      # the tiny random model on CPU (plumbing)
+    python bench/gpu_vlm_check.py --tiny                   # the tiny random model on CPU (plumbing)
 
 Paths: "loop" = transformers' SDPA once per window (the default without flash-attn), "batched" =
 banana100.metrics.vlm_attention (all windows of a batch in one SDPA call per layer).
@@ -174,7 +174,7 @@ def syncs_per_token(scorer, image) -> float | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default=None, help="default cuda; with --tiny, cpu")
     ap.add_argument("--tiny", action="store_true", help="the tiny random model (plumbing check, CPU)")
     ap.add_argument("--sides", default=None, help="image sides (default 2048,1024; --tiny: 448,224)")
     ap.add_argument("--batch-sizes", default="16,auto,8,1", help="'auto': the size the free memory gives")
@@ -185,6 +185,7 @@ def main(argv=None) -> int:
                     help="measurements that would end past this many seconds are skipped (listed)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    args.device = args.device or ("cpu" if args.tiny else "cuda")
 
     import torch
 
