@@ -16,10 +16,11 @@ python -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is
 half=(); if [ "$device" = "cuda" ]; then half=(--half); fi  # float16 tolerance: GPU only
 # flat areas: native vs pyiqa on the same device, pyiqa's device vs CPU (issue 12)
 python bench/gpu_flat_check.py --device "$device" --threads "$(nproc)" --out "${BENCH_FLAT_OUT:-bench/results_gpu_flat_check_$device.json}"
-# VisualQuality-R1 (issue 22): images/s and peak memory at 1K and 2K per batch size, hours for 28,000
-# images (real checkpoint if at hand, else the 7B architecture with random bf16 weights; --tiny on CPU)
+# VisualQuality-R1 (issues 22, 31): transformers' loop over vision windows vs the batched windows, images/s
+# and peak memory at 1K and 2K per batch size (and the free-memory size), hours for 28,000 images (real
+# checkpoint if at hand, else the 7B architecture with random bf16 weights; --tiny on CPU). About 2 min.
 if python -c "import transformers" 2>/dev/null; then
-  tiny=(); if [ "$device" = "cpu" ]; then tiny=(--tiny --sides 224 --batch-sizes 1,4 --n 4); fi
+  tiny=(); if [ "$device" = "cpu" ]; then tiny=(--tiny --sides 224 --batch-sizes 4,auto,1 --n-small 2); fi
   python bench/gpu_vlm_check.py --device "$device" "${tiny[@]}" --out "${BENCH_VLM_OUT:-bench/results_gpu_vlm_check_$device.json}"
 fi
 # open editors (issue 31): the denoisers of Qwen-Image-Edit (20B) and FLUX.2 [dev] (32B) at their real

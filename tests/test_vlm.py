@@ -227,3 +227,120 @@ def test_files_scored_like_arrays(tiny, tmp_path):
     with pytest.raises(ScoreUndefinedError) as info:
         s.score([str(p) for p in paths])
     assert s.last_texts == from_arrays and str(paths[0]) in str(info.value.errors[0])
+
+
+def test_auto_batch_on_cpu_and_a_fixed_size_as_the_cap(tiny):
+    sizes = [(56, 84)] * 9
+    assert [len(b) for b in _scorer(tiny).batches(sizes)] == [vlm.CPU_AUTO_BATCH] * 2 + [1]
+    assert [len(b) for b in _scorer(tiny, batch_size=2).batches(sizes)] == [2, 2, 2, 2, 1]
+    assert [b for batch in _scorer(tiny, batch_size=1).batches(sizes) for b in batch] == list(range(9))
+
+
+def test_auto_batch_follows_the_free_memory(tiny, monkeypatch):
+    """On CUDA the batch is what the free memory holds by the per-token estimate; larger images, fewer."""
+    import torch
+
+    s = _scorer(tiny, max_pixels=2048 * 2048)
+    s.device = torch.device("cuda")  # only the arithmetic runs: no kernel is launched
+    per_image = {side: s.tokens_per_image(side, side) * s._bytes_per_token() * vlm.SAFETY for side in (224, 448)}
+    monkeypatch.setattr(vlm, "free_bytes", lambda device: 10 * per_image[448] / vlm.MEMORY_SHARE)
+    assert s.batch_limit(s.tokens_per_image(448, 448)) == 10
+    assert s.batch_limit(s.tokens_per_image(224, 224)) == int(10 * per_image[448] // per_image[224])
+    assert [len(b) for b in s.batches([(448, 448)] * 25)] == [10, 10, 5]
+    monkeypatch.setattr(vlm, "free_bytes", lambda device: 1e30)
+    assert s.batch_limit(100) == vlm.MAX_AUTO_BATCH
+    s.batch_size = 3
+    assert s.batch_limit(100) == 3
+
+
+def test_bytes_per_token_of_the_7b_model_matches_the_measured_peaks():
+    from banana100.testing.tiny_qwen import config_7b
+
+    # issue 31 (H200, random bf16 weights, batch 16): (peak - weights) / tokens = 210 (1K) - 229 (2K) kB a token
+    assert 200e3 <= vlm.bytes_per_token(config_7b(tiny_processor()), 2) <= 235e3
+
+
+class _OOMAbove(vlm.VLMScorer):
+    """Runs out of memory for batches larger than `fits`."""
+
+    fits = 2
+    calls: list
+
+    def generate(self, arrays):
+        import torch
+
+        self.calls.append(len(arrays))
+        if len(arrays) > self.fits:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return [f"<answer>{1 + a.shape[1] / 100:.2f}</answer>" for a in arrays]
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_it(tiny, caplog):
+    model, processor = tiny
+    s = _OOMAbove(model=model, processor=processor, device="cpu", batch_size=8)
+    s.calls = []
+    widths = [101, 102, 103, 104, 105, 106, 107, 108, 109]
+    images = [np.zeros((60, w, 3), np.uint8) for w in widths]
+    with caplog.at_level("WARNING", logger="banana100.metrics.vlm"):
+        assert s.score_arrays(images) == pytest.approx([1 + w / 100 for w in widths])
+    assert s.calls == [8, 4, 2, 2, 2, 2, 1]  # 8 fails, 4 fails, then pairs; the ninth image alone
+    assert s._oom_cap == 2 and "out of memory with 4 images" in caplog.text
+    s.fits = 0
+    with pytest.raises(torch_oom()):
+        s.score_arrays(images[:1])  # a single image that does not fit: the error itself
+
+
+def torch_oom():
+    import torch
+
+    return torch.cuda.OutOfMemoryError
+
+
+def test_images_are_preprocessed_on_the_scoring_device(tiny, monkeypatch):
+    s = _scorer(tiny)
+    seen = []
+    real = type(s.processor.image_processor).__call__
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("device"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(s.processor.image_processor), "__call__", spy)
+    batch = s.inputs(_images(2))
+    assert seen == ["cpu"] and batch["pixel_values"].device.type == "cpu"
+
+
+def test_decoding_adds_no_device_read_per_token_of_its_own(tiny, monkeypatch):
+    """Each host read of a tensor (item, bool, tolist, nonzero) is a sync on CUDA. Per decoded token,
+    only transformers reads (generate's stop check; in 5.17 also the SDPA mask's padding check):
+    nothing of the scorer's (no stopping criteria, streamer or per-token Python work of ours)."""
+    import sys
+
+    import torch
+
+    s = _scorer(tiny, max_pixels=224 * 224)
+    image = _images(1)[0]
+    reads: list = []
+
+    def counting(name):
+        real = getattr(torch.Tensor, name)
+
+        def read(self, *args, **kwargs):
+            reads.append(sys._getframe(1).f_code.co_filename)
+            return real(self, *args, **kwargs)
+
+        return read
+
+    def count(tokens):
+        s.max_new_tokens = tokens
+        reads.clear()
+        with monkeypatch.context() as m:
+            for name in ("item", "__bool__", "tolist", "nonzero"):
+                m.setattr(torch.Tensor, name, counting(name))
+            s.generate([image])
+        inside = sum("transformers" in f for f in reads)
+        return inside, len(reads) - inside
+
+    (few_in, few_out), (many_in, many_out) = count(2), count(10)
+    assert many_in - few_in >= 8  # transformers' own per-token reads are seen: the counting works
+    assert many_out == few_out  # none of ours grows with the tokens

@@ -264,7 +264,8 @@ _VLM_INPUTS = """
 Args:
     images: a list of images: file paths, PIL images, or HxWx3 uint8 arrays.
     device: "cpu", "cuda", "cuda:1", ...; default cuda when available (bf16 on GPU, float32 on CPU).
-    batch_size: images per generate() call (default 4).
+    batch_size: most images per generate() call; default None: as many as the free GPU memory
+        holds (4 on CPU); a batch out of memory is halved.
     max_pixels: largest image area given to the model (default 4,194,304 = 2048 x 2048; the card
         says how it was chosen).
     keep_text: also return what the model answered for each image (`texts`).
@@ -312,14 +313,15 @@ class VLMEvaluator(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
 
         cache = self.__dict__.setdefault("_scorers", {})
         # the same device check as the metric modules: a bad or absent device is one UsageError
-        key = (str(check_device(device)), int(batch_size), int(max_pixels), int(max_new_tokens))
+        key = (str(check_device(device)), None if batch_size is None else int(batch_size), int(max_pixels),
+               int(max_new_tokens))
         if key not in cache:
             model, processor = self.__dict__.get("_given", (None, None))
             cache[key] = VLMScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], max_pixels=key[2],
                                    max_new_tokens=key[3], model=model, processor=processor)
         return cache[key]
 
-    def compute(self, *, images=None, device=None, batch_size=4, max_pixels=None, keep_text=False,
+    def compute(self, *, images=None, device=None, batch_size=None, max_pixels=None, keep_text=False,
                 max_new_tokens=None, **kwargs):
         """Score images with this evaluator (straight to the scorer: no Arrow cache)."""
         from banana100.metrics.vlm import DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS

@@ -1,4 +1,5 @@
-"""A tiny random Qwen2.5-VL (about 115k parameters) and its processor, built offline.
+"""A tiny random Qwen2.5-VL (about 115k parameters) and its processor, built offline; and
+Qwen2.5-VL-7B's architecture with random weights (bench/gpu_vlm_check.py).
 
 The tokenizer is byte-level BPE with no merges (every byte one token) plus Qwen's special
 tokens; the chat template renders what Qwen2.5-VL's does for one user turn with images.
@@ -52,3 +53,36 @@ def tiny_model(processor, seed: int = 0):
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
     torch.manual_seed(seed)
     return Qwen2_5_VLForConditionalGeneration(config).eval()
+
+
+# Qwen2.5-VL-7B-Instruct's config.json (text and vision towers)
+TEXT_7B = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+               num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=128000,
+               rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]}, rope_theta=1000000.0)
+VISION_7B = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=3584,
+                 patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
+                 fullatt_block_indexes=[7, 15, 23, 31], in_channels=3)
+
+
+def config_7b(processor):
+    """Qwen2.5-VL-7B's configuration with `processor`'s special-token ids."""
+    from transformers import Qwen2_5_VLConfig
+
+    ids = {t: processor.tokenizer.convert_tokens_to_ids(t) for t in SPECIALS}
+    return Qwen2_5_VLConfig(
+        text_config=dict(TEXT_7B, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
+                         pad_token_id=ids["<|endoftext|>"]),
+        vision_config=VISION_7B, image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
+
+
+def random_7b(processor, dtype, device):
+    """Qwen2.5-VL-7B's architecture with random weights, made directly on `device` in `dtype`
+    (on a GPU: seconds; no float32 copy, no CPU initialisation)."""
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2_5_VLForConditionalGeneration._from_config(config_7b(processor), dtype=dtype)
+    return model.eval()
