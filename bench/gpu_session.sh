@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/gpu-session}
 mkdir -p "$OUT/r"
 device=${GPU_SESSION_DEVICE:-cuda}
 steps=${GPU_SESSION_STEPS:-env pytest_gpu gpu_check vlm editors}
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+if [ "$device" = cuda ] && [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed" >&2; exit 1; }
   export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
