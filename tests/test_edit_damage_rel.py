@@ -173,3 +173,21 @@ def test_resolvable_by_name():
     r = resolve("edit_damage_rel")
     assert r.kind == "relative" and r.lower_better
     assert isinstance(make_scorer("edit_damage_rel", device="cpu"), rel.RelativeScorer)
+
+
+def test_the_space_scores_it_on_demand_against_step_0(tmp_path, chain):
+    from banana100 import explore as ex
+
+    info = ex.ChainInfo("c__replicate__r0", "c", "replicate", 0, (0, 1, 5, 10))
+    images = {s: chain[s] for s in (0, 1, 5, 10)}
+    table = ex.ChainScores(tmp_path, steps=(0, 1, 5, 10)).compute(info, "edit_damage_rel", images)
+    s = table.set_index("step")["score"]
+    assert s[0] == pytest.approx(0, abs=1e-9) and s[10] > s[5] > s[1] > 0
+    curves = pd.DataFrame({"metric": ["piqe"] * 2 + ["edit_damage_rel"] * 2, "step": [0, 1] * 2,
+                           "normalised": [1, 0.9, 1, 0]})
+    labels = [t.get_text() for t in ex.plot_curves(curves).axes[0].get_legend().get_texts()]
+    assert any("damage since step 0" in label for label in labels)
+    no_source = {s: chain[s] for s in (1, 5)}
+    info1 = ex.ChainInfo("d__replicate__r0", "d", "replicate", 0, (1, 5))
+    with pytest.raises(Exception, match="step 0"):
+        ex.ChainScores(tmp_path, steps=(1, 5)).compute(info1, "edit_damage_rel", no_source)

@@ -200,6 +200,8 @@ def label(name: str) -> str:
         return get_metric(name).display_name
     except UnknownMetricError:
         pass
+    if name == RELATIVE:
+        return resolve(name).display_name
     with _LOCK:
         hit = _CACHE.get(name)
     return hit.display_name if hit is not None else name
