@@ -191,3 +191,11 @@ def test_the_space_scores_it_on_demand_against_step_0(tmp_path, chain):
     info1 = ex.ChainInfo("d__replicate__r0", "d", "replicate", 0, (1, 5))
     with pytest.raises(Exception, match="step 0"):
         ex.ChainScores(tmp_path, steps=(1, 5)).compute(info1, "edit_damage_rel", no_source)
+
+
+def test_one_reference_for_many_images_is_measured_once(chain):
+    s = rel.RelativeScorer(device="cpu")
+    calls, real = [], s.stats
+    s.stats = lambda arrays: calls.append(len(arrays)) or real(arrays)
+    s.score(chain[1:4], chain[0])
+    assert calls == [3, 1]  # the three images together, then the reference once

@@ -143,32 +143,34 @@ class RelativeScorer:
 
         images = list(images)
         references = _broadcast(references, len(images))
-        return self.score_arrays([load_rgb(i) for i in images], None,
-                                 references=[load_rgb(r) for r in references])
+        loaded: dict[int, np.ndarray] = {}  # one reference for many images is read (and measured) once
+        for r in references:
+            if id(r) not in loaded:
+                loaded[id(r)] = load_rgb(r)
+        return self.score_arrays([load_rgb(i) for i in images], None, references=[loaded[id(r)] for r in references])
 
-    def reference_stats(self, key, image, shape) -> dict:
-        """The statistics of a reference (cached by `key` and the size it is measured at)."""
+    def reference_stats(self, key, image, shape, cache: dict | None = None) -> dict:
+        """The statistics of a reference, cached in `cache` (default: this scorer's, across calls)
+        by `key` and the size it is measured at."""
         from banana100.imageio import load_rgb
+        from banana100.metrics.engine import check_size
 
+        cache = self._cache if cache is None else cache
         ck = (key, tuple(shape[:2]))
-        if key is None or ck not in self._cache:
+        if ck not in cache:
             rgb = load_rgb(image)
-            from banana100.metrics.engine import check_size
-
-            check_size(self.spec, rgb, f"the reference {key or ''}".strip())
-            value = self.stats([_resized(rgb, shape)])[0]
-            if key is None:
-                return value
-            self._cache[ck] = value
-        return self._cache[ck]
+            check_size(self.spec, rgb, f"the reference {key}")
+            cache[ck] = self.stats([_resized(rgb, shape)])[0]
+        return cache[ck]
 
     def score_arrays(self, arrays, names=None, references=None, records=None) -> list[float]:
         arrays = list(arrays)
         names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
         failed: dict[int, Banana100Error] = {}
         refs: list[tuple | None] = [None] * len(arrays)
+        call_cache: dict = {}  # references given to this call: each measured once per size, then dropped
         if references is not None:
-            refs = [(None, r) for r in _broadcast(references, len(arrays))]
+            refs = [(f"#{id(r)}", r) for r in _broadcast(references, len(arrays))]
         elif records is not None:
             refs = [self._record_reference(r, a) for r, a in zip(records, arrays)]
         stats = self.stats(arrays)
@@ -181,7 +183,8 @@ class RelativeScorer:
                                                 "step 0, or --reference for plain images)")
                 continue
             try:
-                base = st if ref[0] == "self" else self.reference_stats(ref[0], ref[1], arrays[i].shape)
+                base = st if ref[0] == "self" else self.reference_stats(
+                    ref[0], ref[1], arrays[i].shape, call_cache if references is not None else None)
             except (Banana100Error, OSError) as e:
                 failed[i] = ImageReadError(f"{names[i]}: its reference could not be used: {e}")
                 continue
