@@ -421,6 +421,8 @@ def main(argv=None) -> int:
                              "command": "python bench/validate_edit_damage.py " + " ".join(argv or sys.argv[1:])}
     t0 = time.perf_counter()
     parts = args.part.split(",")
+    # the parts may come from separate runs: the command that wrote each
+    result.setdefault("commands", {}).update({p: result["environment"]["command"] for p in parts})
     if "ladders" in parts:
         result["ladders"] = part_ladders(scorer)
     if "clean" in parts:

@@ -199,3 +199,15 @@ def test_one_reference_for_many_images_is_measured_once(chain):
     s.stats = lambda arrays: calls.append(len(arrays)) or real(arrays)
     s.score(chain[1:4], chain[0])
     assert calls == [3, 1]  # the three images together, then the reference once
+
+
+def test_the_card_states_the_relative_score_and_how_weak_the_bare_one_is_alone():
+    from banana100.metrics import detector_card
+    from banana100.metrics.table import get_metric
+
+    text = detector_card.render(get_metric("edit_damage"))
+    assert "### Relative to a source: `edit_damage_rel`" in text and 'references="step_00.png"' in text
+    assert "### (d) Held out: chains of a second damage model" in text
+    assert "weak" in detector_card._alone(detector_card._results("edit_damage_validation.json"))
+    assert "only weakly" in detector_card._alone({})  # said even before anything is measured
+    assert "Not measured yet" in detector_card._heldout({})

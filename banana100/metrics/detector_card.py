@@ -118,11 +118,15 @@ def _protocol(r: dict) -> str:
              f"({a.get('side', '?')} px), one per source and setting; the paper's protocol (steps 1 -> 5, 10, 20) "
              "for the bare score and for `edit_damage_rel` (against step 0). The AUCs are across chains: step 10 "
              "of one chain against step 1 of another, and (bare score) the clean source against a step-10 copy.", "",
-             _FIGURES_HEAD]
+             "| setting | chains | `edit_damage_rel` failed | bare failed |", "| --- | --- | --- | --- |"]
     for s, v in p.items():
         if s != "all settings":
-            lines.append(f"| {s} | {v['bare']['n_chains']} | {v['relative']['n_failed']} | | {v['bare']['n_failed']} | | | |")
-    lines.append(_figures_row("**all settings**", p["all settings"]))
+            lines.append(f"| {s} | {v['bare']['n_chains']} | {v['relative']['n_failed']} | {v['bare']['n_failed']} |")
+    lines += ["", "Over every setting:", "", _FIGURES_HEAD, _figures_row("all settings", p["all settings"]),
+              "", "The colour round trip (desaturate, then recolour) moves the cast away from the source's at once and "
+              "back when it recolours, so against step 0 a recoloured step can score below step 1: "
+              + ", ".join(p["all settings"]["relative"]["failed_chains"] or ["no chain"])
+              + " failed that way here. Read such chains against an earlier output (`references=` that step)."]
     return "\n".join(lines)
 
 
@@ -133,7 +137,7 @@ def _heldout(r: dict) -> str:
     groups = [g for g in h if isinstance(h[g], dict) and "bare" in h[g] and g != "all"]
     lines = [f"{h.get('steps', 20)}-step chains of a second damage model (`bench/damage_model_b.py`), one per "
              f"source ({h.get('side', '?')} px drawn sources; photographs at most 512 px), chain seeds from "
-             f"{h.get('seeds', {}).get('chains', '?')}: {h['model']} Per chain it shifts and crops the content by a "
+             f"{h.get('seeds', {}).get('chains', '?')}. Per chain it shifts and crops the content by a "
              "few pixels (resampled back), adds a lattice of period 5-12 px at a random angle, grain correlated "
              "over 0.6-1.2 px, a magenta or blue drift, and pastes new content once; no JPEG. Neither score was "
              "designed or tuned on it; these seeds were run once, for these figures.", "", _FIGURES_HEAD]
