@@ -22,7 +22,7 @@ Configuration (environment variables; on the Hub, the Space's "Variables" settin
   BANANA100_SPACE_CACHE    cache folder (demo set, downloads, scores); default ~/.cache/banana100-space;
                            the demo set in it is keyed by version and metrics, and the log says built or reused
   BANANA100_SPACE_DEMO     demo set size: CHAINSxSTEPS[xSIDE], default 4x20x768
-  BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand)
+  BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand + edit_damage)
   BANANA100_SPACE_MAX_STEPS     cap of "Try it" steps with the simulated editor (default 30)
 
 Run locally: `python space/app.py` (http://127.0.0.1:7860; GRADIO_SERVER_PORT to change).

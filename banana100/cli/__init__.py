@@ -363,7 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
     d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids, pyiqa:<id>, or the folder / Hub id "
                                                      "of your own evaluate module; 'auto' = the classical metrics "
-                                                     "whose files are at hand")
+                                                     "whose files are at hand, and the edit_damage detector "
+                                                     "(no files; alone and against step 0)")
     d.set_defaults(func=_cmd_demo)
 
     from banana100.cli import weights  # list | download | check
