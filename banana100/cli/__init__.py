@@ -337,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "see metrics/visualquality_r1/README.md)")
     s.add_argument("--reference", type=Path, default=None,
                    help="plain images: the image they were edited from; with edit_damage among the metrics, "
-                        "edit_damage_rel then scores the damage added since it (chains use their own step 0)")
+                        "edit_damage_rel then scores the damage added since it (chains use their own step 0; "
+                        "default: none, edit_damage alone)")
     s.set_defaults(func=_cmd_score)
 
     r = command("report", "sensitivity report (markdown + plot) and leaderboard from scores files")
