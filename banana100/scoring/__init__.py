@@ -109,9 +109,10 @@ def score_to_parquet(
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
     total, _ = iter_items(source)  # checks the source before any model is built
-    metrics = edit_damage_rel.with_relative(metrics, chains=image_files(source) is None or reference is not None)
-    if reference is not None and image_files(source) is None:
+    chains = image_files(source) is None
+    if reference is not None and chains:
         raise UsageError("a reference image is for plain images: a chain's reference is its own step 0")
+    metrics = edit_damage_rel.with_relative(metrics, chains=chains or reference is not None)
     check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
     # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
     # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
