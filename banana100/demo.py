@@ -27,6 +27,10 @@ SAMPLE_IMAGES = (
 )
 # Fast classical metrics tried by `--metrics auto`; IL-NIQE (~0.6 s an image natively) is opt-in.
 AUTO_METRICS = ("piqe", "niqe", "brisque")
+# The detector needs no file: `demo` (auto) always scores it beside them, so that even offline with
+# no parameter file the report shows PIQE missing the damage and edit_damage (and edit_damage_rel,
+# the damage added since step 0) catching it.
+DETECTOR = "edit_damage"
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,8 @@ def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, 
 
     out = Path(out)
     chosen = pick_metrics(metrics)
+    if metrics == "auto":
+        chosen = [*chosen, DETECTOR]
     if not chosen:
         from banana100.errors import Banana100Error
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from banana100 import about
 from banana100.errors import Banana100Error, DatasetError, UsageError
+from banana100.metrics.native.edit_damage_rel import BARE as DETECTOR, NAME as RELATIVE
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for, sensitivity
 from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
@@ -276,6 +277,9 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
         ax.axhline(0, color="k", lw=0.8)
         name = label(metric)
         fr = results[metric]["failure_rate"]
+        if metric in (DETECTOR, RELATIVE):  # this toolkit's detector, not an NR-IQA metric: set apart
+            ax.set_facecolor("#f3f3f3")
+            name = f"detector: {name}"
         ax.set_title(f"{name} ({'lower' if sign < 0 else 'higher'} is better) - fails {_fmt(fr, pct=True)}", fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel(f"oriented change vs step {reference_step}\n(down = worse)", fontsize=8)
@@ -292,6 +296,21 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _side_by_side(results: dict) -> list[str]:
+    """One line setting the NR-IQA metrics' verdicts beside the detector's, when both were scored."""
+    def seen(r):
+        return f"{r['n_passed']} of {r['n_chains'] - r['n_incomplete']} chains"
+
+    metrics = [m for m in results if m not in (DETECTOR, RELATIVE)]
+    detectors = [m for m in (DETECTOR, RELATIVE) if m in results]
+    if not metrics or not detectors:
+        return []
+    words = {DETECTOR: "edit_damage (alone)", RELATIVE: "edit_damage_rel (the damage added since step 0)"}
+    return ["", "**Side by side**: " + "; ".join(f"{label(m)} saw the damage in {seen(results[m])}" for m in metrics)
+            + ". This toolkit's detector: " + "; ".join(f"{words[m]} in {seen(results[m])}" for m in detectors)
+            + " (docs/edit-damage.md: what it measures, and how weak the bare score is on an image alone)."]
 
 
 def short_chains_note(df: pd.DataFrame, reference_step: int = DEFAULT_REFERENCE_STEP,
@@ -378,6 +397,7 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
             f"| {metric} | {direction} | {r['n_chains']} | {r['n_passed']} | {r['n_failed']} | {r['n_incomplete']} "
             f"| {_fmt(r['failure_rate'], pct=True)} | {_fmt(r['mean_rho'])} | {_fmt(r['share_last_worse'], pct=True)} |"
         )
+    lines += _side_by_side(results)
     lines += _by_chat_and_variant(df, reference_step, check_steps)
     lines += ["", f"![oriented score vs step]({plot_path.name})", "", "## How each metric reacted", ""]
     lines += [f"- {_reading(m, r)}" for m, r in results.items()]

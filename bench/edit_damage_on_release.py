@@ -10,8 +10,9 @@ For the `more_models` supplement give its layout, e.g. `--pattern
 "more_models/{setting}/{source}/rep{repeat}/img_{step:03d}.png"` (check the files first).
 
 Each chain is fetched and imported as the Space does it (checked images in a run folder under
---cache), scored with edit_damage at the protocol's steps (cached: a rerun resumes), and the
-protocol's figures are written per setting and overall, with every chain's verdict.
+--cache), scored with edit_damage and edit_damage_rel (against the chain's step 0) at the
+protocol's steps (cached: a rerun resumes), and the protocol's figures are written per metric,
+per setting and overall, with every chain's verdict.
 """
 
 from __future__ import annotations
@@ -38,28 +39,30 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     images = ex.ReleaseChains(ex.ReleaseSpec(location=args.location, pattern=args.pattern), args.cache)
     explorer = ex.Explorer(images, None, on_demand=ex.ChainScores(images.cache / "scores", device=args.device),
-                           metrics=[ex.DETECTOR])
+                           metrics=list(ex.DETECTORS))
     chains = explorer.chain_ids()[: args.limit]
     for i, cid in enumerate(chains, 1):
-        explorer.score_chain(cid, metrics=[ex.DETECTOR])
+        explorer.score_chain(cid, metrics=list(ex.DETECTORS))
         print(f"[{i}/{len(chains)}] {cid}", flush=True)
-    table = explorer.scores
-    table = table[(table["metric"] == ex.DETECTOR) & table["chain_id"].isin(chains)]
     settings = {cid: images.chains[cid].setting for cid in chains}
     by_setting = defaultdict(list)
     for cid in chains:
         by_setting[settings[cid]].append(cid)
     result = {"command": "python bench/edit_damage_on_release.py " + " ".join(argv or sys.argv[1:]),
-              "location": args.location, "pattern": args.pattern, "per_setting": {}}
-    for setting, ids in [("all", chains), *sorted(by_setting.items())]:
-        t = table[table["chain_id"].isin(ids)]
-        p = sensitivity(t["score"].tolist(), t["step"].tolist(), t["chain_id"].tolist(), lower_better=True)
-        result["per_setting"][setting] = {k: p[k] for k in ("n_chains", "n_failed", "n_incomplete", "failure_rate",
-                                                           "mean_rho", "share_last_worse")}
-        if setting == "all":
-            result["per_chain"] = p["per_chain"]
-        print(f"{setting}: failed {p['n_failed']} of {p['n_chains'] - p['n_incomplete']} complete chains, "
-              f"mean rho {p['mean_rho']}", flush=True)
+              "location": args.location, "pattern": args.pattern, "per_metric": {}}
+    for metric in ex.DETECTORS:
+        table = explorer.scores
+        table = table[(table["metric"] == metric) & table["chain_id"].isin(chains)]
+        out = result["per_metric"][metric] = {"per_setting": {}}
+        for setting, ids in [("all", chains), *sorted(by_setting.items())]:
+            t = table[table["chain_id"].isin(ids)]
+            p = sensitivity(t["score"].tolist(), t["step"].tolist(), t["chain_id"].tolist(), lower_better=True)
+            out["per_setting"][setting] = {k: p[k] for k in ("n_chains", "n_failed", "n_incomplete", "failure_rate",
+                                                             "mean_rho", "share_last_worse")}
+            if setting == "all":
+                out["per_chain"] = p["per_chain"]
+            print(f"{metric}, {setting}: failed {p['n_failed']} of {p['n_chains'] - p['n_incomplete']} complete "
+                  f"chains, mean rho {p['mean_rho']}", flush=True)
     write_results(args.out, json.loads(json.dumps(result, default=str)))  # numpy and other values as text
     print(f"wrote {args.out}")
     return 0

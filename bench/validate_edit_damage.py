@@ -1,7 +1,7 @@
 """Validate the edit_damage detector on what this toolkit does not make; write every figure.
 
     nice python bench/validate_edit_damage.py [--out banana100/metrics/native/edit_damage_validation.json]
-        [--part ladders,clean,protocol] [--chain-steps 20] [--chain-side 256]
+        [--part ladders,clean,protocol,heldout] [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
 
 (a) ladders: white noise, spatially correlated grain, a periodic grid, JPEG, Gaussian blur and a
     green tint at known strengths on varied photographs (skimage.data's, and the reference
@@ -12,10 +12,18 @@
     about its visibility threshold, a faint lattice, a slight green tint): the ROC AUC of clean
     vs damaged across images (a filter judges one image without its chain), per damage and
     pooled, for the score and for each component alone.
-(c) the paper's protocol on chains of the simulated editor, every setting, reported as is: the
-    detector was not designed on them and nothing here is fitted to them.
+    The reference photographs (../shared/reference-images; left out with a message when absent)
+    are reported on their own in (a) and (b).
+(c) the paper's protocol on chains of the simulated editor, every setting, for the bare score
+    and for edit_damage_rel (against step 0), and the AUCs across chains (step 1 vs step 10;
+    the bare score's clean step 0 vs step 10).
+(d) held out: chains of a second damage model (bench/damage_model_b.py: shifts and crops, a
+    lattice, correlated grain, a magenta or blue drift, pasted content; none of it in the
+    simulated editor) from drawn sources, the reference photographs and skimage images, by
+    group: the same figures as (c).
 
-Nothing is tuned here: the detector's constants are fixed in banana100/metrics/native/edit_damage.py.
+Nothing is tuned here: the detector's constants are fixed in banana100/metrics/native/edit_damage.py
+and edit_damage_rel.py.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from scipy.stats import mannwhitneyu, spearmanr
 from benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine import MetricScorer
+from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.native import edit_damage_rel as rel
 from banana100.metrics.native.edit_damage import COMPONENTS
 
 REFERENCE_IMAGES = SHARED / "reference-images"
@@ -67,7 +77,9 @@ def photographs() -> dict[str, np.ndarray]:
     names = ["astronaut", "coffee", "chelsea", "rocket", "camera", "immunohistochemistry", "hubble_deep_field",
              "retina", "coins", "clock", "moon"]
     out = {n: _rgb(getattr(skimage.data, n)()) for n in names}
-    if REFERENCE_IMAGES.is_dir():
+    if not REFERENCE_IMAGES.is_dir():
+        print(f"{REFERENCE_IMAGES} is absent: the reference photographs are left out", flush=True)
+    else:
         for p in sorted(REFERENCE_IMAGES.rglob("*")):
             # pepper_1..4 are distorted copies of pepper_0: only the clean one is a photograph here
             if p.suffix.lower() in (".png", ".bmp", ".gif") and not (p.stem.startswith("pepper_") and p.stem != "pepper_0"):
@@ -144,7 +156,9 @@ def clean_set() -> dict[str, dict[str, np.ndarray]]:
     text.update({f"rendered text {s}": _text_image(s) for s in range(2)})
     flat = {n: _rgb(getattr(skimage.data, n)()) for n in ("logo", "colorwheel", "checkerboard", "horse")}
     flat.update({f"flat shapes {s}": _flat_graphic(s) for s in range(3)})
-    return {"photograph": photos, "smooth": smooth, "texture": texture, "text": text, "flat graphics": flat}
+    refs = {n: photos.pop(n) for n in [n for n in photos if n.startswith("ref:")]}  # reported on their own
+    out = {"photograph": photos, "smooth": smooth, "texture": texture, "text": text, "flat graphics": flat}
+    return {**out, "reference-images": refs} if refs else out
 
 
 # --- degradations at known strengths -------------------------------------------------------
@@ -255,7 +269,11 @@ def part_clean(scorer) -> dict:
         s, c = score(scorer, [fn(a) for a in images])
         damaged[dname] = (s, c)
     pooled = [v for s, _ in damaged.values() for v in s]
+    by_kind = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in sets}
     result = {
+        # each kind of content alone: its clean images against the same images damaged (every stand-in)
+        "auc_by_kind": {k: auc([clean[i] for i in idx], [s[i] for s, _ in damaged.values() for i in idx])
+                        for k, idx in by_kind.items() if idx},
         "clean": [{"image": n, "kind": k, "score": s, **{c: d[c] for c in COMPONENTS}}
                   for n, k, s, d in zip(names, kinds, clean, comps_clean)],
         "per_kind": {k: {"n": kinds.count(k), "min": min(s for s, kk in zip(clean, kinds) if kk == k),
@@ -276,14 +294,87 @@ def part_clean(scorer) -> dict:
     return result
 
 
-def part_protocol(scorer, steps: int, side: int) -> dict:
-    from banana100.chains.editors import make_editor
-    from banana100.chains.runner import generate_chains
-    from banana100.chains.manifest import read_manifest
-    from banana100.chains.settings import load_settings
+def _bare(stats: dict) -> float:
+    return sum(ed.terms(stats).values())
+
+
+def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) -> dict:
+    """Protocol and AUCs of the bare and the relative score over chains ({chain: {step: stats}})."""
     from banana100.metrics.protocol import sensitivity
 
     out = {}
+    for kind in ("bare", "relative"):
+        score = {c: {k: (_bare(s) if kind == "bare" else rel.relative_score(s, st[0])) for k, s in st.items()}
+                 for c, st in chains.items()}
+        flat = [(c, k, v) for c, d in score.items() for k, v in d.items() if k >= 1]
+        p = sensitivity([v for _, _, v in flat], [k for _, k, _ in flat], [c for c, _, _ in flat], lower_better=True,
+                        check_steps=check_steps)
+        out[kind] = {"n_chains": p["n_chains"], "n_failed": p["n_failed"], "mean_rho": p["mean_rho"],
+                     "failed_chains": [c["chain_id"] for c in p["per_chain"] if c["passed"] is False],
+                     # across chains: does step 10 of any chain score above step 1 of any other?
+                     "auc_step1_vs_step10": auc([d[1] for d in score.values()], [d[10] for d in score.values()]),
+                     "scores": {c: {str(k): v for k, v in d.items()} for c, d in score.items()}}
+        if kind == "bare":  # one image alone: the clean source against a step-10 copy of another
+            out[kind]["auc_clean_vs_step10"] = auc([d[0] for d in score.values()], [d[10] for d in score.values()])
+            out[kind]["auc_clean_vs_step10_components"] = {
+                c: auc([st[0][c] for st in chains.values()], [st[10][c] for st in chains.values()]) for c in COMPONENTS}
+    return out
+
+
+# Seeds of the held-out chains and of the drawn sources. Development looked at other seeds (chain
+# seeds 0-13, drawn sources seed 0) only; these were run once, for the figures.
+HELDOUT_SEED, SOURCE_SEED = 100, 1
+
+
+def heldout_sources(side: int) -> dict[str, dict[str, np.ndarray]]:
+    """Sources by group: drawn like the paper's, the reference photographs (when present), skimage's."""
+    from banana100.synth import GENERATED_SOURCES, generated_source
+
+    groups = {"generated": {n: generated_source(n, side, seed=SOURCE_SEED) for n in GENERATED_SOURCES}}
+    if REFERENCE_IMAGES.is_dir():
+        groups["reference-images"] = {k[4:]: v for k, v in photographs().items() if k.startswith("ref:")}
+    groups["skimage"] = {n: _rgb(getattr(skimage.data, n)()) for n in ("chelsea", "hubble_deep_field", "coins")}
+    return groups
+
+
+def part_heldout(steps: int, side: int) -> dict:
+    """(d) chains of a second damage model (bench/damage_model_b.py) from sources by group."""
+    import damage_model_b
+
+    model = rel.StatsModel("cpu")
+    groups = heldout_sources(side)
+    chains, group_of = {}, {}
+    for g, sources in groups.items():
+        for i, (name, a) in enumerate(sources.items()):
+            images = damage_model_b.chain(a, seed=HELDOUT_SEED + len(chains), steps=steps)
+            stats = model(list(images.values()))
+            chains[name] = dict(zip(images, stats))
+            group_of[name] = g
+    out = {"all": _chain_figures(chains), "model": damage_model_b.__doc__.strip().splitlines()[0],
+           "params": {c: damage_model_b.chain_params(HELDOUT_SEED + i) for i, c in enumerate(chains)},
+           "seeds": {"chains": HELDOUT_SEED, "drawn_sources": SOURCE_SEED}, "steps": steps, "side": side}
+    for g in groups:
+        sub = {c: s for c, s in chains.items() if group_of[c] == g}
+        if len(sub) >= 2:
+            out[g] = _chain_figures(sub)
+    a = out["all"]
+    print(f"(d) damage model B, {len(chains)} chains: relative fails {a['relative']['n_failed']}, AUC step 1 vs 10 "
+          f"{a['relative']['auc_step1_vs_step10']:.3f}; bare fails {a['bare']['n_failed']}, AUC step 1 vs 10 "
+          f"{a['bare']['auc_step1_vs_step10']:.3f}, clean vs step 10 {a['bare']['auc_clean_vs_step10']:.3f}", flush=True)
+    return out
+
+
+def part_protocol(steps: int, side: int) -> dict:
+    """(c) simulated-editor chains, every setting: the protocol of the bare and the relative score."""
+    from banana100.chains.editors import make_editor
+    from banana100.chains.runner import generate_chains
+    from banana100.chains.manifest import image_path, read_manifest
+    from banana100.chains.settings import load_settings
+    from banana100.imageio import load_rgb
+
+    model = rel.StatsModel("cpu")
+    keep = (0, 1, 5, 10, 20)
+    out, pooled = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "sources"
         src.mkdir()
@@ -296,22 +387,31 @@ def part_protocol(scorer, steps: int, side: int) -> dict:
             run = Path(tmp) / setting
             generate_chains(make_editor("simulated"), sources=src, setting=setting, steps=steps, repeats=1,
                             out_dir=run, progress=False)
-            recs = [r for r in read_manifest(run) if r["step"] >= 1]
-            s = scorer.score([run / r["image"] for r in recs])
-            p = sensitivity(s, [r["step"] for r in recs], [r["chain_id"] for r in recs], lower_better=True,
-                            check_steps=tuple(k for k in (5, 10, 20) if k <= steps))
-            out[setting] = {"n_chains": p["n_chains"], "n_failed": p["n_failed"], "failure_rate": p["failure_rate"],
-                            "mean_rho": p["mean_rho"], "share_last_worse": p["share_last_worse"]}
-            print(f"(c) {setting}: failed {p['n_failed']} of {p['n_chains']}, mean rho {p['mean_rho']}", flush=True)
+            recs = [r for r in read_manifest(run) if r["step"] in keep]
+            stats = model([load_rgb(image_path(run, r)) for r in recs])
+            chains: dict[str, dict] = {}
+            for r, st in zip(recs, stats):
+                chains.setdefault(r["chain_id"], {})[r["step"]] = st
+            fig = _chain_figures(chains, check_steps=tuple(k for k in (5, 10, 20) if k <= steps))
+            out[setting] = {k: {f: v[f] for f in ("n_chains", "n_failed", "mean_rho")} for k, v in fig.items()}
+            pooled.update(chains)
+            print(f"(c) {setting}: bare fails {fig['bare']['n_failed']} of {fig['bare']['n_chains']}, relative "
+                  f"fails {fig['relative']['n_failed']}", flush=True)
+    out["all settings"] = _chain_figures(pooled)
+    a = out["all settings"]
+    print(f"(c) all settings, {len(pooled)} chains: relative AUC step 1 vs 10 {a['relative']['auc_step1_vs_step10']:.3f}; "
+          f"bare {a['bare']['auc_step1_vs_step10']:.3f}, clean vs step 10 {a['bare']['auc_clean_vs_step10']:.3f}",
+          flush=True)
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "banana100/metrics/native/edit_damage_validation.json"))
-    ap.add_argument("--part", default="ladders,clean,protocol")
+    ap.add_argument("--part", default="ladders,clean,protocol,heldout")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
+    ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d)")
     args = ap.parse_args(argv)
     scorer = MetricScorer("edit_damage", device="cpu", batch_size=8)
     out_path = Path(args.out)
@@ -321,12 +421,16 @@ def main(argv=None) -> int:
                              "command": "python bench/validate_edit_damage.py " + " ".join(argv or sys.argv[1:])}
     t0 = time.perf_counter()
     parts = args.part.split(",")
+    # the parts may come from separate runs: the command that wrote each
+    result.setdefault("commands", {}).update({p: result["environment"]["command"] for p in parts})
     if "ladders" in parts:
         result["ladders"] = part_ladders(scorer)
     if "clean" in parts:
         result["clean_vs_step5"] = part_clean(scorer)
+    if "heldout" in parts:
+        result["heldout_chains"] = part_heldout(args.chain_steps, args.heldout_side)
     if "protocol" in parts:
-        result["simulated_protocol"] = part_protocol(scorer, args.chain_steps, args.chain_side)
+        result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,
                                              "sources": ["astronaut", "coffee", "rocket"]}
     write_results(out_path, result)

@@ -15,13 +15,14 @@ Configuration (environment variables; on the Hub, the Space's "Variables" settin
 
   BANANA100_SPACE_RELEASE  the release: Hub dataset id, hf:// URL, or a local copy laid out the same
   BANANA100_SPACE_RELEASE_PATTERN  how its file paths name chain and step (an import-chains pattern)
-  BANANA100_SPACE_METRICS  metrics computed on demand for the release (default piqe,niqe,brisque)
+  BANANA100_SPACE_METRICS  metrics computed on demand for the release (default piqe,niqe,brisque,
+                           edit_damage,edit_damage_rel)
   BANANA100_SPACE_DATASET  a dataset folder, a run folder, or a Hub dataset id (owner/name)
   BANANA100_SPACE_SCORES   the scores file (`banana100 score`): a path or hf://datasets/<id>/<file>
   BANANA100_SPACE_CACHE    cache folder (demo set, downloads, scores); default ~/.cache/banana100-space;
                            the demo set in it is keyed by version and metrics, and the log says built or reused
   BANANA100_SPACE_DEMO     demo set size: CHAINSxSTEPS[xSIDE], default 4x20x768
-  BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand)
+  BANANA100_SPACE_DEMO_METRICS  metrics of the demo set, default "auto" (PIQE + NIQE/BRISQUE if at hand + edit_damage)
   BANANA100_SPACE_MAX_STEPS     cap of "Try it" steps with the simulated editor (default 30)
 
 Run locally: `python space/app.py` (http://127.0.0.1:7860; GRADIO_SERVER_PORT to change).
@@ -131,7 +132,7 @@ def _demo_size() -> tuple[int, int, int]:
 def _release_metrics() -> list[str]:
     from banana100.metrics.resolve import parse_metrics  # also pyiqa:<id> and a user's evaluate module
 
-    return parse_metrics(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque,edit_damage"))
+    return parse_metrics(os.environ.get("BANANA100_SPACE_METRICS", "piqe,niqe,brisque,edit_damage,edit_damage_rel"))
 
 
 def _demo_explorer(cache: str, why: str = "") -> ex.Explorer:

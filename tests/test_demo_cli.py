@@ -51,7 +51,11 @@ def test_demo_without_parameter_files_uses_piqe_and_says_why(tmp_path):
                               "HF_HOME": str(tmp_path / "hf")})
     assert proc.returncode == 0, proc.stderr
     assert "skipping niqe: niqe_modelparameters.mat not found" in proc.stderr
-    assert "| piqe |" in (out / "report" / "report.md").read_text()
+    text = (out / "report" / "report.md").read_text()
+    # with no file at all, PIQE and the detector side by side: alone and against step 0
+    assert "| piqe |" in text and "| edit_damage | lower better | 1 | 1 |" in text
+    assert "| edit_damage_rel | lower better | 1 | 1 |" in text
+    assert "**Side by side**: PIQE saw the damage in" in text
 
 
 def test_demo_with_a_missing_metric_stops_before_generating(tmp_path):

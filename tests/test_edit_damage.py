@@ -202,3 +202,4 @@ def test_why_view_carries_the_detector_components_and_the_curves_draw_it(photo):
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("this toolkit's detector" in label for label in labels)
     assert ex.with_detector(["piqe", "edit_damage", "niqe"]) == ["piqe", "niqe", "edit_damage"]
+    assert ex.with_detector(["edit_damage_rel", "piqe"]) == ["piqe", "edit_damage", "edit_damage_rel"]

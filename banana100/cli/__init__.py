@@ -149,7 +149,7 @@ def _cmd_score(args) -> None:
     out = score_to_parquet(
         args.source if len(args.source) > 1 else args.source[0], metrics, args.out, device=args.device,
         batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
-        max_pixels=args.max_pixels,
+        max_pixels=args.max_pixels, reference=args.reference,
     )
     print(f"scores written to {out}")
 
@@ -337,6 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-pixels", type=POSITIVE_INT, default=None,
                    help="visualquality_r1: largest image area given to the model (default 4194304 = 2048x2048; "
                         "see metrics/visualquality_r1/README.md)")
+    s.add_argument("--reference", type=Path, default=None,
+                   help="plain images: the image they were edited from; with edit_damage among the metrics, "
+                        "edit_damage_rel then scores the damage added since it (chains use their own step 0; "
+                        "default: none, edit_damage alone)")
     s.set_defaults(func=_cmd_score)
 
     r = command("report", "sensitivity report (markdown + plot) and leaderboard from scores files")
@@ -362,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"number of sample images, one chain each (at most {len(SAMPLE_IMAGES)})")
     d.add_argument("--metrics", default="auto", help="comma-separated pyiqa ids, pyiqa:<id>, or the folder / Hub id "
                                                      "of your own evaluate module; 'auto' = the classical metrics "
-                                                     "whose files are at hand")
+                                                     "whose files are at hand, and the edit_damage detector "
+                                                     "(no files; alone and against step 0)")
     d.set_defaults(func=_cmd_demo)
 
     from banana100.cli import weights  # list | download | check

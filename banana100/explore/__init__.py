@@ -53,8 +53,9 @@ demoset and space sit on explorer (space on release too).
 from __future__ import annotations
 
 from banana100.errors import Banana100Error, DatasetError, ImageReadError, UploadError
-from banana100.explore.common import (CACHE_ENV, DATASET_ENV, DEFAULT_CACHE, DETECTOR, DISPLAY_SIDE, RELEASE_ENV,
-                                      RELEASE_PATTERN_ENV, SCORES_ENV, CHECK_STEPS_ENV, metric_label, with_detector)
+from banana100.explore.common import (CACHE_ENV, DATASET_ENV, DEFAULT_CACHE, DETECTOR, DETECTORS, DISPLAY_SIDE,
+                                      RELATIVE, RELEASE_ENV, RELEASE_PATTERN_ENV, SCORES_ENV, CHECK_STEPS_ENV,
+                                      metric_label, with_detector)
 from banana100.explore.sources import ChainImages, ChainInfo
 from banana100.explore.release import ORIGINAL_RELEASE, ReleaseChains, ReleaseSpec
 from banana100.explore.ondemand import ON_DEMAND_STEPS, ChainScores
@@ -71,7 +72,7 @@ __all__ = [
     # common
     "DATASET_ENV", "SCORES_ENV", "CACHE_ENV", "RELEASE_ENV", "RELEASE_PATTERN_ENV", "CHECK_STEPS_ENV", "DEFAULT_CACHE",
     "DISPLAY_SIDE",
-    "DETECTOR", "with_detector", "metric_label",
+    "DETECTOR", "DETECTORS", "RELATIVE", "with_detector", "metric_label",
     # sources, release, ondemand
     "ChainInfo", "ChainImages", "ReleaseSpec", "ORIGINAL_RELEASE", "ReleaseChains", "ON_DEMAND_STEPS", "ChainScores",
     # curves, why, explorer

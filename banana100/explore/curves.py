@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from banana100.errors import Banana100Error
-from banana100.explore.common import DETECTOR, metric_label
+from banana100.explore.common import DETECTOR, RELATIVE, metric_label
 from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 from banana100.metrics.table import METRICS
 
@@ -77,6 +77,10 @@ def plot_curves(curves: pd.DataFrame, step: int | None = None, title: str | None
         if metric == DETECTOR:  # ours, not one of the paper's metrics: drawn apart
             ax.plot(g["step"], g["normalised"], lw=2.6, ls="--", color="black", marker="s", ms=3,
                     label=f"{metric_label(metric)} (this toolkit's detector; lower is better)")
+            continue
+        if metric == RELATIVE:  # the detector against the chain's step 0
+            ax.plot(g["step"], g["normalised"], lw=2.6, color="black", marker="s", ms=3,
+                    label=f"{metric_label(metric)} (detector, damage since step 0; lower is better)")
             continue
         ax.plot(g["step"], g["normalised"], lw=1.8, marker="o", ms=2.5, label=f"{metric_label(metric)}{direction}")
     xmax = last_step if last_step is not None else (int(curves["step"].max()) if len(curves) else 20)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from banana100.errors import Banana100Error
-from banana100.explore.common import metric_label, with_detector
+from banana100.explore.common import DETECTORS, RELATIVE, metric_label, with_detector
 from banana100.explore.explorer import Explorer
 
 
@@ -35,8 +35,8 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
 
     say = log or (lambda text: None)
     chosen = pick_metrics(metrics)
-    if metrics == "auto":  # the detector's curve beside the NR-IQA metrics'
-        chosen = with_detector(chosen)
+    if metrics == "auto":  # the detector's curves (alone, and since step 0) beside the NR-IQA metrics'
+        chosen = with_detector([*chosen, RELATIVE])
     if not chosen:
         raise Banana100Error("no metric available for the demo set")
     root = Path(cache_dir) / f"demo-v{__version__}-{chains}x{steps}-{side}-{'+'.join(chosen)}"
@@ -76,9 +76,14 @@ def demo_note(explorer: Explorer, chains: int, steps: int, side: int) -> str:
     """The page's plain statement about the simulated demo set: what it is, what failed on it."""
     failed = explorer.failure_sentence() or "no metric scored"
     passed_all = [metric_label(m) for m, r in explorer.results.items()
-                  if r["n_failed"] == 0 and r["n_chains"] - r["n_incomplete"] > 0]
+                  if r["n_failed"] == 0 and r["n_chains"] - r["n_incomplete"] > 0 and m not in DETECTORS]
     caveat = (f" {', '.join(passed_all)} saw the damage in every simulated chain, which the real chains do not "
               "bear out: the simulation is not the real editor." if passed_all else "")
+    detectors = [metric_label(m) for m in DETECTORS if m in explorer.results]
+    if detectors:  # ours: what it caught here, and where its own limits are written
+        caveat += (f" This toolkit's detector ({', '.join(detectors)}; the black curves) needs no file; "
+                   "docs/edit-damage.md says what it was validated on and how weak the bare score is on one "
+                   "image alone.")
     return (f"**Simulated demo set** (no internet, so not the real Banana100 chains). {chains} chains of {steps} "
             f"steps made here by the *simulated* editor from drawn sources like the paper's (smooth, noise-free, "
             f"{side} px wide, flat and textured areas). On it: {failed}.{caveat} {REAL_CHAIN_FACTS}")

@@ -93,7 +93,7 @@ class ChainScores:
                 progress(i / max(1, len(todo)), f"{spec.display_name}: scoring {info.chain_id}, "
                                                 f"{i} of {len(todo)} images")
             part = todo[i:i + chunk]
-            scores, errors = _score_part(scorer, [images[s] for s in part])
+            scores, errors = _score_part(scorer, [images[s] for s in part], _reference(scorer, images))
             for j, (step, score) in enumerate(zip(part, scores)):
                 # an image with no score (uniform, unreadable, too small) is a row with its error,
                 # as in `banana100 score`: the protocol then names that step as missing
@@ -115,7 +115,16 @@ class ChainScores:
         return table
 
 
-def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
+def _reference(scorer, images: dict):
+    """The chain's step 0, for a scorer that measures against a reference (edit_damage_rel); else None."""
+    if not getattr(scorer, "takes_records", False):
+        return None
+    if 0 not in images:
+        raise Banana100Error("edit_damage_rel needs the chain's step 0 (its source), which this chain lacks")
+    return images[0]
+
+
+def _score_part(scorer, images: list, reference=None) -> tuple[list, dict[int, str]]:
     """Scores of `images` (None where an image has none) and {index: error text}.
 
     The engine scores the others and raises one ImageReadError / ScoreUndefinedError carrying
@@ -125,7 +134,7 @@ def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
     from banana100.errors import ImageTooSmallError, ScoreUndefinedError
 
     try:
-        return list(scorer.score(images)), {}
+        return list(scorer.score(images) if reference is None else scorer.score(images, reference)), {}
     except (ImageReadError, ScoreUndefinedError) as e:
         scores = getattr(e, "scores", None)
         if scores is None:
@@ -137,7 +146,7 @@ def _score_part(scorer, images: list) -> tuple[list, dict[int, str]]:
     scores, errors = [], {}
     for j, image in enumerate(images):
         try:
-            one, one_errors = _score_part(scorer, [image])
+            one, one_errors = _score_part(scorer, [image], reference)
         except Banana100Error as e:
             one, one_errors = [None], {0: str(e)}
         scores.append(one[0])

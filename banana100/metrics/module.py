@@ -49,6 +49,10 @@ Args:
     max_image_pixels: the largest width x height read from a file (default 89,478,485, or
         $BANANA100_MAX_IMAGE_PIXELS): a guard against decompression bombs.
     components: (edit_damage only) also return each component of the score per image.
+    references: (edit_damage only) the image each edit started from (a chain's step 0 or an
+        earlier step): one per image, or one for all. The scores are then `edit_damage_rel`, the
+        damage added since the reference (each component against the reference's own value;
+        statistics, not pixels, so crops, shifts and new content do not count).
 Returns:
     metric: the pyiqa id of the metric.
     scores: one float per image, in input order (never NaN).
@@ -57,7 +61,8 @@ Returns:
     flat_share: (hand-crafted metrics, native backend) per image, the share of windows that are
         flat or exact ramps, where the score depends on rounding; above the threshold its card states, a
         `banana100.metrics.native.FlatRegionWarning` is raised (the card says how far to trust the score).
-    components: (with components=True) {name: [value per image]}: grain, lattice, colour_cast, softness.
+    components: (with components=True) {name: [value per image]}: grain, lattice, colour_cast, softness
+        (with references: what each added since the reference).
 Raises:
     ImageTooSmallError: an image below the metric's smallest meaningful size (before scoring).
     ImageReadError: a file that cannot be read (missing, corrupt, over the pixel limit); when
@@ -167,7 +172,7 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
         return cache[key]
 
     def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
-                max_image_pixels=None, components=False, **kwargs):
+                max_image_pixels=None, components=False, references=None, **kwargs):
         """Score images with this metric.
 
         With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
@@ -176,7 +181,9 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
         if kwargs:
             raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; "
                             "compute takes images, device, batch_size, backend, mode, half, max_image_pixels, "
-                            "components")
+                            "components, references")
+        if references is not None:
+            return self._compute_relative(_as_list(images), references, device, batch_size, components)
         options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half,
                        max_image_pixels=max_image_pixels, components=components)
         if images is not None and self.writer is None and self.num_process == 1:
@@ -208,6 +215,27 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
                                  "(edit_damage); this one returns only the score")
             names = next(c for c in scorer.components if c is not None)
             out["components"] = {n: [c[n] if c is not None else None for c in scorer.components] for n in names}
+        return out
+
+
+    def _compute_relative(self, images, references, device, batch_size, components):
+        from banana100.metrics.native.edit_damage_rel import BARE, NAME, RelativeScorer
+
+        if self.METRIC_NAME != BARE:
+            raise UsageError(f"{self.METRIC_NAME}: references= is for edit_damage (the damage added since a reference)")
+        if not images:
+            raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
+        cache = self.__dict__.setdefault("_scorers", {})
+        key = ("relative", str(check_device(device)), int(batch_size))
+        if key not in cache:
+            cache[key] = RelativeScorer(device=key[1], batch_size=key[2])
+        scorer = cache[key]
+        refs = references if isinstance(references, (str, os.PathLike, bytes, Image.Image)) or (
+            isinstance(references, np.ndarray) and references.ndim == 3) else _as_list(references)
+        scores = scorer.score([_from_arrow(x) for x in images], refs)
+        out = {"metric": NAME, "scores": scores, "mean": float(np.mean(scores)), "lower_better": True}
+        if components:
+            out["components"] = {n: [c[n] for c in scorer.components] for n in scorer.components[0]}
         return out
 
 

@@ -30,6 +30,7 @@ from banana100.errors import Banana100Error, UnknownMetricError, UsageError
 from banana100.metrics.table import EVALUATORS, METRICS, ROSTER, MetricSpec, get_metric
 
 PYIQA_PREFIX = "pyiqa:"
+RELATIVE = "edit_damage_rel"
 # pyiqa lists these as NR but they score a set of images (FID, IS) or need a caption (CLIPScore)
 _NOT_PER_IMAGE = {"fid": "compares two sets of images", "fid_dinov2": "compares two sets of images",
                   "sfid": "compares two sets of images", "inception_score": "scores a set of images",
@@ -42,7 +43,7 @@ class ResolvedMetric:
     """A metric name resolved: what it is, its direction, and how to build its scorer."""
 
     name: str  # as written in the scores file's `metric` column
-    kind: str  # table | evaluator | pyiqa | module
+    kind: str  # table | evaluator | pyiqa | module | relative
     spec: MetricSpec  # the table's entry, or one made for a user's metric
     module: Any = field(default=None, repr=False)  # the loaded evaluate module (kind "module")
 
@@ -73,6 +74,10 @@ def resolve(name: str) -> ResolvedMetric:
 def _resolve(name: str) -> ResolvedMetric:
     if name in METRICS:
         return ResolvedMetric(name, "table", METRICS[name])
+    if name == RELATIVE:  # edit_damage against each image's reference (metrics/native/edit_damage_rel.py)
+        from banana100.metrics.native import edit_damage_rel
+
+        return ResolvedMetric(name, "relative", edit_damage_rel.spec())
     if name in EVALUATORS:
         spec = EVALUATORS[name]
         if spec.status != "available":
@@ -215,6 +220,8 @@ def label(name: str) -> str:
         return get_metric(name).display_name
     except UnknownMetricError:
         pass
+    if name == RELATIVE:
+        return resolve(name).display_name
     with _LOCK:
         hit = _CACHE.get(name)
     return hit.display_name if hit is not None else name
@@ -237,6 +244,10 @@ def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backe
         if backend not in (None, "transformers"):
             raise UsageError(f"{name}: its only backend is 'transformers', got {backend!r}")
         return VLMScorer(r.name, device=device, batch_size=batch_size, **options)
+    if r.kind == "relative":
+        from banana100.metrics.native.edit_damage_rel import RelativeScorer
+
+        return RelativeScorer(device=device, batch_size=batch_size)
     if backend not in (None, "pyiqa" if r.kind == "pyiqa" else "evaluate"):
         raise UsageError(f"{name}: a metric of your own has no backend choice (got --backend {backend})")
     if r.kind == "pyiqa":

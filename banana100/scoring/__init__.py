@@ -23,6 +23,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from banana100.distributed import Processes as _Processes
+from banana100.errors import Banana100Error, UsageError
+from banana100.metrics.native import edit_damage_rel
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
 from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
@@ -50,6 +52,7 @@ def score_to_parquet(
     mode: str = "pyiqa",
     keep_text: bool = False,
     max_pixels: int | None = None,
+    reference=None,
 ) -> Path:
     """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
 
@@ -65,6 +68,8 @@ def score_to_parquet(
     the images ahead of the scoring (default: up to 4; 0 decodes in this thread).
     `keep_text` (VisualQuality-R1) appends what the model answered for each image to
     `<out>.texts.jsonl` (one per process in a distributed run); `max_pixels` sets its image size.
+    With `edit_damage` among the metrics, chains (and plain images given a `reference` image) also
+    get `edit_damage_rel`, the damage added since the chain's step 0 (or that reference).
     """
     out = Path(out)
     if not isinstance(source, (str, os.PathLike)):
@@ -74,6 +79,10 @@ def score_to_parquet(
     out.parent.mkdir(parents=True, exist_ok=True)
     procs = _Processes(device)
     total, _ = iter_items(source)  # checks the source before any model is built
+    chains = image_files(source) is None
+    if reference is not None and chains:
+        raise UsageError("a reference image is for plain images: a chain's reference is its own step 0")
+    metrics = edit_damage_rel.with_relative(metrics, chains=chains or reference is not None)
     check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
     # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
     # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
@@ -82,15 +91,16 @@ def score_to_parquet(
         if procs.rank == 0:
             _drop_temporary_files(out)
         return _score_locked(source, metrics, out, device, batch_size, chunk_size, progress, decode_workers,
-                             backend, mode, procs, total, keep_text, max_pixels)
+                             backend, mode, procs, total, keep_text, max_pixels, reference)
 
 
 def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, progress, decode_workers, backend,
-                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None) -> Path:
+                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None, reference=None) -> Path:
     options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
     scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
                             **options)
     metrics = list(scorers)  # the resolved names, as the `metric` column writes them
+    edit_damage_rel.attach(scorers, source, reference)
     texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
     before = read_scores(out)
     _check_same_method(before, scorers, out)

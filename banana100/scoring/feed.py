@@ -85,7 +85,8 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
         shares: dict[int, float | None] = {}
         texts: dict[int, str | None] = {}  # what a language-model evaluator answered (keep_text)
         try:
-            scores.update(zip(ok, scorer.score_arrays([arrays[i] for i in ok], [chunk[i].name for i in ok])))
+            scores.update(zip(ok, _call(scorer, [arrays[i] for i in ok], [chunk[i].name for i in ok],
+                                        [chunk[i].record for i in ok])))
             shares.update(zip(ok, scorer.flat_shares))
             texts.update(zip(ok, getattr(scorer, "last_texts", ())))
         except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
@@ -100,7 +101,7 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
             else:
                 for i in ok:
                     try:
-                        scores[i] = scorer.score_arrays([arrays[i]], [chunk[i].name])[0]
+                        scores[i] = _call(scorer, [arrays[i]], [chunk[i].name], [chunk[i].record])[0]
                         shares[i] = scorer.flat_shares[0]
                         texts.update(zip([i], getattr(scorer, "last_texts", ())))
                     except Banana100Error as e1:  # reported in the `error` column, named already
@@ -121,3 +122,11 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                 **({"text": texts[i]} if texts.get(i) is not None else {}),  # not a column: the texts file
             })
     return rows
+
+
+def _call(scorer, arrays, names, records):
+    """score_arrays, with each image's manifest record for a scorer that reads references from it
+    (edit_damage_rel: banana100/metrics/native/edit_damage_rel.py)."""
+    if getattr(scorer, "takes_records", False):
+        return scorer.score_arrays(arrays, names, records=records)
+    return scorer.score_arrays(arrays, names)

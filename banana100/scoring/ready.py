@@ -40,7 +40,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     need_extra, lacking = {}, {}  # metric -> the extra it lacks / its files not at hand
     for m in metrics:
         r = resolve(m)
-        if r.kind == "module":  # a user's evaluate module: loaded and probed when it was resolved
+        if r.kind in ("module", "relative"):  # a user's module is probed when resolved; edit_damage_rel needs nothing
             continue
         if r.kind == "pyiqa":  # pyiqa fetches its own weights
             extra = "deep"

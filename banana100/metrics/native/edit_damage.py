@@ -124,6 +124,8 @@ class EditDamage(torch.nn.Module):
         super().__init__()
         self.white_gain = dog_white_gain()
         self.last_components: dict[str, torch.Tensor] = {}
+        # (B, 2) float64: the cast as a (Cb, Cr) vector; relative scores compare its direction too
+        self.last_cast: torch.Tensor | None = None
         self.last_flat_share = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,10 +141,12 @@ class EditDamage(torch.nn.Module):
         energy, usable = self._tiles(band, clipped)
         grain, flat_half = self._grain(energy, usable)
         smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
+        cast = self._colour_cast(rgb, luma)
+        self.last_cast = cast.detach().to("cpu", torch.float64)
         comps = {
             "grain": grain,
             "lattice": self._lattice(luma - smooth, flat_half),
-            "colour_cast": self._colour_cast(rgb, luma),
+            "colour_cast": cast.pow(2).sum(1).sqrt(),
             "softness": self._softness(luma, smooth),
         }
         self.last_components = {k: v.detach().to("cpu", torch.float64) for k, v in comps.items()}
@@ -217,7 +221,7 @@ class EditDamage(torch.nn.Module):
 
     @staticmethod
     def _colour_cast(rgb: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
-        """Chroma (8-bit levels, BT.601 Cb/Cr) of the mean of the near-neutral, unclipped pixels:
+        """(B, 2) chroma (8-bit levels, BT.601 Cb/Cr) of the mean of the near-neutral, unclipped pixels:
         a tint moves the greys off neutral; colourful content has few near-neutral pixels and
         they average out."""
         # chroma relative to luma, in levels at mid grey: a tint is a gain per channel, so a dark
@@ -238,8 +242,9 @@ class EditDamage(torch.nn.Module):
             n = neutral.sum((1, 2, 3), dtype=torch.float64)
             centre_cb = (cb * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
             centre_cr = (cr * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
-        enough = n >= MIN_NEUTRAL_SHARE * luma[0].numel()
-        return torch.where(enough, (centre_cb.pow(2) + centre_cr.pow(2)).sqrt(), zero)
+        enough = (n >= MIN_NEUTRAL_SHARE * luma[0].numel())[:, None]
+        cast = torch.stack([centre_cb, centre_cr], 1)
+        return torch.where(enough, cast, torch.zeros_like(cast))
 
     @staticmethod
     def _softness(luma: torch.Tensor, smooth: torch.Tensor) -> torch.Tensor:

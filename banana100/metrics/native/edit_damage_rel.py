@@ -1,0 +1,279 @@
+"""edit_damage relative to a source: the damage an edit added since the image it started from.
+
+The bare detector (`edit_damage.py`) judges one image alone, and an image's own content (film
+grain, a tinted scene, a soft photograph) reads as damage there. Given the reference an edit
+started from (a chain's step 0, or any earlier step), each component is compared with the
+reference's own value, so what the source already had does not count:
+
+- grain: max(0, grain - grain_ref) / 2 levels (linear, not in quadrature: the noise floor of
+  the flattest tiles moves by a few tenths of a level under a crop of a small image, and a
+  quadrature difference would blow that up);
+- lattice: max(0, lattice - lattice_ref) / 0.2;
+- colour_cast: the length of the change of the (Cb, Cr) cast vector, / 2 levels (a tint that
+  turns the reference's own cast counts, not only one that lengthens it);
+- softness: max(0, softness - softness_ref) / 0.1.
+
+Only image statistics are compared, never pixels: a crop, a shift, a mirror or new content
+between the two move the score only as far as they move those statistics. A reference of
+another size is first resized (Lanczos, aspect kept) to the image's pixel count, so that grain is
+measured at the same scale. The score is the sum of the four terms; 0 = nothing added.
+
+`banana100 score` writes it as its own metric, `edit_damage_rel`, beside the bare `edit_damage`
+(no schema change): for chains the reference is step 0 of the same `chain_id` (its statistics
+computed once per chain and size), for plain images the one given by `--reference`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError
+from banana100.metrics.native import edit_damage as ed
+
+log = logging.getLogger(__name__)
+
+NAME = "edit_damage_rel"
+BARE = "edit_damage"
+SAME_SIZE = 0.05  # a reference whose pixel count differs by more than this share is resized first
+
+
+def spec():
+    """The metric table's entry of the bare detector, renamed: same direction, sizes and range."""
+    from banana100.metrics.table import get_metric
+
+    return replace(get_metric(BARE), name=NAME, display_name="Edit damage vs source")
+
+
+def relative_components(stats: dict, ref: dict) -> dict[str, float]:
+    """What was added since the reference, per component, in the component's own units."""
+    return {
+        "grain": max(0.0, stats["grain"] - ref["grain"]),
+        "lattice": max(0.0, stats["lattice"] - ref["lattice"]),
+        "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
+        "softness": max(0.0, stats["softness"] - ref["softness"]),
+    }
+
+
+def relative_score(stats: dict, ref: dict) -> float:
+    """The damage added since the reference: each component's change over the bare score's unit, summed."""
+    return sum(v / ed.UNITS[n][1] for n, v in relative_components(stats, ref).items())
+
+
+class StatsModel:
+    """The detector's component statistics of images (batched by size on `device`)."""
+
+    def __init__(self, device=None, batch_size: int = 8):
+        from banana100.metrics.engine import check_device
+
+        self.device = check_device(device)
+        self.batch_size = max(1, int(batch_size))
+        self.model = ed.EditDamage().to(self.device)
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[dict]:
+        from banana100.metrics.engine import to_tensor
+
+        out: list[dict | None] = [None] * len(arrays)
+        by_size: dict[tuple, list[int]] = {}
+        for i, a in enumerate(arrays):
+            by_size.setdefault(a.shape[:2], []).append(i)
+        with torch.inference_mode():
+            for idx in by_size.values():
+                for k in range(0, len(idx), self.batch_size):
+                    part = idx[k:k + self.batch_size]
+                    x = torch.stack([to_tensor(arrays[i]) for i in part]).to(self.device)
+                    self.model(x)
+                    comps = {c: v.tolist() for c, v in self.model.last_components.items()}
+                    cast = self.model.last_cast.tolist()
+                    for j, i in enumerate(part):
+                        out[i] = {**{c: comps[c][j] for c in ed.COMPONENTS}, "cast": tuple(cast[j])}
+        return out  # type: ignore[return-value]
+
+
+def _resized(reference: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """The reference scaled (aspect kept) to about the pixel count of `shape`, if it differs by more than SAME_SIZE."""
+    h, w = reference.shape[:2]
+    ratio = (shape[0] * shape[1]) / (h * w)
+    if abs(ratio - 1) <= SAME_SIZE:
+        return reference
+    from PIL import Image
+
+    s = math.sqrt(ratio)
+    size = (max(ed.MIN_SIDE, round(w * s)), max(ed.MIN_SIDE, round(h * s)))
+    return np.asarray(Image.fromarray(reference).resize(size, Image.LANCZOS))
+
+
+class RelativeScorer:
+    """`edit_damage_rel` behind the engine's interface (`score`, `score_arrays`, `spec`, `backend`,
+    `mode`, `flat_shares`, `components`), plus what it needs: each image's reference.
+
+    `score(images, references)` / `score_arrays(arrays, names, references=...)` take the
+    references directly (images or arrays, one per image); inside `banana100 score` the feeder
+    passes each image's manifest record instead (`records=`), and `find_reference(record)` (set
+    by `attach`) returns `(key, image)` for it, or None. A reference's statistics are cached per
+    (key, size), so a chain's source is measured once however many steps are scored.
+    """
+
+    backend = "native"
+    mode = "pyiqa"
+    takes_records = True
+
+    def __init__(self, device=None, batch_size: int = 8):
+        self.spec = spec()
+        self.stats = StatsModel(device, batch_size)
+        self.device = self.stats.device
+        self.find_reference: Callable[[dict], tuple[str, object] | None] | None = None
+        self._cache: dict[tuple, dict] = {}
+        self.flat_shares: list[None] = []
+        self.components: list[dict[str, float] | None] = []
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def score(self, images, references) -> list[float]:
+        from banana100.imageio import load_rgb
+
+        images = list(images)
+        references = _broadcast(references, len(images))
+        loaded: dict[int, np.ndarray] = {}  # one reference for many images is read (and measured) once
+        for r in references:
+            if id(r) not in loaded:
+                loaded[id(r)] = load_rgb(r)
+        return self.score_arrays([load_rgb(i) for i in images], None, references=[loaded[id(r)] for r in references])
+
+    def reference_stats(self, key, image, shape, cache: dict | None = None) -> dict:
+        """The statistics of a reference, cached in `cache` (default: this scorer's, across calls)
+        by `key` and the size it is measured at."""
+        from banana100.imageio import load_rgb
+        from banana100.metrics.engine import check_size
+
+        cache = self._cache if cache is None else cache
+        ck = (key, tuple(shape[:2]))
+        if ck not in cache:
+            rgb = load_rgb(image)
+            check_size(self.spec, rgb, f"the reference {key}")
+            cache[ck] = self.stats([_resized(rgb, shape)])[0]
+        return cache[ck]
+
+    def score_arrays(self, arrays, names=None, references=None, records=None) -> list[float]:
+        arrays = list(arrays)
+        names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
+        failed: dict[int, Banana100Error] = {}
+        refs: list[tuple | None] = [None] * len(arrays)
+        call_cache: dict = {}  # references given to this call: each measured once per size, then dropped
+        if references is not None:
+            refs = [(f"#{id(r)}", r) for r in _broadcast(references, len(arrays))]
+        elif records is not None:
+            refs = [self._record_reference(r, a) for r, a in zip(records, arrays)]
+        stats = self.stats(arrays)
+        scores: list[float | None] = [None] * len(arrays)
+        self.components = [None] * len(arrays)
+        self.flat_shares = [None] * len(arrays)
+        for i, (st, ref) in enumerate(zip(stats, refs)):
+            if ref is None:
+                failed[i] = ScoreUndefinedError(f"{names[i]}: no reference to measure the damage from (a chain's "
+                                                "step 0, or --reference for plain images)")
+                continue
+            try:
+                base = st if ref[0] == "self" else self.reference_stats(
+                    ref[0], ref[1], arrays[i].shape, call_cache if references is not None else None)
+            except (Banana100Error, OSError) as e:
+                failed[i] = ImageReadError(f"{names[i]}: its reference could not be used: {e}")
+                continue
+            self.components[i] = relative_components(st, base)
+            scores[i] = relative_score(st, base)
+        if failed:
+            from banana100.metrics.engine import image_failures
+
+            raise image_failures(len(arrays), failed, scores, f" ({NAME})")
+        return scores  # type: ignore[return-value]
+
+    def _record_reference(self, record: dict, rgb: np.ndarray):
+        chain = record.get("chain_id")
+        if chain is not None and record.get("step") == 0:
+            # the chain's own source, in this chunk: cache it now so the later steps need not read it
+            self._cache.setdefault((chain, rgb.shape[:2]), self.stats([rgb])[0])
+            return ("self", None)
+        found = self.find_reference(record) if self.find_reference is not None else None
+        return found
+
+
+def _broadcast(references, n: int) -> list:
+    if isinstance(references, (str, os.PathLike, bytes, np.ndarray)) and not (
+            isinstance(references, np.ndarray) and references.ndim == 4):
+        return [references] * n
+    try:
+        from PIL import Image
+
+        if isinstance(references, Image.Image):
+            return [references] * n
+    except ImportError:  # pragma: no cover
+        pass
+    references = list(references)
+    if len(references) == 1:
+        return references * n
+    if len(references) != n:
+        raise ValueError(f"{NAME}: {len(references)} references for {n} images (give one, or one per image)")
+    return references
+
+
+# --- inside `banana100 score`: which metrics, and each record's reference ----------------------
+
+def with_relative(metrics: list[str], chains: bool) -> list[str]:
+    """`metrics` plus edit_damage_rel right after edit_damage when scoring chains (their source is in
+    the manifest) or plain images with a reference."""
+    if BARE in metrics and NAME not in metrics and chains:
+        i = metrics.index(BARE)
+        return [*metrics[:i + 1], NAME, *metrics[i + 1:]]
+    return list(metrics)
+
+
+def chain_sources(source) -> Callable[[dict], tuple[str, object] | None]:
+    """record -> (chain_id, step 0's image) of a run or dataset folder; read once, on first use."""
+    index: dict[str, object] | None = None
+
+    def build() -> dict[str, object]:
+        from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
+
+        root = Path(source)
+        if (root / MANIFEST_NAME).is_file():
+            return {r["chain_id"]: image_path(root, r) for r in read_manifest(root) if r["step"] == 0}
+        from banana100.dataset.reader import card_configs, iter_dataset_records
+
+        names = {c.get("config_name") for c in card_configs(root) or []}
+        config = "endpoints" if "endpoints" in names else "default"  # the small config holds step 0
+        return {r["chain_id"]: data for r, data in iter_dataset_records(root, config) if r.get("step") == 0}
+
+    def find(record: dict):
+        nonlocal index
+        chain = record.get("chain_id")
+        if chain is None:
+            return None
+        if index is None:
+            index = build()
+        return (chain, index[chain]) if chain in index else None
+
+    return find
+
+
+def attach(scorers: dict, source, reference=None) -> None:
+    """Give the relative scorer among `scorers` its references: `reference` (one image for every
+    plain image) or each chain's step 0 in `source`. Logs when the bare score goes out alone."""
+    rel = scorers.get(NAME)
+    if rel is not None:
+        if reference is not None:
+            rel.find_reference = lambda record, ref=reference: (str(ref), ref)
+        else:
+            rel.find_reference = chain_sources(source)
+    elif BARE in scorers:
+        log.warning("edit_damage is scored without a reference: alone it separates clean from damaged images "
+                    "only weakly (docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel "
+                    "measures the damage added since the source")

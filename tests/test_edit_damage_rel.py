@@ -1,0 +1,213 @@
+"""edit_damage_rel: the damage added since a reference (compute(references=), score, --reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import skimage.data
+from PIL import Image
+
+from banana100.chains.editors.simulated import SimulatedEditor
+from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.native import edit_damage_rel as rel
+
+from repopaths import REPO
+
+
+@pytest.fixture(scope="module")
+def chain():
+    """A photograph and ten steps of the simulated editor on it."""
+    a = np.ascontiguousarray(skimage.data.coffee()[::2, ::2])  # 200x300
+    editor, images = SimulatedEditor(), [a]
+    for k in range(1, 11):
+        images.append(editor.apply(images[-1], k))
+    return images
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return rel.RelativeScorer(device="cpu")
+
+
+def test_the_reference_itself_scores_zero_and_damage_grows(scorer, chain):
+    scores = scorer.score(chain, chain[0])
+    assert scores[0] == pytest.approx(0, abs=1e-9)
+    assert scores[10] > scores[5] > scores[1] > 0
+    assert set(scorer.components[1]) == set(ed.COMPONENTS)
+
+
+def test_what_the_source_already_had_does_not_count(scorer, chain):
+    """Film grain and a tint in the source: the bare score reads them as damage, the relative one does not."""
+    rng = np.random.default_rng(0)
+    grainy = np.clip(chain[0] + rng.normal(0, 4, chain[0].shape[:2])[..., None], 0, 255).round().astype(np.uint8)
+    tinted = np.clip(grainy * np.array([0.93, 1.06, 0.95]), 0, 255).round().astype(np.uint8)
+    from banana100.metrics.engine import MetricScorer
+
+    bare = MetricScorer("edit_damage", device="cpu").score_arrays([chain[0], tinted])
+    assert bare[1] > bare[0] + 2  # alone, the source's own grain and tint look like damage
+    assert scorer.score([tinted], tinted)[0] == pytest.approx(0, abs=1e-9)
+
+
+def test_crops_shifts_and_mirrors_count_far_less_than_a_step_of_damage(scorer, chain):
+    a = chain[0]
+    moved = [np.ascontiguousarray(a[7:, 11:]), np.ascontiguousarray(a[:, ::-1]), np.ascontiguousarray(a[:-30, 20:])]
+    moved_scores = scorer.score(moved, a)
+    step5 = scorer.score([chain[5]], a)[0]
+    assert max(moved_scores) < step5 / 2, (moved_scores, step5)
+
+
+def test_a_reference_of_another_size_is_measured_at_the_image_size(scorer, chain):
+    from PIL import Image as PILImage
+
+    big = np.asarray(PILImage.fromarray(chain[0]).resize((600, 400), PILImage.LANCZOS))
+    same = scorer.score([chain[0], chain[10]], big)
+    assert same[0] < 0.5 and same[1] > 2
+
+
+def test_references_one_per_image_or_one_for_all(scorer, chain):
+    each = scorer.score(chain[1:3], [chain[0], chain[1]])
+    assert each[1] < scorer.score([chain[2]], chain[0])[0]  # step 2 against step 1 adds less than against 0
+    with pytest.raises(ValueError, match="2 references for 3 images"):
+        scorer.score(chain[:3], chain[:2])
+
+
+def test_through_evaluate_compute_references(chain, tmp_path):
+    import evaluate
+
+    src = tmp_path / "src.png"
+    Image.fromarray(chain[0]).save(src)
+    m = evaluate.load(str(REPO / "metrics" / "edit_damage"))
+    out = m.compute(images=[chain[1], chain[10]], references=str(src), device="cpu", components=True)
+    assert out["metric"] == "edit_damage_rel" and out["lower_better"] is True
+    assert 0 < out["scores"][0] < out["scores"][1]
+    assert set(out["components"]) == set(ed.COMPONENTS)
+    from banana100.errors import UsageError
+
+    with pytest.raises(UsageError, match="references= is for edit_damage"):
+        evaluate.load(str(REPO / "metrics" / "piqe")).compute(images=[chain[1]], references=[chain[0]])
+
+
+def _run(tmp_path, chain, chains=("x", "y")):
+    from banana100.chains.manifest import ManifestWriter, sha256_bytes
+    from banana100.imageio import encode_png
+
+    run = tmp_path / "run"
+    with ManifestWriter(run) as w:
+        for n, cid in enumerate(chains):
+            parent = None
+            for step in range(6):
+                data = encode_png(chain[step] if n == 0 else np.ascontiguousarray(chain[step][:, ::-1]))
+                path = f"{cid}/step_{step:03d}.png"
+                (run / cid).mkdir(parents=True, exist_ok=True)
+                (run / path).write_bytes(data)
+                sha = sha256_bytes(data)
+                w.append({"chain_id": cid, "source_id": cid, "setting": "replicate", "repeat": 0, "step": step,
+                          "image": path, "sha256": sha, "parent_sha256": parent, "prompt": None, "editor": "simulated",
+                          "model": "simulated-v1", "seed": step, "width": 300, "height": 200})
+                parent = sha
+    return run
+
+
+def test_score_adds_the_relative_rows_for_chains(tmp_path, chain):
+    from banana100.scoring import score_to_parquet
+
+    run = _run(tmp_path, chain)
+    out = score_to_parquet(run, ["edit_damage"], tmp_path / "s.parquet", device="cpu", progress=False,
+                           chunk_size=4, decode_workers=0)
+    df = pd.read_parquet(out)
+    assert set(df.metric) == {"edit_damage", "edit_damage_rel"}
+    r = df[df.metric == "edit_damage_rel"].sort_values(["chain_id", "step"])
+    assert r.error.isna().all() and len(r) == 12
+    for _, g in r.groupby("chain_id"):
+        s = g.score.tolist()
+        assert s[0] == pytest.approx(0, abs=1e-9) and s[5] > s[1] > 0
+    # resumes: nothing scored twice, also when step 0 was done before (the reference is read from disk)
+    part = df[~((df.metric == "edit_damage_rel") & (df.step >= 3))]
+    part.to_parquet(out, index=False)
+    again = pd.read_parquet(score_to_parquet(run, ["edit_damage"], out, device="cpu", progress=False,
+                                             decode_workers=0))
+    assert len(again) == len(df)
+    redo = again[again.metric == "edit_damage_rel"].sort_values(["chain_id", "step"])
+    np.testing.assert_allclose(redo.score, r.score, rtol=1e-9)
+
+
+def test_a_chain_without_step_0_gets_error_rows(tmp_path, chain):
+    from banana100.scoring import score_to_parquet
+
+    run = _run(tmp_path, chain)
+    lines = (run / "manifest.jsonl").read_text().splitlines()
+    (run / "manifest.jsonl").write_text("\n".join(l for l in lines if '"step": 0,' not in l or '"x"' in l) + "\n")
+    with pytest.warns(UserWarning, match="could not be scored"):
+        out = score_to_parquet(run, ["edit_damage"], tmp_path / "s.parquet", device="cpu", progress=False,
+                               decode_workers=0)
+    df = pd.read_parquet(out)
+    y = df[(df.metric == "edit_damage_rel") & (df.chain_id == "y")]
+    assert len(y) == 5 and y.score.isna().all() and y.error.str.contains("no reference").all()
+
+
+def test_cli_reference_for_plain_images(tmp_path, chain, capsys):
+    from banana100.cli import main
+
+    paths = []
+    for k in (0, 3, 9):
+        paths.append(tmp_path / f"img_{k}.png")
+        Image.fromarray(chain[k]).save(paths[-1])
+    out = tmp_path / "plain.parquet"
+    assert main(["score", *map(str, paths[1:]), "--metrics", "edit_damage", "--reference", str(paths[0]),
+                 "--out", str(out), "--device", "cpu"]) in (0, None)
+    df = pd.read_parquet(out)
+    r = df[df.metric == "edit_damage_rel"].sort_values("image")
+    assert len(r) == 2 and 0 < r.score.iloc[0] < r.score.iloc[1]
+    # without a reference: only the bare score, and a log line saying how weak it is alone
+    capsys.readouterr()
+    main(["score", str(paths[1]), "--metrics", "edit_damage", "--out", str(tmp_path / "b.parquet"),
+          "--device", "cpu"])
+    assert set(pd.read_parquet(tmp_path / "b.parquet").metric) == {"edit_damage"}
+    assert "edit_damage is scored without a reference" in capsys.readouterr().err
+
+
+def test_resolvable_by_name():
+    from banana100.metrics.resolve import make_scorer, resolve
+
+    r = resolve("edit_damage_rel")
+    assert r.kind == "relative" and r.lower_better
+    assert isinstance(make_scorer("edit_damage_rel", device="cpu"), rel.RelativeScorer)
+
+
+def test_the_space_scores_it_on_demand_against_step_0(tmp_path, chain):
+    from banana100 import explore as ex
+
+    info = ex.ChainInfo("c__replicate__r0", "c", "replicate", 0, (0, 1, 5, 10))
+    images = {s: chain[s] for s in (0, 1, 5, 10)}
+    table = ex.ChainScores(tmp_path, steps=(0, 1, 5, 10)).compute(info, "edit_damage_rel", images)
+    s = table.set_index("step")["score"]
+    assert s[0] == pytest.approx(0, abs=1e-9) and s[10] > s[5] > s[1] > 0
+    curves = pd.DataFrame({"metric": ["piqe"] * 2 + ["edit_damage_rel"] * 2, "step": [0, 1] * 2,
+                           "normalised": [1, 0.9, 1, 0]})
+    labels = [t.get_text() for t in ex.plot_curves(curves).axes[0].get_legend().get_texts()]
+    assert any("damage since step 0" in label for label in labels)
+    no_source = {s: chain[s] for s in (1, 5)}
+    info1 = ex.ChainInfo("d__replicate__r0", "d", "replicate", 0, (1, 5))
+    with pytest.raises(Exception, match="step 0"):
+        ex.ChainScores(tmp_path, steps=(1, 5)).compute(info1, "edit_damage_rel", no_source)
+
+
+def test_one_reference_for_many_images_is_measured_once(chain):
+    s = rel.RelativeScorer(device="cpu")
+    calls, real = [], s.stats
+    s.stats = lambda arrays: calls.append(len(arrays)) or real(arrays)
+    s.score(chain[1:4], chain[0])
+    assert calls == [3, 1]  # the three images together, then the reference once
+
+
+def test_the_card_states_the_relative_score_and_how_weak_the_bare_one_is_alone():
+    from banana100.metrics import detector_card
+    from banana100.metrics.table import get_metric
+
+    text = detector_card.render(get_metric("edit_damage"))
+    assert "### Relative to a source: `edit_damage_rel`" in text and 'references="step_00.png"' in text
+    assert "### (d) Held out: chains of a second damage model" in text
+    assert "weak" in detector_card._alone(detector_card._results("edit_damage_validation.json"))
+    assert "only weakly" in detector_card._alone({})  # said even before anything is measured
+    assert "Not measured yet" in detector_card._heldout({})
