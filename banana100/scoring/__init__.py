@@ -23,7 +23,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from banana100.distributed import Processes as _Processes
-from banana100.errors import Banana100Error, UsageError
+from banana100.errors import UsageError
 from banana100.metrics.native import edit_damage_rel
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images

@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError
+from banana100.errors import Banana100Error, ImageReadError, ScoreUndefinedError
 from banana100.metrics.native import edit_damage as ed
 
 log = logging.getLogger(__name__)
