@@ -177,7 +177,9 @@ def vs_pyiqa_cpu(name: str, scorer, pyiqa_model, tmp: Path, torch) -> float | No
 
     small = images(2, SMALL, seed=1)
     ours = scorer.score_arrays(small)
-    cpu_scorer, cpu_model, _ = build(name, "cpu", tmp)
+    cpu_tmp = tmp / "cpu"  # its own files (LIQE caches its text features there): none made on the device
+    cpu_tmp.mkdir(exist_ok=True)
+    cpu_scorer, cpu_model, _ = build(name, "cpu", cpu_tmp)
     if cpu_model is None:
         return None
     cpu_model.load_state_dict(pyiqa_model.state_dict())  # random weights: the device model's, exactly
