@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU check of the scoring engine: images/s at 1K and 2K, peak memory, CPU-vs-GPU agreement,
-# projected time for 28,000 images x every metric; flat-area agreement (bench/gpu_flat_check.py);
+# GPU check of the scoring engine: images/s at 2K and 1K beside pyiqa's own loop and the model alone,
+# peak memory, agreement with pyiqa (same device and CPU), projected hours for 28,000 images x every
+# metric on 1 and N GPUs (bench/gpu_check.py); flat-area agreement (bench/gpu_flat_check.py);
 # VisualQuality-R1 (bench/gpu_vlm_check.py); the open editors' denoisers and pipelines
 # (bench/bench_editor_forward.py, bench/bench_open_editor.py). Also runs on CPU: bash bench/gpu_check.sh --device cpu
 # Extra arguments go to bench/gpu_check.py (e.g. --metrics piqe,topiq_nr --n 4).

@@ -66,3 +66,16 @@ def test_a_script_beside_the_clone_imports_the_library(tmp_path):
         f"{proc.stderr.strip().splitlines()[-1]}: the editable install can be shadowed; reinstall with "
         "`bash setup.sh --dev` (its banana100-editable-first.pth puts the install's hook first)")
     assert Path(proc.stdout.strip()) == repo / "banana100" / "__init__.py"
+
+
+def test_scoring_needs_neither_datasets_nor_evaluate():
+    """A GPU machine gets only what scoring needs (bench/gpu_check.py there): the engine imports and
+    scores with `datasets` and `evaluate` unimportable."""
+    code = ("import sys; sys.modules['datasets'] = sys.modules['evaluate'] = None\n"
+            "import numpy as np\n"
+            "from banana100.metrics.engine import MetricScorer\n"
+            "from banana100.metrics import fastpaths, resolve\n"
+            "rgb = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)\n"
+            "print(MetricScorer('piqe', device='cpu').score_arrays([rgb])[0] > 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True"]

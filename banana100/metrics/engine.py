@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from banana100.metrics import weights
+from banana100.metrics import fastpaths, weights
 from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
 from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
 from banana100.metrics.native import MODES
@@ -197,7 +197,7 @@ class MetricScorer:
             kwargs[self.spec.path_kwarg] = str(pairs[0][1])
             pairs = pairs[1:]
         with weights.files_in_place(pairs):
-            self.model = pyiqa.create_metric(self.spec.name, device=self.device, **kwargs)
+            self.model = fastpaths.speed_up(pyiqa.create_metric(self.spec.name, device=self.device, **kwargs))
 
     def _setup(self, metric: str | MetricSpec, device, batch_size: int) -> None:
         # a MetricSpec: a metric outside the table (`pyiqa:<id>`, built by banana100.metrics.resolve)
@@ -237,7 +237,7 @@ class MetricScorer:
         the resolver builds `pyiqa:<id>` metrics outside the table)."""
         self = cls.__new__(cls)
         self._setup(metric, device, batch_size)
-        self.model = model.to(self.device)
+        self.model = fastpaths.speed_up(model).to(self.device)
         return self
 
     def __repr__(self) -> str:

@@ -42,6 +42,9 @@ CANNOT_BUILD = {
     "pi": "PI builds NRQM, which reads NRQM_model.mat while it is built",
     "qalign": "Q-Align loads an 8B mPLUG-Owl2 model through transformers' remote code; no random build is practical",
 }
+# The crop-count keywords cut down above; `build_untrained(real_crops=True)` drops them, so pyiqa's
+# own test-time counts apply (hyperIQA 25, MANIQA 20, TReS 50): what timing and memory need.
+CROP_KWARGS = ("num_crop", "test_sample")
 
 
 def tiny_clip(kind: str, full: bool = False) -> nn.Module:
@@ -121,9 +124,12 @@ def untrained_build(tmp_path: Path, full_clip: bool = False):
         yield
 
 
-def build_untrained(name: str, tmp_path: Path, device: str = "cpu", full_clip: bool = False):
-    """pyiqa's InferenceModel for `name`, with random weights (see the module docstring)."""
+def build_untrained(name: str, tmp_path: Path, device: str = "cpu", full_clip: bool = False,
+                    real_crops: bool = False):
+    """pyiqa's InferenceModel for `name`, with random weights (see the module docstring);
+    `real_crops`: with pyiqa's own crop counts instead of the tests' cut-down ones."""
     import pyiqa
 
+    kwargs = {k: v for k, v in UNTRAINED_KWARGS[name].items() if not (real_crops and k in CROP_KWARGS)}
     with untrained_build(tmp_path, full_clip):
-        return pyiqa.create_metric(name, device=device, **UNTRAINED_KWARGS[name])
+        return pyiqa.create_metric(name, device=device, **kwargs)
