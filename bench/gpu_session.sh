@@ -49,7 +49,7 @@ if [ "$device" = cuda ]; then
 fi
 step gpu_check 240 "$PY" bench/gpu_check.py "${cpu[@]}" --out "$OUT/r/gpu_check.json" ${GPU_CHECK_ARGS:-}
 step vlm 150 "$PY" bench/gpu_vlm_check.py "${cpu[@]}" --out "$OUT/r/gpu_vlm_check.json" ${GPU_VLM_ARGS:-}
-step editors 100 "$PY" bench/gpu_editor_batching.py "${cpu[@]}" --out "$OUT/r/gpu_editor_batching.json" \
-  ${GPU_EDITOR_ARGS:-}
+step editors 120 "$PY" bench/bench_editor_forward.py "${cpu[@]}" --repeats 2 --gpu-usd-per-hour 3.50 \
+  --out "$OUT/r/editor_forward.json" ${GPU_EDITOR_ARGS:-}
 tar czf "$OUT/results.tar.gz" -C "$OUT" r summary.txt 2>/dev/null
 cat "$OUT/summary.txt"
