@@ -212,3 +212,21 @@ def test_the_evaluate_module_takes_precision(weights_from_shared):
         module.compute(images=[img], device="cpu")["scores"]
     with pytest.raises(UsageError):
         module.compute(images=[img], device="cpu", precision="half")
+
+
+@pytest.mark.integration
+def test_the_gpu_precision_script_runs_on_cpu(tmp_path, weights_from_shared):
+    """bench/gpu_precision_check.py, what the lead runs on a GPU, smoke-run on CPU (every difference 0)."""
+    import json
+    import subprocess
+    import sys
+
+    from repopaths import REPO
+
+    out = tmp_path / "p.json"
+    subprocess.run([sys.executable, str(REPO / "bench" / "gpu_precision_check.py"), "--device", "cpu", "--metrics",
+                    "piqe", "--side", "256", "--n", "1", "--out", str(out), "--card-data", str(tmp_path / "c.json")],
+                   check=True, capture_output=True, cwd=REPO)
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["metric"] == "piqe" and row["fast_vs_exact_max_rel"] == 0.0 and row["exact_vs_cpu_tf32_on"] == 0.0
+    assert json.loads((tmp_path / "c.json").read_text())["metrics"]["piqe"]["device"] == "cpu"

@@ -5,7 +5,6 @@ uploads each batch once for every metric."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from banana100.metrics import upload
