@@ -5,6 +5,7 @@ uploads each batch once for every metric."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from banana100.metrics import upload
@@ -86,3 +87,28 @@ def test_score_with_several_metrics_uploads_each_batch_once(tmp_path, weights_fr
         files = sorted((r["image"], r["score"]) for r in rows if r["metric"] == metric)
         direct = MetricScorer(metric, device="cpu").score([str(tmp_path / "run" / f) for f, _ in files])
         assert [s for _, s in files] == direct
+
+
+def test_upload_conversion_and_check_on_each_device(device):
+    """On CUDA: pinned memory, a side stream, the table look-up: still to_tensor's values bit for bit."""
+    imgs = _images()
+    uploader = Uploader(torch.device(device))
+    batches = [uploader.upload(imgs), uploader.upload(imgs[::-1])]  # the second copy overlaps the first's use
+    expected = torch.stack([to_tensor(a) for a in imgs])
+    assert torch.equal(to_float(batches[0].pixels).cpu(), expected)
+    assert torch.equal(to_float(batches[1].take([5, 4, 3, 2, 1, 0]).pixels).cpu(), expected)
+    assert batches[0].colours() == [None, None, None, None, (7, 7, 7), None]
+    assert batches[1].take([1, 3]).colours() == [(7, 7, 7), None]
+
+
+def test_engine_scores_equal_on_each_device_through_several_batches(device):
+    """Many batches queued before the one transfer back: every score in its place."""
+    class Mean(torch.nn.Module):
+        def forward(self, x):
+            return x.mean(dim=(1, 2, 3))
+
+    imgs = [np.clip(chain_images(1, 64)[0].astype(int) + k, 0, 255).astype(np.uint8) for k in range(7)]
+    s = MetricScorer.from_model("cnniqa", Mean(), device=device, batch_size=2)
+    expected = [float(torch.stack([to_tensor(a) for a in imgs]).mean(dim=(1, 2, 3))[k]) for k in range(7)]
+    assert s.score_arrays(imgs) == pytest.approx(expected, rel=1e-6)
+    assert s.score_uploaded(s.uploader.upload(imgs), [str(k) for k in range(7)]) == pytest.approx(expected, rel=1e-6)
