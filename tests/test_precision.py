@@ -106,6 +106,32 @@ def test_the_guard_also_holds_against_the_generic_new_api_flag():
             o.fp32_precision = value
 
 
+def test_guarded_passes_in_two_threads_never_restore_the_flags_under_each_other(tf32_on):
+    import threading
+
+    order, inside = [], threading.Event()
+
+    def first():
+        with float32_precision(False):
+            inside.set()
+            order.append(("first in", tf32_in_effect()))
+            threading.Event().wait(0.2)  # the second thread tries to enter meanwhile
+            order.append(("first out", tf32_in_effect()))
+
+    def second():
+        inside.wait()
+        with float32_precision(False):
+            order.append(("second in", tf32_in_effect()))
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert order == [("first in", OFF), ("first out", OFF), ("second in", OFF)]
+    assert _flags() == tf32_on
+
+
 def test_scorer_precision_exact_by_default_and_fast_allows_tf32(tf32_on, monkeypatch):
     seen = _spy_piqe(monkeypatch)
     img = natural(256)

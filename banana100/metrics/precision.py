@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from importlib import resources
 
 import torch
@@ -23,6 +24,9 @@ import torch
 from banana100.errors import UsageError
 
 PRECISIONS = ("exact", "fast")
+# The flags are process-wide: a forward in another thread must not restore them under this one.
+# Re-entrant: the engine's guard holds it around the native forward's own.
+_FLAGS_LOCK = threading.RLock()
 
 
 def check_precision(precision: str) -> str:
@@ -74,7 +78,14 @@ def float32_precision(allow_tf32: bool = False):
 
     Both APIs are set so that they agree inside (torch 2.9+ checks that they do before a cuBLAS
     matmul), and restored old API first, then the leaves, which the old setters overwrite.
+    Guarded passes in several threads run one at a time (the flags are global).
     """
+    with _FLAGS_LOCK, _set_flags(allow_tf32):
+        yield
+
+
+@contextlib.contextmanager
+def _set_flags(allow_tf32: bool):
     legacy, leaves = _legacy_state(), _leaves()
     saved = [(o, o.fp32_precision) for o, _ in leaves]
     try:
