@@ -184,7 +184,7 @@ def test_too_small_message_for_a_file(tmp_path):
 
 def test_too_small_is_checked_before_any_scoring(monkeypatch):
     s = scorer("piqe")
-    monkeypatch.setattr(s, "_forward", lambda x: pytest.fail("scored before checking sizes"))
+    monkeypatch.setattr(s, "_forward_device", lambda x, p: pytest.fail("scored before checking sizes"))
     with pytest.raises(ImageTooSmallError):
         s.score([crop(100, 100), crop(4, 4)])
 
@@ -335,7 +335,7 @@ def test_unreadable_file_fails_before_any_scoring(tmp_path, mixed_images, monkey
     paths = _save_all(tmp_path, mixed_images[:3])
     (tmp_path / "notes.png").write_text("not an image")
     s = scorer("piqe")
-    monkeypatch.setattr(s, "_forward", lambda x: pytest.fail("scored before reading every header"))
+    monkeypatch.setattr(s, "_forward_device", lambda x, p: pytest.fail("scored before reading every header"))
     with pytest.raises(ImageReadError, match="notes.png: not an image file"):
         s.score(paths + [tmp_path / "notes.png"])
     with pytest.raises(ImageTooSmallError, match="tiny.png"):

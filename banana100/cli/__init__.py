@@ -149,7 +149,7 @@ def _cmd_score(args) -> None:
     out = score_to_parquet(
         args.source if len(args.source) > 1 else args.source[0], metrics, args.out, device=args.device,
         batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
-        max_pixels=args.max_pixels, reference=args.reference,
+        max_pixels=args.max_pixels, reference=args.reference, precision=args.precision,
     )
     print(f"scores written to {out}")
 
@@ -332,6 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: native for the hand-crafted metrics, pyiqa for the deep ones)")
     s.add_argument("--mode", choices=("pyiqa", "official"), default="pyiqa",
                    help="pyiqa's scores or the original releases' (hand-crafted metrics, native backend)")
+    s.add_argument("--precision", choices=("exact", "fast"), default="exact",
+                   help="exact: IEEE float32, TF32 off whatever torch's flags (the CPU's scores); fast: TF32 "
+                        "on a GPU, and bfloat16 autocast for the deep metrics (each card states its error); "
+                        "the scores file records which")
     s.add_argument("--keep-text", action="store_true",
                    help="visualquality_r1: keep what the model answered per image in <out>.texts.jsonl")
     s.add_argument("--max-pixels", type=POSITIVE_INT, default=None,

@@ -284,13 +284,32 @@ def _gpu_memory(spec: MetricSpec) -> str:
 
 def _precision(spec: MetricSpec) -> str:
     if spec.native:
-        return ("native backend: float64 statistics and scores on CPU and GPU alike (mode \"pyiqa\" keeps pyiqa's "
-                "float32 in the steps where its rounding shows in the score); `backend=\"pyiqa\"`: pyiqa's own "
-                "float32. Never half precision.")
-    if spec.half_tolerance is None:
-        return "float32 only (the module never uses half precision for this metric)."
-    return (f"float32 by default; `half=True` allowed on GPU, where scores stayed within "
-            f"{spec.half_tolerance:g} of float32 in bench/gpu_check.py.")
+        exact = ("native backend: float64 statistics and scores on CPU and GPU alike (mode \"pyiqa\" keeps pyiqa's "
+                 "float32 in the steps where its rounding shows in the score), with TF32 held off whatever torch's "
+                 "flags, so a GPU gives the CPU's scores; `backend=\"pyiqa\"`: pyiqa's own float32. Never half "
+                 "precision.")
+    elif spec.half_tolerance is None:
+        exact = ("float32 only, TF32 held off whatever torch's flags (the module never uses half precision for "
+                 "this metric).")
+    else:
+        exact = (f"float32 by default, TF32 held off whatever torch's flags; `half=True` allowed on GPU, where scores "
+                 f"stayed within "
+                 f"{spec.half_tolerance:g} of float32 in bench/gpu_check.py.")
+    return f"{exact} {_fast_precision(spec)}"
+
+
+def _fast_precision(spec: MetricSpec) -> str:
+    """The card's sentence on `precision="fast"`, from the measured data (precision_fast.json)."""
+    what = "TF32" if spec.native else "TF32 and bfloat16 autocast"
+    from banana100.metrics.precision import fast_errors  # torch: only when a card is written
+
+    row = fast_errors().get(spec.name)
+    if row is None:
+        return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in; its error against the default \"exact\" "
+                "is not measured yet (bench/gpu_precision_check.py).")
+    return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in: on {row['device']} its scores moved by up to "
+            f"{row['fast_vs_exact_max_rel']:.2g} (relative) from the default \"exact\" "
+            "(bench/gpu_precision_check.py).")
 
 
 def _how_computed(spec: MetricSpec) -> str:
@@ -307,7 +326,9 @@ itself; `mode="official"` reproduces the original release instead of pyiqa's por
 
 
 def _backend_inputs(spec: MetricSpec) -> str:
-    half = ("- **half** (`bool`, optional, default `False`): float16 autocast; refused unless the "
+    half = ("- **precision** (`str`, optional): `\"exact\"` (default: IEEE float32, TF32 off) or `\"fast\"` "
+            "(see **Precision** below).\n"
+            "- **half** (`bool`, optional, default `False`): float16 autocast; refused unless the "
             "**Precision** line below states a measured tolerance.\n")
     if not spec.native:
         return "- **backend** (`str`, optional): `\"pyiqa\"`, the only backend of this metric.\n" + half

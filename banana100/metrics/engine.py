@@ -20,11 +20,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import contextlib
 import math
 import os
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -33,7 +35,12 @@ from banana100.metrics import fastpaths, weights
 from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
 from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
 from banana100.metrics.native import MODES
+from banana100.metrics.precision import autocast_dtype, check_precision, float32_precision
 from banana100.metrics.table import MetricSpec, get_metric
+from banana100.metrics.upload import Uploaded, Uploader, to_float, to_tensor
+
+__all__ = ["MetricScorer", "check_device", "check_size", "default_device", "image_failures", "keep_freed_memory",
+           "to_tensor"]
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -94,13 +101,6 @@ def check_device(device) -> torch.device:
     return dev
 
 
-def to_tensor(rgb: np.ndarray) -> torch.Tensor:
-    """HxWx3 uint8 -> 3xHxW float32 in [0, 1]; bit-for-bit what `TF.to_tensor` gives pyiqa."""
-    if not rgb.flags.writeable:  # arrays from PIL are read-only; torch warns on those
-        rgb = rgb.copy()
-    return torch.from_numpy(rgb).permute(2, 0, 1).contiguous().to(torch.float32).div(255)
-
-
 def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str) -> None:
     """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum.
 
@@ -113,17 +113,6 @@ def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str)
         raise ImageTooSmallError(
             f"{spec.display_name} needs at least {m}x{m} pixels; {name} is {w}x{h} (width x height)"
         )
-
-
-def uniform_colour(rgb: np.ndarray) -> tuple[int, int, int] | None:
-    """The colour of an image whose every pixel is the same, else None (a cheap look first)."""
-    flat = rgb.reshape(-1, rgb.shape[-1])
-    first = flat[0]
-    if not (flat[:4096] == first).all():  # almost every real image differs within its first rows
-        return None
-    if not (flat == first).all():
-        return None
-    return tuple(int(v) for v in first)
 
 
 def image_failures(images: int, failed: dict[int, Banana100Error], scores: list, what: str = "") -> Banana100Error:
@@ -157,6 +146,9 @@ class MetricScorer:
             scores; native backend only).
         half: run the forward pass under float16 autocast. Only for metrics whose table entry
             has a measured `half_tolerance` (bench/gpu_check.py --half); refused otherwise.
+        precision: "exact" (the default: IEEE float32, TF32 off whatever torch's global flags)
+            or "fast" (TF32 allowed; the deep metrics also under bfloat16 autocast on a GPU);
+            its measured error per metric is on the card (`banana100.metrics.precision`).
         max_image_pixels: the largest width x height read from a file (a guard against
             decompression bombs); None: `banana100.imageio.MAX_IMAGE_PIXELS` (89,478,485 unless
             BANANA100_MAX_IMAGE_PIXELS says otherwise).
@@ -167,9 +159,10 @@ class MetricScorer:
 
     def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8,
                  backend: str | None = None, mode: str = "pyiqa", half: bool = False,
-                 max_image_pixels: int | None = None):
+                 max_image_pixels: int | None = None, precision: str = "exact"):
         self._setup(metric, device, batch_size)
         self.max_image_pixels = max_image_pixels
+        self.precision = check_precision(precision)
         if half:
             self.allow_half()
         self.backend = self.spec.check_backend(backend)
@@ -189,6 +182,7 @@ class MetricScorer:
 
             self.model = native.build(self.spec.name, {wf.filename: path for wf, path in pairs}, mode=mode)
             self.model.to(self.device)
+            self.model.allow_tf32 = self.precision == "fast"  # read by the native forward's guard
             return
         import pyiqa  # heavy import, only when a pyiqa scorer is built
 
@@ -202,10 +196,9 @@ class MetricScorer:
     def _setup(self, metric: str | MetricSpec, device, batch_size: int) -> None:
         # a MetricSpec: a metric outside the table (`pyiqa:<id>`, built by banana100.metrics.resolve)
         self.spec = metric if isinstance(metric, MetricSpec) else get_metric(metric)
-        self.backend, self.mode, self.half = "pyiqa", "pyiqa", False
-        self._share_log: list = []
+        self.backend, self.mode, self.half, self.precision = "pyiqa", "pyiqa", False, "exact"
+        self._uploader: Uploader | None = None
         self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
-        self._component_log: list = []
         # per image of the last score() call: {component: value} for a model that explains its
         # score (`last_components`: the edit_damage detector), else None
         self.components: list[dict[str, float] | None] = []
@@ -232,17 +225,26 @@ class MetricScorer:
 
     @classmethod
     def from_model(cls, metric: str | MetricSpec, model: torch.nn.Module, device=None,
-                   batch_size: int = 8) -> "MetricScorer":
+                   batch_size: int = 8, precision: str = "exact") -> "MetricScorer":
         """A scorer around an already built pyiqa model (tests build archs with random weights;
         the resolver builds `pyiqa:<id>` metrics outside the table)."""
         self = cls.__new__(cls)
         self._setup(metric, device, batch_size)
+        self.precision = check_precision(precision)
         self.model = fastpaths.speed_up(model).to(self.device)
         return self
 
+    @property
+    def uploader(self) -> Uploader:
+        """What uploads this scorer's batches (one per device; `score --metrics` shares one)."""
+        if self._uploader is None or self._uploader.device != self.device:
+            self._uploader = Uploader(self.device)
+        return self._uploader
+
     def __repr__(self) -> str:
         return (f"MetricScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size}, "
-                f"backend={self.backend!r}, mode={self.mode!r}{', half=True' if self.half else ''})")
+                f"backend={self.backend!r}, mode={self.mode!r}{', half=True' if self.half else ''}"
+                f"{', precision=' + repr(self.precision) if self.precision != 'exact' else ''})")
 
     @property
     def batchable(self) -> bool:
@@ -280,22 +282,52 @@ class MetricScorer:
         return self._score(images, sizes, names)
 
     def _score(self, images: list, sizes: list[tuple[int, int]], names: list[str] | None = None) -> list[float]:
-        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures.
+        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures."""
+        names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
+        failed: dict[int, Banana100Error] = {}
+
+        def uploaded():  # batch k+1 is decoded and uploaded once batch k's work is queued
+            with contextlib.closing(self._decoded_chunks(images, sizes, failed)) as chunks:
+                for idx, rgbs in chunks:
+                    yield idx, self.uploader.upload(rgbs)
+
+        return self._score_batches(uploaded(), len(images), names, failed)
+
+    def score_uploaded(self, batch: Uploaded, names: Sequence[str]) -> list[float]:
+        """Scores of a batch of same-size images already on this scorer's device
+        (`banana100.metrics.upload.Uploader.upload`), in order: the entry through which several
+        metrics share one upload (`banana100 score --metrics a,b,c`). Sizes are checked first
+        (ImageTooSmallError); failures as in `score`."""
+        names = list(names)
+        if len(names) != len(batch):
+            raise UsageError(f"score_uploaded: {len(names)} names for {len(batch)} images")
+        if batch.pixels.device.type != self.device.type:
+            raise UsageError(f"score_uploaded: a batch on {batch.pixels.device} for a scorer on {self.device}")
+        size = tuple(batch.pixels.shape[1:3])
+        for name in names:
+            check_size(self.spec, size, name)
+        if self.spec.uniform != "scored":
+            batch.colours()  # once for the whole batch (and every metric that shares it)
+        chunks = self._chunks([size] * len(names))
+        return self._score_batches(((idx, batch.take(idx)) for idx in chunks), len(names), names, {})
+
+    def _score_batches(self, batches, n: int, names: list[str], failed: dict[int, Banana100Error]) -> list[float]:
+        """Score (indices, Uploaded batch) pairs; the scores stay on the device until every batch
+        is queued, then come back at once.
 
         A uniform image gets the metric's documented value, or ScoreUndefinedError, without
         running the model (the table's `uniform`); a NaN or infinite score, or a linear-algebra
         failure of one image (pyiqa's NIQE / IL-NIQE on degenerate images), is ScoreUndefinedError.
         """
-        names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
-        scores: list[float | None] = [None] * len(images)
-        shares: list[float | None] = [None] * len(images)
-        components: list[dict[str, float] | None] = [None] * len(images)
-        failed: dict[int, Banana100Error] = {}
+        scores: list[float | None] = [None] * n
+        shares: list[float | None] = [None] * n
+        components: list[dict[str, float] | None] = [None] * n
         label = self.spec.display_name
-        for idx, rgbs in self._decoded_chunks(images, sizes, failed):
+        queued: list[tuple[list[int], list[_Out]]] = []
+        for idx, batch in batches:
+            colours = batch.colours() if self.spec.uniform != "scored" else [None] * len(idx)
             run = []
-            for j, i in enumerate(idx):
-                colour = uniform_colour(rgbs[j]) if self.spec.uniform != "scored" else None
+            for j, (i, colour) in enumerate(zip(idx, colours)):
                 if colour is None:
                     run.append(j)
                 elif self.spec.uniform == "undefined":
@@ -304,21 +336,25 @@ class MetricScorer:
                         "its statistics need some variation in the image")
                 else:
                     scores[i] = float(self.spec.uniform)
-            self._share_log, self._component_log = [], []
-            run_scores = self._forward_isolating(rgbs, run, [names[idx[j]] for j in run], failed, idx)
-            if len(self._share_log) == len(run):  # one forward per image or batch, in order
-                for j, share, comps in zip(run, self._share_log, self._component_log):
-                    shares[idx[j]] = share
-                    components[idx[j]] = comps
-            for j, s in zip(run, run_scores):
-                if s is None:
+            queued.append((idx, self._forward_isolating(batch, run, [names[idx[j]] for j in run], failed, idx)))
+            self.uploader.queued()
+        for idx, outs in queued:  # one transfer per forward, after all of them are queued
+            for out in outs:
+                if out.scores is None:
                     continue
-                if math.isfinite(s):
-                    scores[idx[j]] = s
-                else:
-                    failed[idx[j]] = ScoreUndefinedError(
-                        f"{names[idx[j]]}: {label} gave {s} for this image (no defined score; a nearly "
-                        "uniform image, or too little variation for the metric's statistics)")
+                values = out.scores.cpu().tolist()
+                share = out.shares.cpu().tolist() if out.shares is not None else [None] * len(values)
+                comps = {k: v.cpu().tolist() for k, v in (out.components or {}).items()}
+                for k, (j, s) in enumerate(zip(out.positions, values)):
+                    i = idx[j]
+                    shares[i] = share[k]
+                    components[i] = {name: float(v[k]) for name, v in comps.items()} or None
+                    if math.isfinite(s):
+                        scores[i] = float(s)
+                    else:
+                        failed[i] = ScoreUndefinedError(
+                            f"{names[i]}: {label} gave {s} for this image (no defined score; a nearly "
+                            "uniform image, or too little variation for the metric's statistics)")
         # the native hand-crafted metrics' share of flat windows per image (None elsewhere)
         self.flat_shares = shares
         self.components = components
@@ -327,23 +363,24 @@ class MetricScorer:
 
             warn_if_flat(self.spec.name, shares, names)
         if failed:
-            raise image_failures(len(images), failed, scores, label)
+            raise image_failures(n, failed, scores, label)
         return scores  # type: ignore[return-value]
 
-    def _forward_isolating(self, rgbs, run: list[int], names: list[str], failed: dict, idx: list[int]) -> list:
-        """Scores of rgbs[run]; a linear-algebra failure is retried image by image, and an image
-        that fails alone is recorded in `failed` (score None); any other error propagates."""
+    def _forward_isolating(self, batch: Uploaded, run: list[int], names: list[str], failed: dict,
+                           idx: list[int]) -> list["_Out"]:
+        """The forwards of batch[run]; a linear-algebra failure is retried image by image, and an
+        image that fails alone is recorded in `failed` (scores None); any other error propagates."""
         if not run:
             return []
         try:
-            return self._forward_backing_off(rgbs, run)
+            return self._forward_backing_off(batch, run)
         except torch.linalg.LinAlgError as e:
             if len(run) == 1:
                 failed[idx[run[0]]] = ScoreUndefinedError(
                     f"{names[0]}: {self.spec.display_name} failed on this image ({type(e).__name__.lstrip('_')}: "
                     f"{str(e).splitlines()[0]}); a nearly uniform image has no defined score")
-                return [None]
-        return [s for j, name in zip(run, names) for s in self._forward_isolating(rgbs, [j], [name], failed, idx)]
+                return [_Out(run, None, None, None)]
+        return [o for j, name in zip(run, names) for o in self._forward_isolating(batch, [j], [name], failed, idx)]
 
     def _decoded_chunks(self, images: list, sizes: list[tuple[int, int]], failed: dict):
         """Yield (indices, RGB arrays) per same-size batch, files decoded ahead (`decode_ahead`).
@@ -400,8 +437,15 @@ class MetricScorer:
         return [idx[k : k + bs] for idx in groups.values() for k in range(0, len(idx), bs)]
 
     def _forward(self, x: torch.Tensor) -> list[float]:
-        with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.float16, enabled=self.half):
-            out = self.model(x.to(self.device))
+        """The model's scores of a float batch x (Bx3xHxW in [0, 1]), waited for (bench scripts)."""
+        return [float(v) for v in self._forward_device(x.to(self.device), list(range(x.shape[0]))).scores.cpu().tolist()]
+
+    def _forward_device(self, x: torch.Tensor, positions: list[int]) -> "_Out":
+        """The forward of x (on the device) in this scorer's precision; results left on the device."""
+        dtype = autocast_dtype(self.precision, self.device, self.half) if self.backend != "native" else None
+        autocast = torch.autocast(self.device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+        with torch.no_grad(), float32_precision(self.precision == "fast"), autocast:
+            out = self.model(x)
         if isinstance(out, (tuple, list)):
             out = out[0]
         if out.dtype in (torch.float16, torch.bfloat16):  # under autocast; native scores stay float64
@@ -410,35 +454,41 @@ class MetricScorer:
         if out.numel() != x.shape[0]:
             raise RuntimeError(f"{self.spec.name}: expected {x.shape[0]} scores, got shape {tuple(out.shape)}")
         share = getattr(self.model, "last_flat_share", None)  # native modules: flat-window share
-        self._share_log.extend(share.tolist() if share is not None and share.numel() == x.shape[0]
-                               else [None] * x.shape[0])
+        share = share.detach() if share is not None and share.numel() == x.shape[0] else None
         comps = getattr(self.model, "last_components", None) or {}
-        per_image = {k: v.tolist() for k, v in comps.items() if v.numel() == x.shape[0]}
-        self._component_log.extend([{k: float(v[i]) for k, v in per_image.items()} or None
-                                    for i in range(x.shape[0])])
-        return [float(v) for v in out.cpu().tolist()]
+        comps = {k: v.detach() for k, v in comps.items() if v.numel() == x.shape[0]}
+        return _Out(positions, out, share, comps or None)
 
-    def _forward_backing_off(self, rgbs: Sequence[np.ndarray], idx: list[int]) -> list[float]:
-        """Score one same-size group; on out-of-memory, halve the batch (and keep it halved).
-
-        A single image that still does not fit raises the out-of-memory error.
+    def _forward_backing_off(self, batch: Uploaded, run: list[int]) -> list["_Out"]:
+        """Score the images `run` of one same-size batch; on out-of-memory, halve the batch (and
+        keep it halved). A single image that still does not fit raises the out-of-memory error.
         """
         x = None
         try:
-            x = torch.stack([to_tensor(rgbs[i]) for i in idx])
-            return self._forward(x)
+            x = to_float(batch.take(run).pixels)
+            return [self._forward_device(x, run)]
         except Exception as e:  # noqa: BLE001 - only out-of-memory is handled here
-            if not _is_oom(e) or len(idx) == 1:
+            if not _is_oom(e) or len(run) == 1:
                 raise
         del x
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
-        half = max(1, len(idx) // 2)
+        half = max(1, len(run) // 2)
         if half < self.batch_size:
-            warnings.warn(f"{self.spec.name}: out of memory with {len(idx)} images a batch; "
+            warnings.warn(f"{self.spec.name}: out of memory with {len(run)} images a batch; "
                           f"batch_size lowered to {half}", RuntimeWarning, stacklevel=3)
             self.batch_size = half
-        return self._forward_backing_off(rgbs, idx[:half]) + self._forward_backing_off(rgbs, idx[half:])
+        return self._forward_backing_off(batch, run[:half]) + self._forward_backing_off(batch, run[half:])
+
+
+class _Out(NamedTuple):
+    """One forward's results, still on the device: the images' places in their batch, their
+    scores (None: the image failed, recorded as such), flat shares, components."""
+
+    positions: list[int]
+    scores: torch.Tensor | None
+    shares: torch.Tensor | None
+    components: dict[str, torch.Tensor] | None
 
 
 def _is_oom(e: BaseException) -> bool:

@@ -44,6 +44,8 @@ Args:
         "pyiqa"; deep metrics have only "pyiqa".
     mode: "pyiqa" (default: pyiqa's scores) or "official" (the original releases' scores;
         hand-crafted metrics with the native backend only).
+    precision: "exact" (default: IEEE float32, TF32 off whatever torch's global flags) or "fast"
+        (TF32 on a GPU, and bfloat16 autocast for the deep metrics; the card states its error).
     half: float16 autocast, only for metrics whose card states a measured half-precision
         tolerance (refused otherwise).
     max_image_pixels: the largest width x height read from a file (default 89,478,485, or
@@ -162,17 +164,18 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
             reference_urls=[about.PAPER_URL] + [wf.download_url for wf in spec.all_files],
         )
 
-    def _scorer(self, device: str | None, batch_size: int, backend: str | None, mode: str, half: bool) -> MetricScorer:
+    def _scorer(self, device: str | None, batch_size: int, backend: str | None, mode: str, half: bool,
+                precision: str = "exact") -> MetricScorer:
         cache = self.__dict__.setdefault("_scorers", {})
         backend = get_metric(self.METRIC_NAME).check_backend(backend)
-        key = (str(check_device(device)), int(batch_size), backend, mode, bool(half))
+        key = (str(check_device(device)), int(batch_size), backend, mode, bool(half), precision)
         if key not in cache:
             cache[key] = MetricScorer(self.METRIC_NAME, device=key[0], batch_size=key[1], backend=backend, mode=mode,
-                                      half=key[4])
+                                      half=key[4], precision=precision)
         return cache[key]
 
-    def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
-                max_image_pixels=None, components=False, references=None, **kwargs):
+    def compute(self, *, images=None, device=None, batch_size=8, backend=None, mode="pyiqa", precision="exact",
+                half=False, max_image_pixels=None, components=False, references=None, **kwargs):
         """Score images with this metric.
 
         With `images=`, the images go straight to the scoring engine (no Arrow cache, no PNG
@@ -180,12 +183,12 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
         """
         if kwargs:
             raise TypeError(f"{self.METRIC_NAME}: unexpected keyword(s) {sorted(kwargs)}; "
-                            "compute takes images, device, batch_size, backend, mode, half, max_image_pixels, "
-                            "components, references")
+                            "compute takes images, device, batch_size, backend, mode, precision, half, "
+                            "max_image_pixels, components, references")
         if references is not None:
             return self._compute_relative(_as_list(images), references, device, batch_size, components)
-        options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, half=half,
-                       max_image_pixels=max_image_pixels, components=components)
+        options = dict(device=device, batch_size=batch_size, backend=backend, mode=mode, precision=precision,
+                       half=half, max_image_pixels=max_image_pixels, components=components)
         if images is not None and self.writer is None and self.num_process == 1:
             return self._compute(images=_storable(_as_list(images)), **options)  # a bad array named by index
         if images is not None:
@@ -193,12 +196,12 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
         # images added before (add/add_batch), or a distributed run: evaluate's own path
         return super().compute(images=images, **options)
 
-    def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", half=False,
+    def _compute(self, images, device=None, batch_size=8, backend=None, mode="pyiqa", precision="exact", half=False,
                  max_image_pixels=None, components=False):
         images = [_from_arrow(x) for x in images]
         if not images:
             raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
-        scorer = self._scorer(device, batch_size, backend, mode, half)
+        scorer = self._scorer(device, batch_size, backend, mode, half, precision)
         scorer.max_image_pixels = max_image_pixels
         scores = scorer.score(images)
         out = {

@@ -228,16 +228,19 @@ def label(name: str) -> str:
 
 
 def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backend: str | None = None,
-                mode: str = "pyiqa", **options):
+                mode: str = "pyiqa", precision: str = "exact", **options):
     """A scorer for `name` with the engine's interface (`score`, `score_arrays`, `spec`, `backend`,
-    `mode`, `flat_shares`). `options` go to the VisualQuality-R1 scorer (max_pixels, keep_text, ...)."""
+    `mode`, `flat_shares`). `options` go to the VisualQuality-R1 scorer (max_pixels, keep_text, ...);
+    `precision` ("exact" or "fast") applies to the engine's scorers (the table's metrics and
+    pyiqa:<id>); the others score as they always do."""
     r = resolve(name)
     if r.kind == "table":
         from banana100.metrics.engine import MetricScorer
 
         if name.startswith(PYIQA_PREFIX):
             backend = "pyiqa"
-        return MetricScorer(r.name, device=device, batch_size=batch_size, backend=backend, mode=mode)
+        return MetricScorer(r.name, device=device, batch_size=batch_size, backend=backend, mode=mode,
+                            precision=precision)
     if r.kind == "evaluator":
         from banana100.metrics.vlm import VLMScorer
 
@@ -251,11 +254,11 @@ def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backe
     if backend not in (None, "pyiqa" if r.kind == "pyiqa" else "evaluate"):
         raise UsageError(f"{name}: a metric of your own has no backend choice (got --backend {backend})")
     if r.kind == "pyiqa":
-        return _pyiqa_scorer(r, device, batch_size)
+        return _pyiqa_scorer(r, device, batch_size, precision)
     return ModuleScorer(r, device=device, batch_size=batch_size)
 
 
-def _pyiqa_scorer(r: ResolvedMetric, device, batch_size):
+def _pyiqa_scorer(r: ResolvedMetric, device, batch_size, precision: str = "exact"):
     import pyiqa
 
     from banana100.metrics.engine import MetricScorer, default_device
@@ -272,7 +275,7 @@ def _pyiqa_scorer(r: ResolvedMetric, device, batch_size):
                                      f"run once with a network ({type(e).__name__}: {_first_line(e)})") from None
         raise UnknownMetricError(f"{r.name}: pyiqa could not build it ({type(e).__name__}: {_first_line(e)}); "
                                  "pyiqa downloads its weights itself into $TORCH_HOME/hub/pyiqa") from None
-    return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size)
+    return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size, precision=precision)
 
 
 def _hub_unreachable_now() -> str:

@@ -53,6 +53,7 @@ def score_to_parquet(
     keep_text: bool = False,
     max_pixels: int | None = None,
     reference=None,
+    precision: str = "exact",
 ) -> Path:
     """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
 
@@ -70,7 +71,12 @@ def score_to_parquet(
     `<out>.texts.jsonl` (one per process in a distributed run); `max_pixels` sets its image size.
     With `edit_damage` among the metrics, chains (and plain images given a `reference` image) also
     get `edit_damage_rel`, the damage added since the chain's step 0 (or that reference).
+    `precision` "fast" allows TF32 (and bfloat16 autocast for the deep metrics) on a GPU; the
+    `precision` column records it, and a rerun refuses to mix precisions.
     """
+    from banana100.metrics.precision import check_precision
+
+    check_precision(precision)
     out = Path(out)
     if not isinstance(source, (str, os.PathLike)):
         source = list(source)
@@ -91,14 +97,15 @@ def score_to_parquet(
         if procs.rank == 0:
             _drop_temporary_files(out)
         return _score_locked(source, metrics, out, device, batch_size, chunk_size, progress, decode_workers,
-                             backend, mode, procs, total, keep_text, max_pixels, reference)
+                             backend, mode, procs, total, keep_text, max_pixels, reference, precision)
 
 
 def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, progress, decode_workers, backend,
-                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None, reference=None) -> Path:
+                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None, reference=None,
+                  precision: str = "exact") -> Path:
     options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
     scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
-                            **options)
+                            precision=precision, **options)
     metrics = list(scorers)  # the resolved names, as the `metric` column writes them
     edit_damage_rel.attach(scorers, source, reference)
     texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")

@@ -13,6 +13,7 @@ from banana100.errors import Banana100Error, ImageTooSmallError
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.fileio import sha256_bytes
 from banana100.metrics.engine import check_size
+from banana100.metrics.upload import Uploaded, Uploader
 from banana100.scoring.inputs import ImageItem, iter_items, with_sha256
 from banana100.scoring.store import RECORD_COLUMNS, _key
 
@@ -62,10 +63,15 @@ def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, w
 
 
 def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
-    """Score each decoded image with every metric it still needs."""
+    """Score each decoded image with every metric it still needs.
+
+    The engine's scorers share one upload: each same-size group of the chunk goes to the device
+    once (as uint8) and every metric scores it there (`MetricScorer.score_uploaded`); other
+    scorers (VisualQuality-R1, a user's evaluate module) take the arrays."""
     rows = []
     arrays = [d.rgb for d in chunk]
     decode_errors = [d.error for d in chunk]
+    uploads = _SharedUploads(arrays, chunk)
 
     for metric, scorer in scorers.items():
         spec = scorer.spec
@@ -84,30 +90,8 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
         scores: dict[int, float] = {}
         shares: dict[int, float | None] = {}
         texts: dict[int, str | None] = {}  # what a language-model evaluator answered (keep_text)
-        try:
-            scores.update(zip(ok, _call(scorer, [arrays[i] for i in ok], [chunk[i].name for i in ok],
-                                        [chunk[i].record for i in ok])))
-            shares.update(zip(ok, scorer.flat_shares))
-            texts.update(zip(ok, getattr(scorer, "last_texts", ())))
-        except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
-            if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
-                # some images have no score (uniform, NaN): the engine scored the others and named each
-                texts.update(zip(ok, getattr(scorer, "last_texts", ())))
-                for k, i in enumerate(ok):
-                    if k in e.errors:
-                        errors[i] = str(e.errors[k])  # named by chunk[i].name already
-                    else:
-                        scores[i], shares[i] = e.scores[k], scorer.flat_shares[k]
-            else:
-                for i in ok:
-                    try:
-                        scores[i] = _call(scorer, [arrays[i]], [chunk[i].name], [chunk[i].record])[0]
-                        shares[i] = scorer.flat_shares[0]
-                        texts.update(zip([i], getattr(scorer, "last_texts", ())))
-                    except Banana100Error as e1:  # reported in the `error` column, named already
-                        errors[i] = str(e1)
-                    except Exception as e1:  # noqa: BLE001 - reported in the `error` column
-                        errors[i] = f"{chunk[i].name}: {type(e1).__name__}: {e1}"
+        for group, shape in (uploads.groups(ok) if hasattr(scorer, "score_uploaded") else [(ok, None)]):
+            _score_group(scorer, group, shape, uploads, scores, shares, texts, errors)
         for i in todo:
             record = chunk[i].record
             rows.append({
@@ -118,10 +102,75 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
                 "error": errors.get(i),
                 "backend": scorer.backend,
                 "mode": scorer.mode,
+                "precision": getattr(scorer, "precision", "exact"),
                 "flat_share": shares.get(i),
                 **({"text": texts[i]} if texts.get(i) is not None else {}),  # not a column: the texts file
             })
     return rows
+
+
+class _SharedUploads:
+    """The chunk's images on the device, uploaded once per same-size group for every metric."""
+
+    def __init__(self, arrays: list, chunk: list[Decoded]):
+        self.arrays, self.chunk = arrays, chunk
+        self._uploader: Uploader | None = None
+        self._batches: dict[tuple, tuple[list[int], Uploaded]] = {}  # shape -> (chunk indices, batch)
+
+    def groups(self, ok: list[int]):
+        """(indices, their shape) per same-size group of `ok`."""
+        by_shape: dict[tuple, list[int]] = {}
+        for i in ok:
+            by_shape.setdefault(self.arrays[i].shape, []).append(i)
+        return [(wanted, shape) for shape, wanted in by_shape.items()]
+
+    def batch(self, device, shape, wanted: list[int]) -> Uploaded:
+        """The images `wanted` (chunk indices, all of `shape`) on `device`; their size group is
+        uploaded on the first request and kept for the chunk's other metrics."""
+        if self._uploader is None or self._uploader.device != device:
+            self._uploader, self._batches = Uploader(device), {}
+        if shape not in self._batches:  # every image of this size that any metric needs
+            members = [i for i, a in enumerate(self.arrays) if a is not None and a.shape == shape]
+            self._batches[shape] = members, self._uploader.upload([self.arrays[i] for i in members])
+        members, batch = self._batches[shape]
+        where = {i: k for k, i in enumerate(members)}
+        return batch.take([where[i] for i in wanted])
+
+
+def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, shares, texts, errors) -> None:
+    """Score the chunk's images `ok` with `scorer` (from the shared upload when `shape` is given,
+    else as arrays), filling scores/shares/texts/errors; a failure is isolated to its image."""
+    if not ok:
+        return
+    arrays, chunk = uploads.arrays, uploads.chunk
+    names = [chunk[i].name for i in ok]
+    try:
+        if shape is None:
+            got = _call(scorer, [arrays[i] for i in ok], names, [chunk[i].record for i in ok])
+        else:
+            got = scorer.score_uploaded(uploads.batch(scorer.device, shape, ok), names)
+        scores.update(zip(ok, got))
+        shares.update(zip(ok, scorer.flat_shares))
+        texts.update(zip(ok, getattr(scorer, "last_texts", ())))
+    except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
+        if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
+            # some images have no score (uniform, NaN): the engine scored the others and named each
+            texts.update(zip(ok, getattr(scorer, "last_texts", ())))
+            for k, i in enumerate(ok):
+                if k in e.errors:
+                    errors[i] = str(e.errors[k])  # named by chunk[i].name already
+                else:
+                    scores[i], shares[i] = e.scores[k], scorer.flat_shares[k]
+        else:
+            for i in ok:
+                try:
+                    scores[i] = _call(scorer, [arrays[i]], [chunk[i].name], [chunk[i].record])[0]
+                    shares[i] = scorer.flat_shares[0]
+                    texts.update(zip([i], getattr(scorer, "last_texts", ())))
+                except Banana100Error as e1:  # reported in the `error` column, named already
+                    errors[i] = str(e1)
+                except Exception as e1:  # noqa: BLE001 - reported in the `error` column
+                    errors[i] = f"{chunk[i].name}: {type(e1).__name__}: {e1}"
 
 
 def _call(scorer, arrays, names, records):

@@ -71,14 +71,15 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
 
 
 def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8,
-                  backend: str | None = None, mode: str = "pyiqa", **options) -> dict:
+                  backend: str | None = None, mode: str = "pyiqa", precision: str = "exact", **options) -> dict:
     """Load every metric before any work, so a missing parameter file stops the run at once.
 
     `metrics` are any names `banana100.metrics.resolve` knows (the table, `pyiqa:<id>`, a user's
     evaluate module). `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa
     for the table's metrics (evaluators and user metrics keep their own). `mode="official"`
-    applies to the metrics that have it (native backend). `options` (max_pixels, keep_text)
-    go to VisualQuality-R1.
+    applies to the metrics that have it (native backend); `precision="fast"` to the metric table's
+    and pyiqa's (the others are scored as they are, their `precision` says "exact"). `options`
+    (max_pixels, keep_text) go to VisualQuality-R1.
     """
     from banana100.metrics.resolve import make_scorer, resolve
 
@@ -87,7 +88,11 @@ def build_scorers(metrics: list[str], device: str | None = None, batch_size: int
     if mode == "official" and backend != "pyiqa" and plain:
         log.warning("no official mode for %s; those are scored in pyiqa mode (the `mode` column says which)",
                     ", ".join(plain))
+    if precision != "exact" and (other := [r.name for r in resolved if r.kind not in ("table", "pyiqa")]):
+        log.warning("no fast precision for %s; those are scored exactly (the `precision` column says which)",
+                    ", ".join(other))
     return {r.name: make_scorer(r.name, device=device, batch_size=batch_size,
                                 backend=backend if r.kind == "table" else None,
                                 mode=mode if r.name not in plain else "pyiqa",
+                                precision=precision,
                                 **(options if r.kind == "evaluator" else {})) for r in resolved}

@@ -30,8 +30,9 @@ SCORES_SCHEMA = pa.schema(
         ("step", pa.int32()), ("editor", pa.string()), ("model", pa.string()), ("sha256", pa.string()),
         ("image", pa.string()), ("width", pa.int32()), ("height", pa.int32()),
         ("metric", pa.string()), ("score", pa.float64()), ("lower_better", pa.bool_()), ("error", pa.string()),
-        # how the score was computed: backend "native" | "pyiqa", mode "pyiqa" | "official"
-        ("backend", pa.string()), ("mode", pa.string()),
+        # how the score was computed: backend "native" | "pyiqa", mode "pyiqa" | "official",
+        # precision "exact" | "fast" (banana100.metrics.precision; files from before it: "exact")
+        ("backend", pa.string()), ("mode", pa.string()), ("precision", pa.string()),
         # hand-crafted metrics (native backend): share of flat windows, where the score depends on
         # rounding (banana100.metrics.native.FlatRegionWarning; the metric cards say how far)
         ("flat_share", pa.float64()),
@@ -108,6 +109,8 @@ def _conform(table: pa.Table) -> pa.Table:
     for name in ("backend", "mode"):
         if name not in table.column_names:
             table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
+    if "precision" not in table.column_names:  # before precision="fast" existed every score was exact
+        table = table.append_column("precision", pa.array(["exact"] * len(table), pa.string()))
     for name, kind in (("flat_share", pa.float64()), ("chat_mode", pa.string()), ("variant", pa.string())):
         if name not in table.column_names:  # files from before the column: not measured / not recorded
             table = table.append_column(name, pa.nulls(len(table), kind))
@@ -129,16 +132,19 @@ def _plain(value):
 
 
 def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
-    """Refuse to resume into `out` with a metric computed another way (backend or mode) before."""
-    cols = table.select(["metric", "backend", "mode"]).to_pydict()
-    before = set(zip(cols["metric"], cols["backend"], cols["mode"]))
-    for metric, backend, mode in sorted(before):
+    """Refuse to resume into `out` with a metric computed another way (backend, mode or precision) before."""
+    cols = table.select([c for c in ("metric", "backend", "mode", "precision") if c in table.column_names]).to_pydict()
+    before = set(zip(cols["metric"], cols["backend"], cols["mode"], cols.get("precision", ["exact"] * table.num_rows)))
+    for metric, backend, mode, precision in sorted(before):
         scorer = scorers.get(metric)
-        if scorer is not None and (scorer.backend, scorer.mode) != (backend, mode):
+        if scorer is None:
+            continue
+        now = (scorer.backend, scorer.mode, getattr(scorer, "precision", "exact"))
+        if now != (backend, mode, precision):
             raise Banana100Error(
-                f"{out} already holds {metric} scores computed with backend={backend!r}, mode={mode!r}; "
-                f"this run asks for backend={scorer.backend!r}, mode={scorer.mode!r}. "
-                "Use another --out, or the same backend and mode to resume."
+                f"{out} already holds {metric} scores computed with backend={backend!r}, mode={mode!r}, "
+                f"precision={precision!r}; this run asks for backend={now[0]!r}, mode={now[1]!r}, "
+                f"precision={now[2]!r}. Use another --out, or the same backend, mode and precision to resume."
             )
 
 

@@ -20,7 +20,10 @@ The contract every `banana100/metrics/native/<metric>.py` keeps:
   under 1e-3; BRISQUE 1e-2). `mode="official"` reproduces the original (MATLAB) releases, the
   published values in `../shared/reference-images`, from which pyiqa departs (by how much: each
   metric's card, generated from agreement.json).
-- After each forward, `module.last_flat_share` (B,) float64 holds each image's share of
+- `build` wraps the module's forward so that it runs in IEEE float32 whatever torch's TF32 flags
+  (`precision.float32_precision`; `module.allow_tf32 = True` is the engine's precision="fast").
+- After each forward, `module.last_flat_share` (B,) float64, on the module's device (the engine
+  fetches it with the scores, without a wait per batch), holds each image's share of
   full-scale windows that are flat or exact ramps (`repair.leftover_share`, or `repair.centred_share`
   from the metric's own filtering): the regime where a
   score depends on rounding (FlatRegionWarning above FLAT_WARN_SHARE; the cards say how far).
@@ -33,10 +36,14 @@ The contract every `banana100/metrics/native/<metric>.py` keeps:
 from __future__ import annotations
 
 import importlib
+import types
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+
+from banana100.metrics.native import matlab  # noqa: F401 - first: it re-exports matlab_resize / matlab_filter
+from banana100.metrics.precision import float32_precision
 
 MODES = ("pyiqa", "official")
 
@@ -83,7 +90,21 @@ def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.
         raise ValueError(f"no native implementation of {metric!r}; native: {', '.join(native)}")
     if mode not in MODES:
         raise ValueError(f"{metric}: mode must be one of {MODES}, got {mode!r}")
-    return importlib.import_module(f"{__name__}.{metric}").build(files, mode=mode)
+    return _exact_forward(importlib.import_module(f"{__name__}.{metric}").build(files, mode=mode))
+
+
+def _guarded_forward(self, *args, **kwargs):
+    with float32_precision(self.allow_tf32):
+        return type(self).forward(self, *args, **kwargs)
+
+
+def _exact_forward(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` whose forward runs in IEEE float32 whatever the user's TF32 flags (TF32 moved
+    BRISQUE's CUDA scores up to 8 % from the CPU's), unless `model.allow_tf32` is set (the
+    engine's precision="fast"); the flags come back afterwards (`precision.float32_precision`)."""
+    model.allow_tf32 = False
+    model.forward = types.MethodType(_guarded_forward, model)
+    return model
 
 
 def safe_flat_share(rows, target: float = 0.005) -> float:

@@ -120,7 +120,7 @@ class ILNIQE(torch.nn.Module):
         img = img[..., :n, :n]
         opponent = torch.einsum("oc,bchw->bohw", self.opponent, img)
         # the share of 5x5 MSCN windows of O3 (full scale) that are flat or exact ramps
-        self.last_flat_share = repair.leftover_share(opponent[:, 2], 5, 5 / 6, "replicate").cpu()
+        self.last_flat_share = repair.leftover_share(opponent[:, 2], 5, 5 / 6, "replicate")
         features = []
         for scale in (1, 2):
             features.append(self._scale_features(opponent, img, scale))

@@ -464,7 +464,7 @@ class NRQM(torch.nn.Module):
         """Scores (B,); `last_flat_share` (B,): each image's share of flat (or exact-ramp) 7x7
         luminance windows (`repair.leftover_share`)."""
         y = self.luminance(x)
-        self.last_flat_share = repair.leftover_share(y[:, 0]).cpu()
+        self.last_flat_share = repair.leftover_share(y[:, 0])
         return self.score_luminance(y)
 
 

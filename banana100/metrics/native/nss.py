@@ -92,7 +92,7 @@ class ChunkedScoring(torch.nn.Module):
         scores, shares = [], []
         for part in x.split(images_per_chunk(x, self.chunk_pixels)):
             scores.append(self.score(part))
-            shares.append(self._share.cpu())
+            shares.append(self._share)
         self.last_flat_share = torch.cat(shares)
         return torch.cat(scores)
 

@@ -47,7 +47,7 @@ class PI(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.luminance(x)
         # share of flat (or exact-ramp) 7x7 luminance windows (`repair.leftover_share`)
-        self.last_flat_share = repair.leftover_share(y[:, 0]).cpu()
+        self.last_flat_share = repair.leftover_share(y[:, 0])
         nrqm_score = self.nrqm.score_luminance(y)
         niqe_score = self.niqe((y / 255).expand(-1, 3, -1, -1).to(torch.float32))
         return ((10 - nrqm_score) + niqe_score.to(torch.float64)) / 2

@@ -52,7 +52,7 @@ class PIQE(torch.nn.Module):
         # share of 7x7 windows that are flat or exact ramps (PIQE itself is insensitive there:
         # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py),
         # from PIQE's own x - mu: the same window and padding as the share's definition
-        self.last_flat_share = repair.centred_share(centred[:, 0]).cpu()
+        self.last_flat_share = repair.centred_share(centred[:, 0])
         return piqe_score(normalized)
 
     def _pyiqa_gray(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,124 @@
+"""The engine's time against the model's own forward at 2K, the engine before issue 30 beside it.
+
+    python bench/bench_engine_overhead.py [--metrics piqe,brisque,niqe,edit_damage] [--n 2] [--side 2048]
+                                          [--rounds 3] [--device cpu] [--baseline 4fc4520]
+
+Per metric, in one process and interleaved round by round on the same arrays:
+- model: `scorer.model(x)` on a float batch already built (what the engine cannot beat);
+- engine: `MetricScorer.score_arrays(arrays)` (uint8 upload, conversion on the device, results
+  fetched once);
+- baseline: the same call through the engine of `--baseline` (its engine.py loaded from git: float
+  conversion per image on the host, a wait per batch).
+Each one's best round; the ratios engine / model and baseline / model are the goal's measure
+(issue 30: at most 1.15 on CPU at 2K). Scores must be equal on all three paths.
+
+On CPU the clock is the process's CPU time (`--clock cpu`, the default there) with `--threads 1`:
+on the shared build machine wall time swung 2-10x between identical calls, CPU time counts only
+this process's own work. On a GPU it is wall time after a synchronize.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchtools import PARAMS, REPO, environment, results_path, write_results
+
+
+def baseline_engine(commit: str):
+    """The engine module of `commit` (its engine.py as it was, importing today's library), or of a
+    file of that source (a copy without git history); None for "none"."""
+    if commit == "none":
+        return None
+    if Path(commit).is_file():
+        source = Path(commit).read_text()
+    else:
+        source = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:banana100/metrics/engine.py"],
+                                capture_output=True, text=True, check=True).stdout
+    path = Path(tempfile.mkdtemp()) / "engine_baseline.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("engine_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics", default="piqe,brisque,niqe,edit_damage")
+    ap.add_argument("--n", type=int, default=2, help="images (one batch)")
+    ap.add_argument("--side", type=int, default=2048)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--baseline", default="4fc4520",
+                    help="the commit whose engine is the baseline, a file of its engine.py, or none")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default=None, help="default: cpu on CPU, wall on a GPU")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    ap.add_argument("--out", default=None, help="results file (default bench/results_engine_overhead[_<device>].json)")
+    args = ap.parse_args()
+
+    import os
+
+    import torch
+
+    from banana100.metrics.engine import MetricScorer, to_tensor
+    from banana100.testing.images import chain_images
+
+    os.environ.setdefault("BANANA100_WEIGHTS", str(PARAMS))
+    device = torch.device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    clock_name = args.clock or ("cpu" if device.type == "cpu" else "wall")
+    clock = time.process_time if clock_name == "cpu" else time.perf_counter
+    old = baseline_engine(args.baseline)
+    arrays = chain_images(args.n, args.side)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rows = []
+    for metric in args.metrics.split(","):
+        new = MetricScorer(metric, device=device, batch_size=args.n)
+        base = old.MetricScorer(metric, device=device, batch_size=args.n) if old else None
+        x = torch.stack([to_tensor(a) for a in arrays]).to(device)
+
+        def model():
+            with torch.no_grad():
+                out = new.model(x)
+            sync()
+            return out
+
+        def engine(scorer):
+            out = scorer.score_arrays(arrays)
+            sync()
+            return out
+
+        runs = {"model": model, "engine": lambda: engine(new)}
+        if base is not None:
+            runs["baseline"] = lambda: engine(base)
+        best = {k: float("inf") for k in runs}
+        results = {k: f() for k, f in runs.items()}  # warm-up
+        for _ in range(args.rounds):
+            for name, fn in runs.items():
+                t = clock()
+                fn()
+                best[name] = min(best[name], clock() - t)
+        model_scores = [float(v) for v in results["model"].reshape(-1).cpu().tolist()]
+        if not (results["engine"] == results.get("baseline", model_scores) == model_scores):
+            raise SystemExit(f"{metric}: scores differ: engine {results['engine']}, baseline "
+                             f"{results.get('baseline')}, model {model_scores}")
+        row = {"metric": metric, "images": args.n, "side": args.side, **{f"{k}_s": round(v, 4) for k, v in best.items()},
+               **{f"{k}_over_model": round(best[k] / best["model"], 3) for k in runs if k != "model"}}
+        rows.append(row)
+        print(row, flush=True)
+    command = "python bench/bench_engine_overhead.py " + " ".join(sys.argv[1:])
+    out = Path(args.out) if args.out else results_path(__file__, "" if device.type == "cpu" else f"_{device.type}")
+    write_results(out, {"command": command.strip(), "environment": environment(), "baseline": args.baseline,
+                        "clock": clock_name, "rows": rows})
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
