@@ -157,7 +157,7 @@ def test_device_and_batch_size_keywords_and_scorer_cache():
     b = m.compute(images=[str(I03), str(I04)], device="cpu", batch_size=2)
     c = m.compute(images=[str(I03), str(I04)], device="cpu", batch_size=2)
     assert a == b == c
-    assert set(m._scorers) >= {("cpu", 1, "native", "pyiqa", False), ("cpu", 2, "native", "pyiqa", False)}
+    assert set(m._scorers) >= {("cpu", 1, "native", "pyiqa", False, "exact"), ("cpu", 2, "native", "pyiqa", False, "exact")}
     assert len([k for k in m._scorers if k[:2] == ("cpu", 2)]) == 1
 
 

@@ -179,6 +179,10 @@ def test_cuda_scores_equal_cpu_scores_with_the_global_tf32_flags_on(metric, tf32
     """The native scores on CUDA equal the CPU's: TF32 (on here, as a user may have it) is held off."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device visible to torch")
+    from banana100.metrics.weights import missing
+
+    if missing(metric):
+        pytest.skip(f"{metric}: {', '.join(missing(metric))} not found (BANANA100_WEIGHTS)")
     images = chain_images(3, 512)
     cpu = MetricScorer(metric, device="cpu").score(images)
     cuda = MetricScorer(metric, device="cuda").score(images)

@@ -286,7 +286,7 @@ def _precision(spec: MetricSpec) -> str:
     if spec.native:
         exact = ("native backend: float64 statistics and scores on CPU and GPU alike (mode \"pyiqa\" keeps pyiqa's "
                  "float32 in the steps where its rounding shows in the score), with TF32 held off whatever torch's "
-                 "flags, so a GPU gives the CPU's scores; `backend=\"pyiqa\"`: pyiqa's own float32. Never half "
+                 "flags, so that a GPU gives the CPU's scores; `backend=\"pyiqa\"`: pyiqa's own float32. Never half "
                  "precision.")
     elif spec.half_tolerance is None:
         exact = ("float32 only, TF32 held off whatever torch's flags (the module never uses half precision for "
