@@ -134,20 +134,23 @@ def _cmd_publish_metrics(args) -> None:
 
 def _cmd_score(args) -> None:
     from banana100.metrics.resolve import parse_metrics, resolve
-    from banana100.scoring import DEFAULT_METRICS, metrics_at_hand, score_to_parquet
+    from banana100.scoring import DEFAULT_METRICS, image_files, metrics_at_hand, score_to_parquet
 
-    if args.metrics is None:  # the default set: what is at hand, each one skipped named
-        metrics = metrics_at_hand(DEFAULT_METRICS)
-    else:  # an explicit list (table, pyiqa:<id>, a user's module): checked for extras and files before any work
-        metrics = parse_metrics(args.metrics)
-    if args.backend == "native":  # checked here, before any image is read
+    # errors come first and alone: the options, then the sources, and only then the line about
+    # default metrics left out (their files may be fetched now)
+    metrics = None if args.metrics is None else parse_metrics(args.metrics)  # table, pyiqa:<id>, a user's module
+    if args.backend == "native" and metrics is not None:  # the default set has a native backend throughout
         plain = [m for m in metrics if "native" not in resolve(m).spec.backends]
         if plain:
             raise UsageError(f"--backend native: {', '.join(plain)} ha{'s' if len(plain) == 1 else 've'} no native "
                              "backend (only the six hand-crafted metrics do); leave --backend out to score each "
                              "metric with its default backend")
+    source = args.source if len(args.source) > 1 else args.source[0]
+    image_files(source)
+    if metrics is None:
+        metrics = metrics_at_hand(DEFAULT_METRICS)
     out = score_to_parquet(
-        args.source if len(args.source) > 1 else args.source[0], metrics, args.out, device=args.device,
+        source, metrics, args.out, device=args.device,
         batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
         max_pixels=args.max_pixels,
     )
