@@ -154,7 +154,15 @@ def _cmd_score(args) -> None:
         batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
         max_pixels=args.max_pixels,
     )
-    print(f"scores written to {out}")
+    from banana100.cli import scoresout
+
+    rows = scoresout.scored_rows(out, metrics)
+    if args.format == "table":
+        print(scoresout.summary_table(rows, metrics))
+        print(f"scores written to {out}")
+    else:  # stdout carries the rows alone, for a pipe
+        scoresout.write_rows(rows, args.format, sys.stdout)
+        print(f"banana100 score: scores written to {out}", file=sys.stderr)
 
 
 def _cmd_report(args) -> None:
@@ -326,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "each checked for its files and extras before any work. Left out: those of the default "
                         "set whose files are at hand, the others named (default: piqe,niqe,brisque)")
     s.add_argument("--out", required=True, type=Path, help="scores .parquet file (required)")
+    s.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="what goes to stdout once the file is written: a table per metric (n, failed, mean, min, "
+                        "max, which direction is better), or this run's rows as CSV or JSON, alone, for a pipe")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
     s.add_argument("--backend", choices=("native", "pyiqa"), default=None,
