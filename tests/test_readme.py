@@ -75,3 +75,19 @@ def test_metric_path_from_any_folder(tmp_path, monkeypatch):
     assert os.path.isfile(os.path.join(metric_path("visualquality_r1"), "visualquality_r1.py"))
     with pytest.raises(UnknownMetricError, match="did you mean 'niqe'"):
         metric_path("nqie")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_set_up_sizes_and_times_have_one_home():
+    """docs/install.md states no measured size or time of its own: it points at BENCHMARKS.md, whose
+    sections the links name (the README's link too)."""
+    install = (REPO / "docs" / "install.md").read_text()
+    figures = re.findall(r"\b\d[\d.,]*\s*(?:GB|MB|minutes|min)\b", install)
+    assert not figures, f"docs/install.md repeats measured figures {figures}: point at BENCHMARKS.md instead"
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", (REPO / "BENCHMARKS.md").read_text(), re.M)}
+    links = re.findall(r"BENCHMARKS\.md#([\w\-]+)", install + README.read_text())
+    assert len(links) >= 3 and set(links) <= anchors, set(links) - anchors
