@@ -17,8 +17,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from repopaths import REPO
-
 
 def _bare_env(tmp_path, **extra):
     """No parameter file anywhere: an empty $BANANA100_WEIGHTS and empty caches."""
