@@ -56,3 +56,8 @@ def test_csv_and_json_put_the_rows_alone_on_stdout(images, tmp_path, capsys):
     assert [(d["image"], d["score"]) for d in data] == [(r["image"], float(r["score"]) if r["score"] else None)
                                                         for r in rows]
     assert data[0]["lower_better"] is True and data[0]["step"] is None
+
+
+def test_only_process_0_of_a_distributed_run_prints(images, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RANK", "1")  # as accelerate / torchrun set it; the scoring itself runs alone here
+    assert _score(images, tmp_path, capsys).out == ""

@@ -154,6 +154,8 @@ def _cmd_score(args) -> None:
         batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
         max_pixels=args.max_pixels,
     )
+    if int(os.environ.get("RANK", "0") or 0) != 0:  # accelerate / torchrun: process 0 alone shows the result
+        return
     from banana100.cli import scoresout
 
     rows = scoresout.scored_rows(out, metrics)
