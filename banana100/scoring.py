@@ -410,10 +410,19 @@ DEFAULT_METRICS = ("piqe", "niqe", "brisque")
 
 
 def metrics_at_hand(candidates) -> list[str]:
-    """The `candidates` whose files are here or were just fetched (banana100.metrics.athand)."""
-    from banana100.metrics.athand import metrics_at_hand as at_hand
+    """The `candidates` whose files are all present locally (no download), in order; each one left
+    out is logged (a warning) with its missing files."""
+    from banana100.metrics.weights import ENV_VAR, missing
 
-    return at_hand(candidates)
+    chosen = []
+    for m in candidates:
+        absent = missing(m)
+        if absent:
+            log.warning("skipping %s: %s not found locally (put it in $%s, or run `banana100 weights download %s` "
+                        "online)", m, ", ".join(absent), ENV_VAR, m)
+        else:
+            chosen.append(m)
+    return chosen
 
 
 def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:

@@ -134,7 +134,8 @@ def _cmd_publish_metrics(args) -> None:
 
 def _cmd_score(args) -> None:
     from banana100.metrics.resolve import parse_metrics, resolve
-    from banana100.scoring import DEFAULT_METRICS, image_files, metrics_at_hand, score_to_parquet
+    from banana100.metrics.athand import metrics_at_hand
+    from banana100.scoring import DEFAULT_METRICS, image_files, score_to_parquet
 
     # errors come first and alone: the options, then the sources, and only then the line about
     # default metrics left out (their files may be fetched now)
