@@ -69,9 +69,11 @@ def test_every_banana100_command_line_parses():
 def test_metric_path_from_any_folder(tmp_path, monkeypatch):
     from banana100 import metric_path
     from banana100.errors import UnknownMetricError
+    from banana100.metrics.publish import metrics_root
 
     monkeypatch.chdir(tmp_path)
-    assert metric_path("NIQE") == str(REPO / "metrics" / "niqe")  # a clone: its metrics/ folder
+    assert metric_path("NIQE") == str(metrics_root() / "niqe")  # the installed package's (a clone's metrics/)
+    assert os.path.isabs(metric_path("niqe")) and os.path.isfile(os.path.join(metric_path("niqe"), "niqe.py"))
     assert os.path.isfile(os.path.join(metric_path("visualquality_r1"), "visualquality_r1.py"))
     with pytest.raises(UnknownMetricError, match="did you mean 'niqe'"):
         metric_path("nqie")
