@@ -335,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: metric-table ids, 'all' (the 21), visualquality_r1, pyiqa:<id> (any "
                         "pyiqa NR metric), or a folder / Hub id of your own evaluate module (docs/own-metric.md); "
                         "each checked for its files and extras before any work. Left out: those of the default "
-                        "set whose files are at hand, the others named (default: piqe,niqe,brisque)")
+                        "set whose files are at hand or fetched now (small parameter files, when online), the "
+                        "others named first (default: piqe,niqe,brisque)")
     s.add_argument("--out", required=True, type=Path, help="scores .parquet file (required)")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="what goes to stdout once the file is written: a table per metric (n, failed, mean, min, "
