@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "MetricScorer": "banana100.metrics.engine",
     "get_metric": "banana100.metrics.table",
+    "metric_path": "banana100.metrics.publish",
     "sensitivity": "banana100.metrics.protocol",
     "make_editor": "banana100.chains.editors",
     "Editor": "banana100.chains.editors.base",

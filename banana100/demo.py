@@ -53,9 +53,11 @@ def sample_sources(folder: Path, n: int) -> Path:
 
 
 def pick_metrics(requested: str) -> list[str]:
-    """'auto' -> the fast classical metrics whose files are at hand (no download); else the list."""
+    """'auto' -> the fast classical metrics whose files are at hand or fetched now (small parameter
+    files, when online; metrics.athand); else the list."""
     from banana100.metrics.resolve import parse_metrics
-    from banana100.scoring import check_metrics_ready, metrics_at_hand
+    from banana100.metrics.athand import metrics_at_hand
+    from banana100.scoring import check_metrics_ready
 
     if requested != "auto":
         chosen = parse_metrics(requested)  # the table, pyiqa:<id>, or the user's own evaluate module

@@ -1,8 +1,6 @@
 """Helpers for the Space tests: launch `space/app.py` on a free local port, drive Chromium.
 
-Also a script, to take the README's screenshot of a running Space:
-
-    python tests/spacetools.py http://127.0.0.1:7860 docs/space.png
+docs/make_screenshot.py uses them too, to make the README's picture of the Space from scratch.
 """
 
 from __future__ import annotations
@@ -121,16 +119,3 @@ def wait_first_load(page, url: str, timeout_ms: int = 60_000) -> None:
     page.goto(url)
     page.wait_for_selector("#step-image img", timeout=timeout_ms)
     page.wait_for_selector("#curves img", timeout=timeout_ms)
-
-
-def screenshot_explore(url: str, out: Path) -> Path:
-    with browser_page(1280, 1400) as page:
-        wait_first_load(page, url)
-        time.sleep(1.0)
-        page.screenshot(path=str(out), full_page=False)
-    return out
-
-
-if __name__ == "__main__":
-    screenshot_explore(sys.argv[1], Path(sys.argv[2]))
-    print(f"wrote {sys.argv[2]}")

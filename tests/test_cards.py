@@ -115,3 +115,8 @@ def test_table_agrees_with_pyiqa_configs():
         cfg = DEFAULT_CONFIGS[name]
         assert cfg["metric_mode"] == "NR", name
         assert get_metric(name).lower_better == cfg.get("lower_better", False), name
+
+
+def test_brisque_card_states_the_bound_seen_on_a_held_out_photograph():
+    card = render_metric_card("brisque")
+    assert "held-out photograph" in card and "0.026" in card and "grid-step effect" in card

@@ -50,7 +50,9 @@ def test_demo_without_parameter_files_uses_piqe_and_says_why(tmp_path):
                    env_extra={"BANANA100_WEIGHTS": str(tmp_path / "none"), "TORCH_HOME": str(tmp_path / "torch"),
                               "HF_HOME": str(tmp_path / "hf")})
     assert proc.returncode == 0, proc.stderr
-    assert "skipping niqe: niqe_modelparameters.mat not found" in proc.stderr
+    first = proc.stderr.splitlines()[0]  # the first line names what is skipped and how to add it
+    assert "skipping niqe, brisque: " in first and "niqe: niqe_modelparameters.mat" in first
+    assert "`banana100 weights download niqe brisque`" in first
     text = (out / "report" / "report.md").read_text()
     # with no file at all, PIQE and the detector side by side: alone and against step 0
     assert "| piqe |" in text and "| edit_damage | lower better | 1 | 1 |" in text

@@ -446,6 +446,16 @@ def test_demo_note_says_what_failed(demo_set):
     assert "34.1 -> -9.8" in note and "no pyiqa metric passed every chain" in note
 
 
+def test_demo_note_names_the_metrics_left_out_for_want_of_files(demo_set, monkeypatch, tmp_path):
+    _, dataset, scores = demo_set
+    e = ex.Explorer.open(dataset, scores)
+    monkeypatch.setenv("BANANA100_WEIGHTS", str(tmp_path / "none"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    note = ex.demo_note(e, 2, 20, 128)
+    assert ("NIQE and BRISQUE are not shown: their parameter files are not on this machine "
+            "(`banana100 weights download niqe brisque` adds them, online).") in note.split(". ", 1)[1][:200]
+
+
 def test_on_demand_keeps_scoring_past_images_without_a_score(tmp_path, weights_from_shared):
     # a uniform step (NIQE has no score for it) and a step too small for NIQE become rows with
     # their error; the other steps are scored, and the protocol sees those steps as missing

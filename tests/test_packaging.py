@@ -306,9 +306,11 @@ def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
         cmd = [str(py), "-c", code] if code else [str(venv / "bin" / "banana100"), *args]
         return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
 
-    where = run(code="import banana100, banana100.metrics.publish as p; print(banana100.__file__); print(p.metrics_root())")
+    where = run(code="import banana100, banana100.metrics.publish as p; print(banana100.__file__); print(p.metrics_root());"
+                     " print(banana100.metric_path('PIQE'))")
     assert where.returncode == 0, where.stderr
-    module_file, metrics_dir = where.stdout.split()
+    module_file, metrics_dir, piqe_dir = where.stdout.split()
+    assert piqe_dir == str(Path(metrics_dir) / "piqe")  # the README's evaluate.load(metric_path(...))
     assert Path(module_file).is_relative_to(venv) and Path(metrics_dir).is_relative_to(venv), where.stdout
     assert not Path(module_file).is_relative_to(REPO)
 

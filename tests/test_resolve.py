@@ -266,3 +266,57 @@ def test_an_offline_pyiqa_metric_says_so_without_trying_the_network(monkeypatch,
     from huggingface_hub import constants
 
     assert torch.hub.download_url_to_file.__name__ == "download_url_to_file" and constants.HF_HUB_OFFLINE
+
+
+def test_names_in_any_case_and_a_did_you_mean_for_near_misses():
+    assert rs.parse_metrics("NIQE,Piqe,TOPIQ_NR") == ["niqe", "piqe", "topiq_nr"]
+    assert rs.resolve("VisualQuality_R1").name == "visualquality_r1"
+    with pytest.raises(UnknownMetricError, match=r"unknown metric 'nqie'; did you mean 'niqe'\?"):
+        rs.resolve("nqie")
+    with pytest.raises(UnknownMetricError) as info:
+        rs.resolve("xyzzy")  # nothing close: no suggestion
+    assert "did you mean" not in str(info.value)
+    from banana100.metrics.table import get_metric
+
+    assert get_metric("BRISQUE").name == "brisque"
+    with pytest.raises(UnknownMetricError, match="did you mean 'brisque'"):
+        get_metric("brisqe")
+
+
+def test_a_module_is_labelled_by_its_own_name_when_read_back(tmp_path, monkeypatch):
+    """A scores file keeps what the user wrote (./brightness); a report made later, in another
+    process, labels it with the module's own name, or its folder's once the folder is gone."""
+    monkeypatch.chdir(tmp_path)
+    _module(tmp_path, "shine", BRIGHTNESS.replace("LOWER", "False"))  # its "metric" is brightness
+    assert rs.label("./shine") == "brightness"  # nothing resolved yet in this process
+    rs.clear_cache()
+    assert rs.label("./gone_module") == "gone_module"
+    assert rs.label("pyiqa:musiq-ava") == "pyiqa:musiq-ava" and rs.label("niqe") == "NIQE"
+
+
+OWN_METRIC_DOC = Path(__file__).resolve().parents[1] / "docs" / "own-metric.md"
+
+
+def test_the_documented_minimal_module_scores_paths_pil_images_and_arrays(tmp_path):
+    import re
+
+    import numpy as np
+    from PIL import Image
+
+    code = re.search(r"A minimal module \(`my_metric/my_metric.py`\):\s*```python\n(.*?)```", OWN_METRIC_DOC.read_text(),
+                     re.S).group(1)
+    folder = _module(tmp_path, "my_metric", code)
+    img = np.full((32, 32, 3), 100, np.uint8)
+    Image.fromarray(img).save(tmp_path / "a.png")
+    r = rs.resolve(str(folder))
+    assert r.kind == "module" and r.display_name == "brightness"
+    assert r.module.compute(images=[str(tmp_path / "a.png"), Image.fromarray(img), img])["scores"] == [100.0] * 3
+    assert rs.make_scorer(str(folder)).score([tmp_path / "a.png"]) == [100.0]  # the path read by banana100
+
+
+def test_pyiqa_ids_in_any_case():
+    pytest.importorskip("pyiqa")
+    assert rs.resolve("PYIQA:MUSIQ-AVA").name == "pyiqa:musiq-ava"
+    assert rs.resolve("pyiqa:NIQE").name == "niqe"  # the table's metric, pyiqa backend
+    with pytest.raises(UnknownMetricError, match="did you mean 'musiq'"):
+        rs.resolve("pyiqa:musiqq")

@@ -203,8 +203,8 @@ def test_default_metrics_score_what_is_at_hand_and_name_the_rest(tmp_path, monke
     _own_images(tmp_path / "mine")
     assert main(["score", str(tmp_path / "mine"), "--out", str(tmp_path / "s.parquet"), "--device", "cpu"]) == 0
     err = capsys.readouterr().err
-    assert "skipping niqe: niqe_modelparameters.mat not found locally" in err
-    assert "skipping brisque: brisque_live_allmodel, brisque_live_allrange not found" in err
+    assert "skipping niqe, brisque: parameter files not here" in err
+    assert "(niqe: niqe_modelparameters.mat; brisque: brisque_live_allmodel, brisque_live_allrange)" in err
     assert set(pq.read_table(tmp_path / "s.parquet").column("metric").to_pylist()) == {"piqe"}
 
 

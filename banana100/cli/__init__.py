@@ -134,24 +134,38 @@ def _cmd_publish_metrics(args) -> None:
 
 def _cmd_score(args) -> None:
     from banana100.metrics.resolve import parse_metrics, resolve
-    from banana100.scoring import DEFAULT_METRICS, metrics_at_hand, score_to_parquet
+    from banana100.metrics.athand import metrics_at_hand
+    from banana100.scoring import DEFAULT_METRICS, image_files, score_to_parquet
 
-    if args.metrics is None:  # the default set: what is at hand, each one skipped named
-        metrics = metrics_at_hand(DEFAULT_METRICS)
-    else:  # an explicit list (table, pyiqa:<id>, a user's module): checked for extras and files before any work
-        metrics = parse_metrics(args.metrics)
-    if args.backend == "native":  # checked here, before any image is read
+    # errors come first and alone: the options, then the sources, and only then the line about
+    # default metrics left out (their files may be fetched now)
+    metrics = None if args.metrics is None else parse_metrics(args.metrics)  # table, pyiqa:<id>, a user's module
+    if args.backend == "native" and metrics is not None:  # the default set has a native backend throughout
         plain = [m for m in metrics if "native" not in resolve(m).spec.backends]
         if plain:
             raise UsageError(f"--backend native: {', '.join(plain)} ha{'s' if len(plain) == 1 else 've'} no native "
                              "backend (only the six hand-crafted metrics do); leave --backend out to score each "
                              "metric with its default backend")
+    source = args.source if len(args.source) > 1 else args.source[0]
+    image_files(source)
+    if metrics is None:
+        metrics = metrics_at_hand(DEFAULT_METRICS)
     out = score_to_parquet(
-        args.source if len(args.source) > 1 else args.source[0], metrics, args.out, device=args.device,
+        source, metrics, args.out, device=args.device,
         batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
         max_pixels=args.max_pixels, reference=args.reference, precision=args.precision,
     )
-    print(f"scores written to {out}")
+    if int(os.environ.get("RANK", "0") or 0) != 0:  # accelerate / torchrun: process 0 alone shows the result
+        return
+    from banana100.cli import scoresout
+
+    rows = scoresout.scored_rows(out, metrics)
+    if args.format == "table":
+        print(scoresout.summary_table(rows, metrics))
+        print(f"scores written to {out}")
+    else:  # stdout carries the rows alone, for a pipe
+        scoresout.write_rows(rows, args.format, sys.stdout)
+        print(f"banana100 score: scores written to {out}", file=sys.stderr)
 
 
 def _cmd_report(args) -> None:
@@ -323,8 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated: metric-table ids, 'all' (the 21), visualquality_r1, pyiqa:<id> (any "
                         "pyiqa NR metric), or a folder / Hub id of your own evaluate module (docs/own-metric.md); "
                         "each checked for its files and extras before any work. Left out: those of the default "
-                        "set whose files are at hand, the others named (default: piqe,niqe,brisque)")
+                        "set whose files are at hand or fetched now (small parameter files, when online), the "
+                        "others named first (default: piqe,niqe,brisque)")
     s.add_argument("--out", required=True, type=Path, help="scores .parquet file (required)")
+    s.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="what goes to stdout once the file is written: a table per metric (n, failed, mean, min, "
+                        "max, which direction is better), or this run's rows as CSV or JSON, alone, for a pipe")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
     s.add_argument("--backend", choices=("native", "pyiqa"), default=None,

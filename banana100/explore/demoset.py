@@ -84,6 +84,21 @@ def demo_note(explorer: Explorer, chains: int, steps: int, side: int) -> str:
         caveat += (f" This toolkit's detector ({', '.join(detectors)}; the black curves) needs no file; "
                    "docs/edit-damage.md says what it was validated on and how weak the bare score is on one "
                    "image alone.")
-    return (f"**Simulated demo set** (no internet, so not the real Banana100 chains). {chains} chains of {steps} "
+    return (f"**Simulated demo set** (no internet, so not the real Banana100 chains).{_skipped(explorer)} "
+            f"{chains} chains of {steps} "
             f"steps made here by the *simulated* editor from drawn sources like the paper's (smooth, noise-free, "
             f"{side} px wide, flat and textured areas). On it: {failed}.{caveat} {REAL_CHAIN_FACTS}")
+
+
+def _skipped(explorer: Explorer) -> str:
+    """' NIQE and BRISQUE are not shown: ...' for the default metrics left out for want of their files."""
+    from banana100.demo import AUTO_METRICS
+    from banana100.metrics.weights import missing
+
+    gone = [m for m in AUTO_METRICS if m not in explorer.results and missing(m)]
+    if not gone:
+        return ""
+    names = " and ".join(metric_label(m) for m in gone)
+    return (f" {names} {'is' if len(gone) == 1 else 'are'} not shown: {'its' if len(gone) == 1 else 'their'} "
+            f"parameter files are not on this machine (`banana100 weights download {' '.join(gone)}` adds them, "
+            "online).")

@@ -36,6 +36,21 @@ def metrics_root() -> Path:
                        "reinstall banana100 (the wheel ships them) or run from a clone")
 
 
+def metric_path(name: str) -> str:
+    """The folder of the evaluate module `name` (any case), wherever banana100 is installed or cloned:
+    `evaluate.load(metric_path("niqe"))` works from any working directory."""
+    root = metrics_root()
+    known = sorted(p.parent.name for p in root.glob("*/*.py") if p.stem == p.parent.name)
+    folder = name.strip().lower()
+    if folder not in known:
+        from banana100.errors import UnknownMetricError
+        from banana100.metrics.table import did_you_mean
+
+        raise UnknownMetricError(f"no metric module {name!r}{did_you_mean(folder, known)} in {root} "
+                                 f"(there are: {', '.join(known)})")
+    return str(root / folder)
+
+
 def metric_names(metrics_dir: str | os.PathLike | None = None) -> list[str]:
     """Every metric folder (`<name>/<name>.py`): the 21 roster metrics, the edit_damage detector and the protocol."""
     from banana100.metrics.table import METRICS

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from banana100.errors import Banana100Error, UnknownMetricError, UsageError
-from banana100.metrics.table import EVALUATORS, METRICS, ROSTER, MetricSpec, get_metric
+from banana100.metrics.table import EVALUATORS, METRICS, ROSTER, MetricSpec, did_you_mean, get_metric
 
 PYIQA_PREFIX = "pyiqa:"
 RELATIVE = "edit_damage_rel"
@@ -72,23 +72,24 @@ def resolve(name: str) -> ResolvedMetric:
 
 
 def _resolve(name: str) -> ResolvedMetric:
-    if name in METRICS:
-        return ResolvedMetric(name, "table", METRICS[name])
-    if name == RELATIVE:  # edit_damage against each image's reference (metrics/native/edit_damage_rel.py)
+    key = name.lower()  # the table's ids and pyiqa's are lower case: NIQE is niqe
+    if key in METRICS:
+        return ResolvedMetric(key, "table", METRICS[key])
+    if key == RELATIVE:  # edit_damage against each image's reference (metrics/native/edit_damage_rel.py)
         from banana100.metrics.native import edit_damage_rel
 
-        return ResolvedMetric(name, "relative", edit_damage_rel.spec())
-    if name in EVALUATORS:
-        spec = EVALUATORS[name]
+        return ResolvedMetric(key, "relative", edit_damage_rel.spec())
+    if key in EVALUATORS:
+        spec = EVALUATORS[key]
         if spec.status != "available":
-            raise UnknownMetricError(f"{name}: {spec.status}: {spec.status_note}")
-        return ResolvedMetric(name, "evaluator", spec)
-    if name.startswith(PYIQA_PREFIX):
-        return _resolve_pyiqa(name)
+            raise UnknownMetricError(f"{key}: {spec.status}: {spec.status_note}")
+        return ResolvedMetric(key, "evaluator", spec)
+    if key.startswith(PYIQA_PREFIX):
+        return _resolve_pyiqa(PYIQA_PREFIX + name[len(PYIQA_PREFIX):])
     if Path(name).is_dir() or _looks_like_hub_id(name):
         return _resolve_module(name)
     raise UnknownMetricError(
-        f"unknown metric {name!r}: not in the metric table ({', '.join(ROSTER + tuple(EVALUATORS))}), "
+        f"unknown metric {name!r}{did_you_mean(key)}: not in the metric table ({', '.join(ROSTER + tuple(EVALUATORS))}), "
         "not pyiqa:<id>, not an existing folder, not a Hub id (owner/name)")
 
 
@@ -99,6 +100,8 @@ def _looks_like_hub_id(name: str) -> bool:
 
 def _resolve_pyiqa(name: str) -> ResolvedMetric:
     pid = name[len(PYIQA_PREFIX):]
+    if pid.lower() in METRICS:
+        pid = pid.lower()
     if pid in METRICS:  # the table knows it better (weights store, sizes): its pyiqa backend
         return ResolvedMetric(pid, "table", METRICS[pid])
     from banana100.extras import require_extra
@@ -107,8 +110,10 @@ def _resolve_pyiqa(name: str) -> ResolvedMetric:
     import pyiqa
     from pyiqa.default_model_configs import DEFAULT_CONFIGS
 
+    pid = {k.lower(): k for k in DEFAULT_CONFIGS}.get(pid.lower(), pid)  # any case (pyiqa's own ids mix some)
+    name = PYIQA_PREFIX + pid
     if pid not in DEFAULT_CONFIGS:
-        raise UnknownMetricError(f"{name}: pyiqa {pyiqa.__version__} has no metric {pid!r} "
+        raise UnknownMetricError(f"{name}: pyiqa {pyiqa.__version__} has no metric {pid!r}{did_you_mean(pid, DEFAULT_CONFIGS)} "
                                  "(its no-reference ids: pyiqa.list_models(metric_mode='NR'))")
     cfg = DEFAULT_CONFIGS[pid]
     if cfg.get("metric_mode") != "NR":
@@ -215,7 +220,8 @@ def parse_metrics(text: str) -> list[str]:
 
 
 def label(name: str) -> str:
-    """A metric's display name for reports and plots (the name itself when it is not resolvable)."""
+    """A metric's display name for reports and plots: the table's, a user module's own ("metric" in its
+    output, loading the module again in a new process), a gone module's folder name, else the name."""
     try:
         return get_metric(name).display_name
     except UnknownMetricError:
@@ -224,7 +230,16 @@ def label(name: str) -> str:
         return resolve(name).display_name
     with _LOCK:
         hit = _CACHE.get(name)
-    return hit.display_name if hit is not None else name
+    if hit is not None:
+        return hit.display_name
+    if Path(name).is_dir():  # a user's module read back from a scores file: its own name ("metric")
+        try:
+            return resolve(name).display_name
+        except Banana100Error:  # it no longer loads: its folder's name
+            pass
+    if name.startswith((".", "/", "~")):  # a module's folder that is gone: its name
+        return Path(name).name or name  # ./brightness -> brightness
+    return name
 
 
 def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backend: str | None = None,

@@ -498,11 +498,22 @@ EVALUATORS: dict[str, MetricSpec] = {s.name: s for s in _EVALUATOR_SPECS}
 
 
 def get_metric(name: str) -> MetricSpec:
-    spec = METRICS.get(name) or EVALUATORS.get(name)
+    """The table's entry for `name` (any case: NIQE is niqe)."""
+    spec = METRICS.get(name.lower()) or EVALUATORS.get(name.lower())
     if spec is None:
-        raise UnknownMetricError(f"unknown metric {name!r}; known: {', '.join(tuple(METRICS) + tuple(EVALUATORS))}, "
+        raise UnknownMetricError(f"unknown metric {name!r}{did_you_mean(name)}; known: "
+                                 f"{', '.join(tuple(METRICS) + tuple(EVALUATORS))}, "
                                  "pyiqa:<id>, or the folder / Hub id of an evaluate module")
     return spec
+
+
+def did_you_mean(name: str, known=None) -> str:
+    """"; did you mean 'niqe'?" for a near miss of a known name (difflib; default: the table's), else ""."""
+    import difflib
+
+    known = list(known if known is not None else (*METRICS, *EVALUATORS))
+    close = difflib.get_close_matches(name.lower(), known, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def all_specs() -> dict[str, MetricSpec]:

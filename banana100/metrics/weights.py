@@ -281,6 +281,7 @@ def metric_files_missing(metric: str, errors: list[WeightsNotFoundError]) -> Wei
         f"list {spec.name} -v`), or, online: `banana100 weights download {spec.name}`."
     )
     err.missing = [m for e in errors for m in getattr(e, "missing", [])]
+    err.why_not = "; ".join(reasons)
     return err
 
 
