@@ -36,6 +36,33 @@ NATIVE_FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "
 # in float64 lands where the native code does, so the promise is checked against either.
 BRISQUE_FLOAT64 = "brisque_float64"
 ILNIQE_KEYS = ("snapshot/0", "snapshot/3", "tid2013/I03.bmp", "tid2013/I04.bmp")
+# pyiqa's own scores move between CPUs (its float32 reductions follow the CPU's kernels): NIQE by
+# up to 3.3e-4 (ilniqe/pepper_2) between the machine that stored the file and an AMD EPYC
+# (AVX512), both pyiqa 0.1.16 / torch 2.14.1, while native and pyiqa agree to 1e-7 on each. Scores
+# stored on another CPU are compared within max(promise, this); on the same CPU, the promise alone.
+CROSS_CPU = {"niqe": 5e-4}
+
+
+def cpu_platform() -> str:
+    """What the stored float scores depend on: the CPU's vendor, torch's CPU kernels and version."""
+    vendor = ""
+    try:
+        vendor = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                       if line.startswith("vendor_id")), "")
+    except OSError:
+        pass
+    import platform
+
+    return f"{vendor or platform.processor() or platform.machine()} {torch.backends.cpu.get_cpu_capability()} " \
+           f"torch {'.'.join(torch.__version__.split('.')[:2])}"
+
+
+def tolerance(metric: str, stored_platform: str | None) -> tuple[float, float]:
+    """(rtol, floor) for comparing with scores stored on `stored_platform` (None: not recorded)."""
+    rtol, floor = TOLERANCE[metric]
+    if stored_platform != cpu_platform():
+        rtol = max(rtol, CROSS_CPU.get(metric, 0.0))
+    return rtol, floor
 
 
 def images() -> dict[str, torch.Tensor]:
@@ -93,5 +120,6 @@ def regenerate(params: Path, metrics=tuple(PYIQA_FILES)) -> str:
     if "brisque" in metrics:
         new[BRISQUE_FLOAT64] = pyiqa_scores("brisque", params, imgs, float64=True)
     scores = {**old["scores"], **new}
-    STORED.write_text(json.dumps({"pyiqa": pyiqa.__version__, "scores": scores}, indent=1) + "\n")
+    STORED.write_text(json.dumps({"pyiqa": pyiqa.__version__, "platform": cpu_platform(), "scores": scores},
+                                 indent=1) + "\n")
     return f"{sum(map(len, scores.values()))} pyiqa {pyiqa.__version__} scores in {STORED} ({', '.join(metrics)} new)"

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 DATA = Path(__file__).resolve().parent / "data"
+sys.path.insert(0, str(DATA.parent))  # referencedata, run as a script
 from repopaths import SHARED
 PARAMS = SHARED / "iqa-params"
 FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "niqe": ("niqe_modelparameters.mat",),
@@ -66,6 +67,19 @@ def native_snapshot(params: Path = PARAMS, metrics=tuple(FILES)) -> dict:
         torch.set_num_threads(threads)
 
 
+def snapshot_platforms() -> dict[str, dict]:
+    """{CPU platform: snapshot entries} as stored. The float results follow the CPU's kernels
+    (scores move by up to ~1e-3 between CPUs, flat shares by a few windows), so each CPU has its
+    own entries; a file from before platforms were recorded is one entry of unknown platform."""
+    if not SNAPSHOT.is_file():
+        return {}
+    data = json.loads(SNAPSHOT.read_text())
+    return data["platforms"] if "platforms" in data else {UNRECORDED: data}
+
+
+UNRECORDED = "not recorded (the first snapshot, 2026-12-03)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["snapshot", "pyiqa"])
@@ -74,9 +88,13 @@ def main() -> None:
     args = ap.parse_args()
     DATA.mkdir(exist_ok=True)
     if args.what == "snapshot":
+        from referencedata import cpu_platform
+
         rows = native_snapshot(args.params)
-        SNAPSHOT.write_text(json.dumps(rows, indent=1) + "\n")
-        print(f"{len(rows)} entries written to {SNAPSHOT}")
+        platforms = snapshot_platforms()
+        platforms[cpu_platform()] = rows  # this CPU's entry; the others stay as stored
+        SNAPSHOT.write_text(json.dumps({"platforms": platforms}, indent=1) + "\n")
+        print(f"{len(rows)} entries for {cpu_platform()} written to {SNAPSHOT}")
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from referencedata import regenerate

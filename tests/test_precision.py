@@ -173,6 +173,11 @@ def test_an_unknown_precision_is_refused():
         MetricScorer("piqe", device="cpu", precision="medium")
 
 
+# float32 sums in another order on CUDA: measured on an H200 (bench/gpu_session.sh, 2026-12-04) at
+# most 1.2e-4 (BRISQUE) and 1.3e-4 (IL-NIQE) relative, the others under 1e-4; TF32 moved BRISQUE 8 %
+CUDA_RTOL = {"brisque": 5e-4, "ilniqe": 5e-4}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("metric", ["piqe", "niqe", "brisque", "ilniqe", "nrqm", "pi", "edit_damage"])
 def test_cuda_scores_equal_cpu_scores_with_the_global_tf32_flags_on(metric, tf32_on, weights_from_shared):
@@ -186,7 +191,7 @@ def test_cuda_scores_equal_cpu_scores_with_the_global_tf32_flags_on(metric, tf32
     images = chain_images(3, 512)
     cpu = MetricScorer(metric, device="cpu").score(images)
     cuda = MetricScorer(metric, device="cuda").score(images)
-    np.testing.assert_allclose(cuda, cpu, rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(cuda, cpu, rtol=CUDA_RTOL.get(metric, 1e-4), atol=1e-9)
 
 
 # -- the scores file records the precision ---------------------------------------------------
