@@ -29,8 +29,15 @@ SMOKE = {
 }
 
 
+# smoke-run in the test file of what they measure
+ELSEWHERE = {"gpu_precision_check.py": "tests/test_precision.py::test_the_gpu_precision_script_runs_on_cpu"}
+
+
 def test_every_gpu_script_has_a_smoke_run():
-    assert sorted(p.name for p in (REPO / "bench").glob("gpu_*.py")) == sorted(SMOKE)
+    assert sorted(p.name for p in (REPO / "bench").glob("gpu_*.py")) == sorted([*SMOKE, *ELSEWHERE])
+    for where in ELSEWHERE.values():
+        path, test = where.split("::")
+        assert f"def {test}(" in (REPO / path).read_text(), where
 
 
 def _run(script: str, tmp_path, out_flag: list[str]) -> subprocess.CompletedProcess:

@@ -175,8 +175,8 @@ def test_backend_and_mode_keywords():
     assert abs(official - 15.7536293917814) / 15.7536293917814 < 5e-3  # LIVE MATLAB on I03; pyiqa is -0.62 %
     with pytest.raises(ValueError, match="backend must be one of"):
         load("cnniqa").compute(images=[str(I03)], device="cpu", backend="native")
-    with pytest.raises(TypeError, match="compute takes images, device, batch_size, backend, mode, half"):
-        m.compute(images=[str(I03)], precision="half")
+    with pytest.raises(TypeError, match="compute takes images, device, batch_size, backend, mode, precision, half"):
+        m.compute(images=[str(I03)], quality="high")
 
 
 def test_empty_input_is_an_error():
