@@ -305,9 +305,13 @@ def _fast_precision(spec: MetricSpec) -> str:
     if row is None:
         return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in; its error against the default \"exact\" "
                 "is not measured yet (bench/gpu_precision_check.py).")
-    return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in: on {row['device']} its scores moved by up to "
-            f"{row['fast_vs_exact_max_rel']:.2g} (relative) from the default \"exact\" "
-            "(bench/gpu_precision_check.py).")
+    on = "two 512x512 images" + ("" if spec.native else ", random weights")
+    exact = row.get("exact_vs_cpu_tf32_on")
+    same = ("" if exact is None else f" On that GPU the default stayed within {exact:.2g} (relative) of the CPU's "
+            "scores with torch's TF32 flags on (held off inside).")
+    return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in: on {row['device']} ({on}) its scores moved by up "
+            f"to {row['fast_vs_exact_max_rel']:.2g} (relative) from the default \"exact\" "
+            f"(bench/gpu_precision_check.py).{same}")
 
 
 def _how_computed(spec: MetricSpec) -> str:
