@@ -89,3 +89,22 @@ def test_gpu_flat_check_runs_on_cpu(tmp_path):
 def test_gpu_vlm_check_runs_on_cpu(tmp_path):
     _run("gpu_vlm_check.py", tmp_path, ["--out", str(tmp_path / "vlm.json")])
     assert json.loads((tmp_path / "vlm.json").read_text())
+
+
+def test_the_gpu_session_script_runs_its_steps_on_cpu(tmp_path):
+    """bench/gpu_session.sh, the one script a short GPU lease runs, with small arguments on CPU:
+    every step ends with status 0 and writes its results (a step that fails is logged, not fatal,
+    so the summary is what tells)."""
+    pytest.importorskip("pyiqa")
+    env = dict(os.environ, OUT=str(tmp_path), GPU_SESSION_DEVICE="cpu", PYTHON=sys.executable,
+               GPU_SESSION_STEPS="env engine_overhead precision gpu_check",
+               GPU_OVERHEAD_ARGS="--n 1 --side 96 --rounds 1 --metrics piqe",
+               GPU_PRECISION_ARGS="--side 64 --n 1 --metrics piqe --deep cnniqa",
+               GPU_CHECK_ARGS="--metrics piqe --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1,2")
+    proc = subprocess.run(["bash", str(REPO / "bench" / "gpu_session.sh")], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = (tmp_path / "summary.txt").read_text().split("\n")
+    assert [line.split(" rc=")[0] for line in summary if line] == ["env", "engine_overhead", "precision", "gpu_check"]
+    assert all(" rc=0 " in line for line in summary if line), summary
+    assert (tmp_path / "results.tar.gz").is_file() and (tmp_path / "r" / "precision.json").is_file()
