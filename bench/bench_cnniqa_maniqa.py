@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         for side in (int(s) for s in sizes.split(",")):
             x = torch.rand(args.batch, 3, side, side, generator=torch.Generator().manual_seed(side)).to(dev)
             with torch.no_grad():
-                t_pyiqa, t_fast, ratio, want, got = side_by_side(lambda: model(x), lambda: fast(x))
+                t_pyiqa, t_fast, ratio, want, got = side_by_side(lambda m=model: m(x), lambda f=fast: f(x))
             row = {"arch": arch, "side": side, "batch": args.batch, **kwargs, "pyiqa_s": round(t_pyiqa, 4),
                    "fast_s": round(t_fast, 4), "speedup_median": round(ratio, 2),
                    "bit_identical": bool(torch.equal(want, got)),
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
                    "gflop_per_image_fast": round(flops[1] / args.batch / 1e9, 1)}
             if arch == "cnniqa":  # where pyiqa's CNNIQA spends its time
                 with torch.no_grad():
-                    t_conv, h = best(lambda: model.net.conv1(x))
+                    t_conv, h = best(lambda m=model: m.net.conv1(x))
                     full = (h.size(-2), h.size(-1))
                     t_pool, _ = best(lambda: (F.max_pool2d(h, full), -F.max_pool2d(-h, full)))
                     t_amax, _ = best(lambda: (h.amax(dim=(-2, -1)), h.amin(dim=(-2, -1))))

@@ -146,7 +146,7 @@ def measure_side(row: dict, scorer, pyiqa_model, imgs, clock: Clock, torch, dev)
     row["upload_img_s"] = round(len(batch) / t_up, 3)
     xb = stack()
     with torch.no_grad():
-        t_model = min(clock.time(lambda: scorer.model(xb))[1] for _ in range(1 if clock.over else 2))
+        t_model = min(clock.time(lambda xb=xb: scorer.model(xb))[1] for _ in range(1 if clock.over else 2))
     del xb
     row["model_img_s"] = round(len(batch) / t_model, 3)
     row["host_share"] = round(1 - (t_model / len(batch)) / (t_engine / n), 3)

@@ -9,7 +9,6 @@ CROSS_CPU of a stored one (the spread measured between two CPUs), and the skip-f
 
 from __future__ import annotations
 
-import math
 
 import pytest
 from referencedata import cpu_platform

@@ -28,7 +28,8 @@ from banana100.metrics.native import edit_damage_rel
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
 from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
-from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready, metrics_at_hand
+from banana100.metrics.athand import metrics_at_hand
+from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
 from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_same_method, _done_keys,
                                      _drop_temporary_files, _merge, _parts_dir, _write_part, check_out, read_scores)
 

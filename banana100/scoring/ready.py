@@ -1,5 +1,5 @@
-"""Which metrics to score and whether they can be: the default set at hand, every missing extra
-and file named before any work, the scorers built up front."""
+"""Which metrics to score and whether they can be: the default set (which of it is at hand:
+banana100.metrics.athand), every missing extra and file named before any work, the scorers built up front."""
 
 from __future__ import annotations
 
@@ -10,22 +10,6 @@ log = logging.getLogger("banana100.scoring")
 
 #: `banana100 score` without --metrics: these, where their files are at hand (PIQE needs none).
 DEFAULT_METRICS = ("piqe", "niqe", "brisque")
-
-
-def metrics_at_hand(candidates) -> list[str]:
-    """The `candidates` whose files are all present locally (no download), in order; each one left
-    out is logged (a warning) with its missing files."""
-    from banana100.metrics.weights import ENV_VAR, missing
-
-    chosen = []
-    for m in candidates:
-        absent = missing(m)
-        if absent:
-            log.warning("skipping %s: %s not found locally (put it in $%s, or run `banana100 weights download %s` "
-                        "online)", m, ", ".join(absent), ENV_VAR, m)
-        else:
-            chosen.append(m)
-    return chosen
 
 
 def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
