@@ -1,16 +1,20 @@
 """The engine's time against the model's own forward at 2K, the engine before issue 30 beside it.
 
     python bench/bench_engine_overhead.py [--metrics piqe,brisque,niqe,edit_damage] [--n 2] [--side 2048]
-                                          [--rounds 3] [--device cpu] [--baseline 4fc4520]
+                                          [--batch-size N] [--rounds 3] [--device cpu] [--baseline 4fc4520]
 
 Per metric, in one process and interleaved round by round on the same arrays:
-- model: `scorer.model(x)` on a float batch already built (what the engine cannot beat);
+- model: `scorer.model(x)` on each float batch already built (what the engine cannot beat);
 - engine: `MetricScorer.score_arrays(arrays)` (uint8 upload, conversion on the device, results
   fetched once);
 - baseline: the same call through the engine of `--baseline` (its engine.py loaded from git: float
   conversion per image on the host, a wait per batch).
 Each one's best round; the ratios engine / model and baseline / model are the goal's measure
 (issue 30: at most 1.15 on CPU at 2K). Scores must be equal on all three paths.
+
+--n images in batches of --batch-size (default: one batch of --n). On a GPU give several batches
+(`--n 32 --batch-size 8`): the engine uploads batch k+1 while batch k computes, which one batch
+cannot show; the model's time is then the sum of its forwards on the resident batches.
 
 On CPU the clock is the process's CPU time (`--clock cpu`, the default there) with `--threads 1`:
 on the shared build machine wall time swung 2-10x between identical calls, CPU time counts only
@@ -51,7 +55,8 @@ def baseline_engine(commit: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metrics", default="piqe,brisque,niqe,edit_damage")
-    ap.add_argument("--n", type=int, default=2, help="images (one batch)")
+    ap.add_argument("--n", type=int, default=2, help="images")
+    ap.add_argument("--batch-size", type=int, default=None, help="images per batch (default: --n, one batch)")
     ap.add_argument("--side", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu")
@@ -80,13 +85,14 @@ def main() -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     rows = []
     for metric in args.metrics.split(","):
-        new = MetricScorer(metric, device=device, batch_size=args.n)
-        base = old.MetricScorer(metric, device=device, batch_size=args.n) if old else None
-        x = torch.stack([to_tensor(a) for a in arrays]).to(device)
+        bs = args.batch_size or args.n
+        new = MetricScorer(metric, device=device, batch_size=bs)
+        base = old.MetricScorer(metric, device=device, batch_size=bs) if old else None
+        xs = [torch.stack([to_tensor(a) for a in arrays[k: k + bs]]).to(device) for k in range(0, args.n, bs)]
 
         def model():
             with torch.no_grad():
-                out = new.model(x)
+                out = torch.cat([new.model(x).reshape(-1) for x in xs])
             sync()
             return out
 
@@ -109,7 +115,7 @@ def main() -> None:
         if not (results["engine"] == results.get("baseline", model_scores) == model_scores):
             raise SystemExit(f"{metric}: scores differ: engine {results['engine']}, baseline "
                              f"{results.get('baseline')}, model {model_scores}")
-        row = {"metric": metric, "images": args.n, "side": args.side, **{f"{k}_s": round(v, 4) for k, v in best.items()},
+        row = {"metric": metric, "images": args.n, "batch_size": bs, "side": args.side, **{f"{k}_s": round(v, 4) for k, v in best.items()},
                **{f"{k}_over_model": round(best[k] / best["model"], 3) for k in runs if k != "model"}}
         rows.append(row)
         print(row, flush=True)

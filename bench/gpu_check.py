@@ -1,13 +1,14 @@
 """The engine on a device, beside pyiqa's own loop and the model alone, and the hours it projects (issue 30).
 
-    python bench/gpu_check.py --out $OUT/gpu_check                    # cuda: every metric, 2048 and 1024 px, 8 images
+    python bench/gpu_check.py --out $OUT/gpu_check                    # cuda: every metric, 2048 and 1024 px, 32 images
     python bench/gpu_check.py --metrics native,cnniqa,maniqa --max-seconds 40 --gpus 1,4,8 --out $OUT/gc
     python bench/gpu_check.py --device cpu --metrics piqe,cnniqa --sizes 256 --n 2 --out /tmp/gc   # runs on CPU too
 
 For each metric and size, in one run on one device with the same images:
 
-- engine: `MetricScorer.score_arrays` (batches of --batch-size), images/s after a one-image
-  warm-up, and its peak device memory (weights included; cuda only);
+- engine: `MetricScorer.score_arrays` (batches of --batch-size), images/s in a steady state: after
+  a warm-up on one whole batch, over --n images (several batches, so that the upload of batch
+  k+1 can overlap the compute of batch k), and its peak device memory (weights included; cuda only);
 - pyiqa: pyiqa's own model called one image at a time (`model(tensor[None])`, what pyiqa's users
   run), images/s, and the largest |engine - pyiqa| over the images both scored;
 - model alone: the engine's model on a float batch already on the device, and the upload of the
@@ -71,7 +72,7 @@ def select(text: str) -> list[str]:
     return out
 
 
-def build(name: str, device: str, tmp: Path):
+def build(name: str, device: str, tmp: Path, precision: str = "exact"):
     """(engine scorer, pyiqa's own model for its loop or None, weights) for `name` on `device`."""
     from banana100.metrics import fastpaths, weights
     from banana100.metrics.engine import MetricScorer
@@ -80,7 +81,7 @@ def build(name: str, device: str, tmp: Path):
 
     spec = get_metric(name)
     if not weights.missing(name):
-        scorer = MetricScorer(name, device=device)
+        scorer = MetricScorer(name, device=device, precision=precision)
         if not spec.in_pyiqa:
             return scorer, None, "real"
         if scorer.backend == "pyiqa":
@@ -90,7 +91,7 @@ def build(name: str, device: str, tmp: Path):
         return scorer, MetricScorer(name, device=device, backend="pyiqa").model, "real"
     if name in UNTRAINED_KWARGS:
         model = build_untrained(name, tmp, device=device, full_clip=True, real_crops=True)
-        return MetricScorer.from_model(name, model, device=device), model, "random"
+        return MetricScorer.from_model(name, model, device=device, precision=precision), model, "random"
     return None, None, "missing: " + ", ".join(weights.missing(name))
 
 
@@ -129,9 +130,12 @@ def measure_side(row: dict, scorer, pyiqa_model, imgs, clock: Clock, torch, dev)
 
     n = len(imgs)
     cuda = dev.type == "cuda"
-    scorer.score_arrays(imgs[:1])  # warm-up: kernels, allocator
+    # warm-up on one whole batch: kernels, the device allocator's blocks and the pinned host
+    # buffer of that batch size are then cached, as in a long run. (Until Dec 2026 the warm-up
+    # was one image followed by empty_cache(), and --n was one batch: the engine's figure was one
+    # batch's latency with cudaMalloc and cudaHostAlloc in it, and no batch to overlap with.)
+    scorer.score_arrays(imgs[: scorer.batch_size])
     if cuda:
-        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(dev)
     ours, t_engine = clock.time(lambda: scorer.score_arrays(imgs))
     row.update(engine_img_s=round(n / t_engine, 3), batch_size_used=scorer.batch_size)
@@ -156,7 +160,7 @@ def measure_side(row: dict, scorer, pyiqa_model, imgs, clock: Clock, torch, dev)
         row["skipped"] = "pyiqa loop: over --max-seconds"
         return
     with torch.no_grad():
-        first_score(pyiqa_model(to_tensor(imgs[0][:SMALL, :SMALL])[None].to(dev)))  # warm-up
+        first_score(pyiqa_model(to_tensor(imgs[0])[None].to(dev)))  # warm-up at the measured size
         theirs: list[float] = []
         clock.sync()
         t = time.perf_counter()
@@ -233,13 +237,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when visible)")
     ap.add_argument("--metrics", default="all", help="all, native, deep or names, comma-separated")
     ap.add_argument("--sizes", default="2048,1024", help="square sides, measured largest first")
-    ap.add_argument("--n", type=int, default=8, help="images per size")
+    ap.add_argument("--n", type=int, default=32, help="images per size (several batches: a steady state)")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--max-seconds", type=float, default=120.0, help="time budget per metric (then its rest is skipped)")
     ap.add_argument("--images-total", type=int, default=28_000)
     ap.add_argument("--gpus", default="1,4,8", help="the device counts to project for: N or a list")
     ap.add_argument("--vs-cpu", choices=("auto", "on", "off"), default="auto",
                     help="the engine on the device vs pyiqa on CPU (auto: unless the device is the CPU)")
+    ap.add_argument("--precision", choices=("exact", "fast"), default="exact",
+                    help="the engine's precision (fast: TF32 / bf16 autocast where the metric allows; issue 30)")
     ap.add_argument("--half", action="store_true",
                     help="also measure max |float16 autocast - float32| per deep metric (the table's half_tolerance)")
     ap.add_argument("--out", type=Path, default=None, help="a folder (gpu_check.json, .md) or a .json file")
@@ -276,7 +282,7 @@ def main(argv=None) -> int:
     for name in names:
         t0 = time.perf_counter()
         try:
-            scorer, pyiqa_model, kind = build(name, str(dev), tmp)
+            scorer, pyiqa_model, kind = build(name, str(dev), tmp, args.precision)
         except Exception as e:  # noqa: BLE001 - report and go on
             emit({"metric": name, "weights": "error", "error": f"build: {type(e).__name__}: {e}"[:300]})
             continue

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 # script -> (its CPU smoke flags, what it needs beyond the library)
 SMOKE = {
     "gpu_check.py": (["--device", "cpu", "--metrics", "piqe,cnniqa,edit_damage", "--sizes", "128,96", "--n", "2",
-                      "--vs-cpu", "on", "--gpus", "2", "--max-seconds", "120"], ("pyiqa",)),
+                      "--batch-size", "1", "--vs-cpu", "on", "--gpus", "2", "--max-seconds", "120"], ("pyiqa",)),
     "gpu_flat_check.py": (["--device", "cpu", "--quick", "--params", str(PARAMS)], ("pyiqa", "params")),
     "gpu_vlm_check.py": (["--device", "cpu", "--tiny", "--sides", "224", "--batch-sizes", "1", "--n", "1"],
                          ("transformers",)),
@@ -97,14 +97,20 @@ def test_the_gpu_session_script_runs_its_steps_on_cpu(tmp_path):
     so the summary is what tells)."""
     pytest.importorskip("pyiqa")
     env = dict(os.environ, OUT=str(tmp_path), GPU_SESSION_DEVICE="cpu", PYTHON=sys.executable,
-               GPU_SESSION_STEPS="env engine_overhead precision gpu_check",
-               GPU_OVERHEAD_ARGS="--n 1 --side 96 --rounds 1 --metrics piqe",
+               GPU_SESSION_STEPS="env engine_overhead precision gpu_check gpu_check_fast",
+               GPU_OVERHEAD_ARGS="--n 2 --batch-size 1 --side 96 --rounds 1 --metrics piqe",
                GPU_PRECISION_ARGS="--side 64 --n 1 --metrics piqe --deep cnniqa",
-               GPU_CHECK_ARGS="--metrics piqe --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1,2")
+               GPU_CHECK_ARGS="--metrics piqe --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1,2",
+               GPU_CHECK_FAST_ARGS="--metrics cnniqa --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1")
     proc = subprocess.run(["bash", str(REPO / "bench" / "gpu_session.sh")], env=env, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = (tmp_path / "summary.txt").read_text().split("\n")
-    assert [line.split(" rc=")[0] for line in summary if line] == ["env", "engine_overhead", "precision", "gpu_check"]
+    assert [line.split(" rc=")[0] for line in summary if line] == ["env", "engine_overhead", "precision", "gpu_check",
+                                                                                 "gpu_check_fast"]
     assert all(" rc=0 " in line for line in summary if line), summary
     assert (tmp_path / "results.tar.gz").is_file() and (tmp_path / "r" / "precision.json").is_file()
+    fast = json.loads((tmp_path / "r" / "gpu_check_fast" / "gpu_check.json").read_text())
+    assert fast["args"]["precision"] == "fast" and fast["rows"][0]["engine_img_s"] > 0, fast["rows"]
+    overhead = json.loads((tmp_path / "r" / "engine_overhead.json").read_text())
+    assert overhead["rows"][0]["batch_size"] == 1 and overhead["rows"][0]["images"] == 2

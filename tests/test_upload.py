@@ -1,5 +1,5 @@
 """The engine's feed (issue 30): uint8 batches uploaded once, converted to float and checked for
-uniform images on the device, bit for bit what the CPU path gave; `score --metrics a,b,c`
+uniform images (a look at the first pixels on the host, the full check on the device), bit for bit what the CPU path gave; `score --metrics a,b,c`
 uploads each batch once for every metric."""
 
 from __future__ import annotations
@@ -41,6 +41,24 @@ def test_uniform_check_on_the_device_batch():
     assert uniform_colours(torch.from_numpy(big)[None]) == [(200, 200, 200)]
 
 
+def test_only_images_the_host_cannot_rule_out_are_checked_on_the_device(monkeypatch):
+    """The host looks at the first 4096 pixels while copying: a batch of ordinary images needs no
+    device check (no wait for its copy); an image uniform in its prefix is checked in full there."""
+    checked = []
+    real = upload.uniform_colours
+    monkeypatch.setattr(upload, "uniform_colours", lambda px: checked.append(px.clone()) or real(px))
+    ordinary = chain_images(3, 96)
+    assert Uploader(torch.device("cpu")).upload(ordinary).colours() == [None, None, None]
+    assert checked == []
+    late = np.full((96, 96, 3), 9, np.uint8)  # 9216 pixels: uniform in its first 4096, not in full
+    late[-1, -1] = (9, 9, 10)
+    flat = np.full((96, 96, 3), 200, np.uint8)
+    batch = Uploader(torch.device("cpu")).upload([ordinary[0], late, ordinary[1], flat])
+    assert batch.colours() == [None, None, None, (200, 200, 200)]
+    assert len(checked) == 1 and torch.equal(checked[0], torch.from_numpy(np.stack([late, flat])))
+    assert batch.take([3, 1]).colours() == [(200, 200, 200), None] and len(checked) == 1  # shared
+
+
 def test_a_batch_takes_views_or_gathers_and_keeps_its_check():
     batch = Uploader(torch.device("cpu")).upload(_images())
     colours = batch.colours()
@@ -80,7 +98,7 @@ def test_score_with_several_metrics_uploads_each_batch_once(tmp_path, weights_fr
     out = scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe", "brisque"], tmp_path / "s.parquet",
                                    device="cpu", chunk_size=8, progress=False)
     assert uploads == [8, 4]  # one upload per chunk (one size), not one per metric
-    assert checks == [8, 4]  # and one uniform check, shared by the three metrics
+    assert checks == []  # chain images differ in their first pixels: ruled out on the host, no device check
     rows = pq.read_table(out).to_pylist()
     assert len(rows) == 36 and all(r["error"] is None for r in rows)
     for metric in ("piqe", "niqe", "brisque"):

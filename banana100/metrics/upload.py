@@ -10,7 +10,12 @@ On CPU the same calls run in the same order, synchronously.
     uploader = Uploader(device)
     batch = uploader.upload([rgb, rgb, ...])   # Uploaded: BxHxWx3 uint8 on the device
     x = to_float(batch.pixels)                 # Bx3xHxW float32 in [0, 1], what to_tensor gives
-    batch.colours()                            # [None or (r, g, b) per image]: one small sync
+    batch.colours()                            # [None or (r, g, b) per image]
+
+The uniform check starts on the host, while the images are copied into the upload buffer: an
+image whose first pixels differ (nearly every real image) is not uniform, with no device work and
+no wait. Only the others are checked in full on the device, a wait for that copy. So an ordinary
+batch's host work is the copy alone, and batch k+1 is queued while batch k still computes.
 """
 
 from __future__ import annotations
@@ -63,6 +68,13 @@ def _look_up(pixels: torch.Tensor) -> torch.Tensor:
     return _levels(pixels.device).index_select(0, index).view(b, c, h, w)
 
 
+def may_be_uniform(rgb: np.ndarray) -> bool:
+    """False when the first pixels of an HxWx3 uint8 array differ (it is not uniform): a look at
+    `_PREFIX_PIXELS` pixels on the host, microseconds; True means "check it in full"."""
+    flat = rgb.reshape(-1, rgb.shape[-1])
+    return bool((flat[:_PREFIX_PIXELS] == flat[0]).all())
+
+
 def uniform_colours(pixels: torch.Tensor) -> list[tuple[int, int, int] | None]:
     """Per image of a BxHxWx3 uint8 batch: its colour when every pixel is the same, else None."""
     b = pixels.shape[0]
@@ -83,10 +95,13 @@ class Uploaded:
     uniform-image check, computed once on first request for the batch a part was taken from and
     shared by every part and every metric."""
 
-    def __init__(self, pixels: torch.Tensor, stream=None, parent: tuple["Uploaded", list[int]] | None = None):
+    def __init__(self, pixels: torch.Tensor, stream=None, parent: tuple["Uploaded", list[int]] | None = None,
+                 candidates: list[int] | None = None):
         self.pixels = pixels
         self._stream = stream
         self._parent = parent  # (the batch this one was taken from, the positions taken)
+        # the images the host's prefix look could not rule out (None: not looked, check all)
+        self._candidates = candidates
         self._colours: list | None = None
 
     def __len__(self) -> int:
@@ -97,12 +112,26 @@ class Uploaded:
             if self._parent is not None:
                 whole, positions = self._parent
                 self._colours = [whole.colours()[j] for j in positions]
-            elif self._stream is None:
-                self._colours = uniform_colours(self.pixels)
-            else:  # on the copy's stream: waits for this copy only, not for the batches computing
-                with torch.cuda.stream(self._stream):
-                    self._colours = uniform_colours(self.pixels)
+            else:
+                self._colours = self._check()
         return self._colours
+
+    def _check(self) -> list[tuple[int, int, int] | None]:
+        candidates = list(range(len(self))) if self._candidates is None else self._candidates
+        colours: list[tuple[int, int, int] | None] = [None] * len(self)
+        if not candidates:  # every image ruled out on the host: no device work, no wait
+            return colours
+        pixels = self.pixels
+        if len(candidates) != len(self):
+            pixels = pixels[torch.tensor(candidates, dtype=torch.long, device=pixels.device)]
+        if self._stream is None:
+            found = uniform_colours(pixels)
+        else:  # on the copy's stream: waits for this copy only, not for the batches computing
+            with torch.cuda.stream(self._stream):
+                found = uniform_colours(pixels)
+        for j, colour in zip(candidates, found):
+            colours[j] = colour
+        return colours
 
     def take(self, positions: Sequence[int]) -> "Uploaded":
         """The images at `positions` as a batch of their own (a view when they are consecutive)."""
@@ -132,10 +161,13 @@ class Uploader:
         h, w, c = rgbs[0].shape
         host = torch.empty((len(rgbs), h, w, c), dtype=torch.uint8, pin_memory=self._cuda)
         view = host.numpy()
+        candidates = []
         for j, rgb in enumerate(rgbs):  # one copy per image, straight into the (pinned) buffer
             view[j] = rgb
+            if may_be_uniform(rgb):
+                candidates.append(j)
         if not self._cuda:
-            return Uploaded(host if self.device.type == "cpu" else host.to(self.device))
+            return Uploaded(host if self.device.type == "cpu" else host.to(self.device), candidates=candidates)
         while len(self._queued) >= _LEAD:  # the compute stream is far enough ahead: wait for it
             self._queued.popleft().synchronize()
         compute = torch.cuda.current_stream(self.device)
@@ -143,7 +175,7 @@ class Uploader:
             pixels = host.to(self.device, non_blocking=True)
         compute.wait_stream(self._stream)
         pixels.record_stream(compute)  # the allocator keeps it until the compute stream is done
-        return Uploaded(pixels, self._stream)
+        return Uploaded(pixels, self._stream, candidates=candidates)
 
     def queued(self) -> None:
         """Note that a batch's work is queued on the compute stream (bounds the lead)."""
