@@ -130,3 +130,28 @@ def test_engine_scores_equal_on_each_device_through_several_batches(device):
     expected = [float(torch.stack([to_tensor(a) for a in imgs]).mean(dim=(1, 2, 3))[k]) for k in range(7)]
     assert s.score_arrays(imgs) == pytest.approx(expected, rel=1e-6)
     assert s.score_uploaded(s.uploader.upload(imgs), [str(k) for k in range(7)]) == pytest.approx(expected, rel=1e-6)
+
+
+def test_uploads_ahead_run_in_a_thread_in_order_and_pass_errors_on(monkeypatch):
+    """`Uploader.ahead`: the next batch is copied and uploaded by a thread while the caller
+    computes this one; batches come back in order, and an upload's error reaches the caller."""
+    import threading
+
+    uploader = Uploader(torch.device("cpu"))
+    threads, real = [], Uploader.upload
+    monkeypatch.setattr(Uploader, "upload", lambda self, rgbs: threads.append(threading.get_ident()) or real(self, rgbs))
+    imgs = chain_images(5, 64)
+    chunks = [([0, 1], imgs[:2]), ([2], imgs[2:3]), ([3, 4], imgs[3:])]
+    got = list(uploader.ahead(iter(chunks)))
+    assert [key for key, _ in got] == [[0, 1], [2], [3, 4]]
+    assert all(torch.equal(batch.pixels, torch.from_numpy(np.stack(arrays))) for (_, arrays), (_, batch) in zip(chunks, got))
+    assert threads and threading.get_ident() not in threads
+
+    def broken():
+        yield [0], imgs[:1]
+        yield [1], [np.zeros((64, 64), np.uint8)]  # not HxWx3: the upload fails
+
+    it = uploader.ahead(broken())
+    assert next(it)[0] == [0]
+    with pytest.raises(ValueError):
+        next(it)

@@ -286,10 +286,9 @@ class MetricScorer:
         names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
         failed: dict[int, Banana100Error] = {}
 
-        def uploaded():  # batch k+1 is decoded and uploaded once batch k's work is queued
+        def uploaded():  # batch k+1 is decoded (threads) and uploaded (a thread) while batch k computes
             with contextlib.closing(self._decoded_chunks(images, sizes, failed)) as chunks:
-                for idx, rgbs in chunks:
-                    yield idx, self.uploader.upload(rgbs)
+                yield from self.uploader.ahead(chunks)
 
         return self._score_batches(uploaded(), len(images), names, failed)
 

@@ -22,10 +22,15 @@ from __future__ import annotations
 
 import collections
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import torch
+
+from banana100.imageio import decode_ahead
+
+T = TypeVar("T")
 
 # images whose first pixels all agree are checked in full (nearly every real image differs early)
 _PREFIX_PIXELS = 4096
@@ -93,27 +98,46 @@ def uniform_colours(pixels: torch.Tensor) -> list[tuple[int, int, int] | None]:
 class Uploaded:
     """A batch of same-size images on the device: `pixels` (BxHxWx3 uint8) and `colours()`, the
     uniform-image check, computed once on first request for the batch a part was taken from and
-    shared by every part and every metric."""
+    shared by every part and every metric.
+
+    On CUDA the copy runs on the uploader's side stream, possibly issued from another thread
+    (`Uploader.ahead`): reading `pixels` makes the reading thread's current stream wait for the
+    copy first (a device-side wait, the host goes on), so no caller can read it early."""
 
     def __init__(self, pixels: torch.Tensor, stream=None, parent: tuple["Uploaded", list[int]] | None = None,
-                 candidates: list[int] | None = None):
-        self.pixels = pixels
+                 candidates: list[int] | None = None, ready=None):
+        self._pixels = pixels
         self._stream = stream
         self._parent = parent  # (the batch this one was taken from, the positions taken)
         # the images the host's prefix look could not rule out (None: not looked, check all)
         self._candidates = candidates
+        self._ready = ready  # CUDA event recorded after the copy (None: nothing to wait for)
+        self._waited: set[int] = set()  # the streams already made to wait for it
         self._colours: list | None = None
 
+    @property
+    def pixels(self) -> torch.Tensor:
+        if self._ready is not None:
+            current = torch.cuda.current_stream(self._pixels.device)
+            if current.stream_id not in self._waited:
+                current.wait_event(self._ready)
+                self._pixels.record_stream(current)  # the allocator keeps it until that stream is done
+                self._waited.add(current.stream_id)
+        return self._pixels
+
     def __len__(self) -> int:
-        return self.pixels.shape[0]
+        return self._pixels.shape[0]
 
     def colours(self) -> list[tuple[int, int, int] | None]:
         if self._colours is None:
             if self._parent is not None:
                 whole, positions = self._parent
                 self._colours = [whole.colours()[j] for j in positions]
-            else:
+            elif self._stream is None:
                 self._colours = self._check()
+            else:  # on the copy's stream: waits for this copy only, not for the batches computing
+                with torch.cuda.stream(self._stream):
+                    self._colours = self._check()
         return self._colours
 
     def _check(self) -> list[tuple[int, int, int] | None]:
@@ -124,12 +148,7 @@ class Uploaded:
         pixels = self.pixels
         if len(candidates) != len(self):
             pixels = pixels[torch.tensor(candidates, dtype=torch.long, device=pixels.device)]
-        if self._stream is None:
-            found = uniform_colours(pixels)
-        else:  # on the copy's stream: waits for this copy only, not for the batches computing
-            with torch.cuda.stream(self._stream):
-                found = uniform_colours(pixels)
-        for j, colour in zip(candidates, found):
+        for j, colour in zip(candidates, uniform_colours(pixels)):
             colours[j] = colour
         return colours
 
@@ -138,17 +157,18 @@ class Uploaded:
         positions = list(positions)
         if positions == list(range(len(self))):
             return self
+        pixels = self.pixels  # waited for on this thread's stream, where the view or gather is used
         if positions and positions == list(range(positions[0], positions[0] + len(positions))):
-            pixels = self.pixels[positions[0]: positions[0] + len(positions)]
+            pixels = pixels[positions[0]: positions[0] + len(positions)]
         else:
-            pixels = self.pixels[torch.tensor(positions, dtype=torch.long, device=self.pixels.device)]
+            pixels = pixels[torch.tensor(positions, dtype=torch.long, device=pixels.device)]
         return Uploaded(pixels, self._stream, (self, positions))
 
 
 class Uploader:
     """Uploads uint8 batches to `device`: on CUDA from pinned memory, non-blocking, on a side
-    stream the compute stream then waits for (batch k+1's copy overlaps batch k's compute);
-    at most `_LEAD` batches ahead of the compute stream. Elsewhere a plain copy."""
+    stream (batch k+1's copy overlaps batch k's compute); at most `_LEAD` batches ahead of the
+    compute stream. Elsewhere a plain copy. `ahead` does the host's part in a thread."""
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
@@ -170,12 +190,19 @@ class Uploader:
             return Uploaded(host if self.device.type == "cpu" else host.to(self.device), candidates=candidates)
         while len(self._queued) >= _LEAD:  # the compute stream is far enough ahead: wait for it
             self._queued.popleft().synchronize()
-        compute = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self._stream):
             pixels = host.to(self.device, non_blocking=True)
-        compute.wait_stream(self._stream)
-        pixels.record_stream(compute)  # the allocator keeps it until the compute stream is done
-        return Uploaded(pixels, self._stream, candidates=candidates)
+            ready = torch.cuda.Event()
+            ready.record(self._stream)
+        return Uploaded(pixels, self._stream, candidates=candidates, ready=ready)
+
+    def ahead(self, chunks: Iterable[tuple[T, Sequence[np.ndarray]]]) -> Iterator[tuple[T, Uploaded]]:
+        """(key, uploaded batch) for each (key, arrays) of `chunks`, in order, the next batch's
+        copy into the upload buffer and its upload done by a thread while the caller computes
+        the current one. A forward that waits for the device mid-way (a data-dependent step of
+        a native metric) would otherwise leave the device idle during the host's copy."""
+        for (key, _), batch in decode_ahead(chunks, lambda chunk: self.upload(chunk[1]), workers=1, ahead=1, catch=()):
+            yield key, batch
 
     def queued(self) -> None:
         """Note that a batch's work is queued on the compute stream (bounds the lead)."""
