@@ -32,11 +32,11 @@ def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_fr
     real = scoring._score_chunk
     calls = []
 
-    def interrupted(chunk, scorers):
+    def interrupted(chunk, scorers, *uploads):
         calls.append(len(chunk))
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(chunk, scorers)
+        return real(chunk, scorers, *uploads)
 
     monkeypatch.setattr(scoring, "_score_chunk", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -45,7 +45,7 @@ def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_fr
     assert len(list((tmp_path / "s.parquet.parts").glob("part-*.parquet"))) == 2  # 8 images kept
 
     counted = []
-    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers: counted.append(len(chunk)) or real(chunk, scorers))
+    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers, *up: counted.append(len(chunk)) or real(chunk, scorers, *up))
     scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe"], out, chunk_size=4, progress=False)
     assert sum(counted) == len(records) - 8
     rows = pq.read_table(out).to_pylist()

@@ -208,9 +208,9 @@ def scored(monkeypatch):
     """The images each _score_chunk call scores, by name."""
     real, seen = scoring._score_chunk, []
 
-    def spy(chunk, scorers):
+    def spy(chunk, scorers, *uploads):
         seen.extend(d.name for d in chunk)
-        return real(chunk, scorers)
+        return real(chunk, scorers, *uploads)
 
     monkeypatch.setattr(scoring, "_score_chunk", spy)
     return seen

@@ -155,3 +155,40 @@ def test_uploads_ahead_run_in_a_thread_in_order_and_pass_errors_on(monkeypatch):
     assert next(it)[0] == [0]
     with pytest.raises(ValueError):
         next(it)
+
+
+def test_score_uploads_the_next_chunk_while_this_one_is_scored(tmp_path, monkeypatch):
+    """`banana100 score`: chunk k+1 is uploaded by a thread while chunk k is scored (the device
+    does not wait for the host's copy between chunks), each group once, every row as before."""
+    import threading
+
+    import pyarrow.parquet as pq
+
+    from banana100 import scoring
+    from banana100.testing.runfolder import make_run_folder
+
+    make_run_folder(tmp_path / "run", steps=5, size=(100, 120))  # 12 images: chunks of 4
+    uploads, second_chunk_uploaded = [], threading.Event()
+    real_upload, real_score = Uploader.upload, scoring._score_chunk
+
+    def upload_spy(self, rgbs):
+        uploads.append(threading.get_ident())
+        batch = real_upload(self, rgbs)
+        if len(uploads) == 2:
+            second_chunk_uploaded.set()
+        return batch
+
+    def score_spy(chunk, scorers, *up):
+        if not second_chunk_uploaded.is_set():  # scoring chunk 0: chunk 1 must arrive meanwhile
+            assert second_chunk_uploaded.wait(30), "chunk 1 was not uploaded while chunk 0 was scored"
+        return real_score(chunk, scorers, *up)
+
+    monkeypatch.setattr(Uploader, "upload", upload_spy)
+    monkeypatch.setattr(scoring, "_score_chunk", score_spy)
+    out = scoring.score_to_parquet(tmp_path / "run", ["piqe", "edit_damage"], tmp_path / "s.parquet",
+                                   device="cpu", chunk_size=4, progress=False)
+    assert len(uploads) == 3 and threading.get_ident() not in uploads  # one per chunk, all in the thread
+    rows = pq.read_table(out).to_pylist()
+    metrics = {r["metric"] for r in rows}  # edit_damage brings edit_damage_rel along for chains
+    assert {"piqe", "edit_damage"} <= metrics and len(rows) == 12 * len(metrics)
+    assert all(r["error"] is None for r in rows)

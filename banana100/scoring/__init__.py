@@ -26,7 +26,7 @@ from banana100.distributed import Processes as _Processes
 from banana100.errors import UsageError
 from banana100.metrics.native import edit_damage_rel
 from banana100.fileio import ExclusiveLock
-from banana100.scoring.feed import Decoded, _score_chunk, decoded_images
+from banana100.scoring.feed import Decoded, _score_chunk, decoded_images, uploads_ahead
 from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
 from banana100.metrics.athand import metrics_at_hand
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
@@ -120,31 +120,32 @@ def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, pr
         log.info("process %d/%d scores every %dth image from #%d", procs.rank, procs.world, procs.world, procs.rank)
 
     n_errors = 0
-    chunk: list[Decoded] = []
     share = total // procs.world + (procs.rank < total % procs.world)
     bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
     workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
     images = decoded_images(source, metrics, done, procs.rank, procs.world, workers)
 
-    def flush():
-        nonlocal n_errors
-        if chunk:
-            rows = _score_chunk(chunk, scorers)
-            n_errors += sum(r["error"] is not None for r in rows)
-            _write_part(parts, rows, prefix)
-            _append_texts(texts_file, rows)
-            bar.update(len(chunk))
-            chunk.clear()
-
-    try:
+    def chunks():
+        chunk: list[Decoded] = []
         for d in images:
             if not d.needed:
                 bar.update(1)
                 continue
             chunk.append(d)
             if len(chunk) >= chunk_size:
-                flush()
-        flush()
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    try:
+        # chunk k+1 goes to the device (a thread) while chunk k is scored
+        for chunk, uploads in uploads_ahead(chunks(), scorers):
+            rows = _score_chunk(chunk, scorers, uploads)
+            n_errors += sum(r["error"] is not None for r in rows)
+            _write_part(parts, rows, prefix)
+            _append_texts(texts_file, rows)
+            bar.update(len(chunk))
     finally:
         bar.close()
         images.close()  # stops the decoding threads, also after an interruption

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -62,7 +62,23 @@ def decoded_images(source: Path, metrics: list[str], done: set, rank: int = 0, w
         decoded.close()
 
 
-def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
+def uploads_ahead(chunks: Iterable[list[Decoded]], scorers: dict) -> Iterator[tuple[list[Decoded], "_SharedUploads"]]:
+    """(chunk, its uploads) for each chunk, in order; a thread uploads chunk k+1's same-size
+    groups to the engine scorers' device while the caller scores chunk k, so the device does
+    not wait for the host's copy between chunks. Several devices, or none: uploaded on request."""
+    devices = {s.device for s in scorers.values() if hasattr(s, "score_uploaded")}
+
+    def prepare(chunk: list[Decoded]) -> _SharedUploads:
+        uploads = _SharedUploads([d.rgb for d in chunk], chunk)
+        if len(devices) == 1:
+            uploads.preload(next(iter(devices)))
+        return uploads
+
+    for chunk, uploads in decode_ahead(chunks, prepare, workers=1, ahead=1, catch=()):
+        yield chunk, uploads
+
+
+def _score_chunk(chunk: list[Decoded], scorers: dict, uploads: "_SharedUploads | None" = None) -> list[dict]:
     """Score each decoded image with every metric it still needs.
 
     The engine's scorers share one upload: each same-size group of the chunk goes to the device
@@ -71,7 +87,7 @@ def _score_chunk(chunk: list[Decoded], scorers: dict) -> list[dict]:
     rows = []
     arrays = [d.rgb for d in chunk]
     decode_errors = [d.error for d in chunk]
-    uploads = _SharedUploads(arrays, chunk)
+    uploads = uploads or _SharedUploads(arrays, chunk)
 
     for metric, scorer in scorers.items():
         spec = scorer.spec
@@ -124,17 +140,30 @@ class _SharedUploads:
             by_shape.setdefault(self.arrays[i].shape, []).append(i)
         return [(wanted, shape) for shape, wanted in by_shape.items()]
 
+    def preload(self, device) -> None:
+        """Upload every same-size group now (`uploads_ahead`'s thread). Best effort: a group
+        that fails here (out of memory, say) is uploaded again on request, where `_score_group`
+        isolates the failure image by image as before."""
+        for shape in {a.shape for a in self.arrays if a is not None}:
+            try:
+                self._group(device, shape)
+            except Exception:  # noqa: BLE001 - retried, and reported, on request
+                self._batches.pop(shape, None)
+
     def batch(self, device, shape, wanted: list[int]) -> Uploaded:
         """The images `wanted` (chunk indices, all of `shape`) on `device`; their size group is
-        uploaded on the first request and kept for the chunk's other metrics."""
+        uploaded on the first request (or ahead, `preload`) and kept for the chunk's other metrics."""
+        members, batch = self._group(device, shape)
+        where = {i: k for k, i in enumerate(members)}
+        return batch.take([where[i] for i in wanted])
+
+    def _group(self, device, shape) -> tuple[list[int], Uploaded]:
         if self._uploader is None or self._uploader.device != device:
             self._uploader, self._batches = Uploader(device), {}
         if shape not in self._batches:  # every image of this size that any metric needs
             members = [i for i, a in enumerate(self.arrays) if a is not None and a.shape == shape]
             self._batches[shape] = members, self._uploader.upload([self.arrays[i] for i in members])
-        members, batch = self._batches[shape]
-        where = {i: k for k, i in enumerate(members)}
-        return batch.take([where[i] for i in wanted])
+        return self._batches[shape]
 
 
 def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, shares, texts, errors) -> None:
