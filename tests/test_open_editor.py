@@ -165,6 +165,47 @@ def test_qwen_edit_plus_chain_from_a_folder_and_resume_after_kill(qwen_folder, s
     assert '"pipeline": "QwenImageEditPlusPipeline"' in records[1]["editor_info"]
 
 
+def test_inference_steps_and_guidance_are_fixed_for_the_run_folder(flux2, sources, tmp_path):
+    """--inference-steps and --guidance are recorded in run.json; a resume with other values (or
+    without them) is one error naming the option and both values, before any pipeline is loaded."""
+    import json
+
+    from banana100.chains.store import RUN_FILE
+    from banana100.errors import RunMismatchError
+
+    (sources / "tall.png").unlink()
+    out = tmp_path / "run"
+    editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, **FLUX2_CALL)  # 2 denoising steps
+    generate_chains(editor, sources, "replicate", steps=1, repeats=1, out_dir=out, progress=False)
+    params = json.loads((out / RUN_FILE).read_text())
+    assert (params["num_inference_steps"], params["guidance_scale"]) == (2, None)
+    assert json.loads(read_manifest(out)[1]["editor_info"])["num_inference_steps"] == 2
+    before = (out / MANIFEST_NAME).read_bytes()
+
+    # the CLI with the recorded model name, which is nowhere on disk or in the cache: loading it
+    # would fail, so an error about the options shows that they are checked first
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    base = [sys.executable, "-m", "banana100", "generate", "--editor", "diffusers", "--model", "tiny-flux2",
+            "--device", "cpu", "--sources", str(sources), "--steps", "2", "--out", str(out)]
+    for extra, given, fix in ((["--inference-steps", "3"], "--inference-steps 3", "give --inference-steps 2"),
+                              ([], "no --inference-steps (the default)", "give --inference-steps 2")):
+        r = subprocess.run(base + extra, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 2, r.stderr
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("banana100 generate: error:"), r.stderr
+        assert f"made with --inference-steps 2 (num_inference_steps=2 in {RUN_FILE}); this command gives {given}" \
+            in lines[0] and fix in lines[0]
+
+    guided = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, guidance_scale=2.5, **FLUX2_CALL)
+    guided.edit_batch = lambda requests: pytest.fail("a step was made")
+    with pytest.raises(RunMismatchError, match=r"made with no --guidance \(the default\).*gives --guidance 2\.5"
+                                               r".*leave --guidance out"):
+        generate_chains(guided, sources, "replicate", steps=2, repeats=1, out_dir=out, progress=False)
+    assert (out / MANIFEST_NAME).read_bytes() == before
+    assert generate_chains(editor, sources, "replicate", steps=2, repeats=1, out_dir=out,
+                           progress=False).written == 1  # the recorded values resume
+
+
 def test_gate_batches_only_what_can_share_a_call():
     """The gate never waits for a chain that has left, and keeps different sizes apart."""
     from banana100.chains.editors.base import Editor, EditResult

@@ -263,9 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "gains nothing per image (docs/open-editors.md); use more GPUs (torchrun) instead")
     g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
                    help="diffusers: denoising steps per edit (default: the pipeline's, 50 for FLUX.2 and "
-                        "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md)")
+                        "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md); fixed for the run "
+                        "folder, like --model and --seed: a resume must give the same (or leave it out again)")
     g.add_argument("--guidance", type=NON_NEGATIVE, default=None,
-                   help="diffusers: guidance scale (default: the pipeline's)")
+                   help="diffusers: guidance scale (default: the pipeline's); fixed for the run folder, as "
+                        "--inference-steps")
     g.set_defaults(func=_cmd_generate)
 
     b = command("build-dataset", "write a Hub-ready dataset folder from run folders")

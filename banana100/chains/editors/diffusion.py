@@ -29,6 +29,7 @@ import math
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -80,6 +81,8 @@ class DiffusersEditor(Editor):
 
     name = "diffusers"
     price = FREE
+    option_flags: ClassVar[dict[str, str]] = {"num_inference_steps": "--inference-steps",
+                                              "guidance_scale": "--guidance"}
 
     def __init__(self, model: str | None = None, pipeline=None, device: str | None = None, dtype: str | None = None,
                  cpu_offload: bool = False, vae_tiling: bool = False, size: str = "source",
@@ -109,6 +112,12 @@ class DiffusersEditor(Editor):
         self._call_lock = threading.Lock()  # one pipeline call at a time (and the module constants below)
         if pipeline is not None:
             self._adopt(pipeline)
+
+    def fixed_options(self) -> dict:
+        """Denoising steps and guidance scale: fixed for a run folder (None: the pipeline's default)."""
+        steps, guidance = self.num_inference_steps, self.guidance_scale
+        return {"num_inference_steps": None if steps is None else int(steps),
+                "guidance_scale": None if guidance is None else float(guidance)}
 
     # -- loading ---------------------------------------------------------------------------------
 
