@@ -109,9 +109,12 @@ def test_flux2_chain_batched_across_chains_equals_one_by_one(flux2, sources, tmp
 def test_flux2_batch_is_per_sample(flux2):
     """Each sample of a batch sees its own image: the same as it alone (up to float rounding of
     the batched products, a pixel level now and then), not the batch's first image."""
-    editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, **FLUX2_CALL)
+    editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, max_batch=4, **FLUX2_CALL)
+    calls = []
+    editor._call = (lambda f: lambda reqs: calls.append(len(reqs)) or f(reqs))(editor._call)
     requests = [EditRequest(image=noise_image(64, 80, i), prompt="copy", seed=7) for i in range(3)]
     together = editor.edit_batch(requests)
+    assert calls == [3]  # one call for the three
     for request, result in zip(requests, together):
         diff = np.abs(result.image.astype(int) - editor.edit(request).image)
         assert diff.max() <= 1 and np.count_nonzero(diff) < 1e-3 * diff.size

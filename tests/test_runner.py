@@ -177,7 +177,7 @@ def test_editor_options_are_fixed_parameters(sources, tmp_path):
 
     unset = tmp_path / "unset"
     run(sources, unset, steps=1, editor=Knobbed())
-    with pytest.raises(RunMismatchError, match=r"made with no --knob \(the default\).*gives --knob 3.*leave --knob out"):
+    with pytest.raises(RunMismatchError, match=r"with no --knob \(the default\).*gives --knob 3.*leave --knob out"):
         run(sources, unset, steps=1, editor=Knobbed(3, connected=False))
     # a folder made before the option was recorded: not checked (its value is unknown)
     params = json.loads((out / RUN_FILE).read_text())
@@ -440,6 +440,31 @@ def test_cli_prints_summary(sources, tmp_path, capsys):
     assert "different setting" in capsys.readouterr().err
     assert cli_main(["generate", "--editor", "nope", "--sources", str(sources), "--out", str(out)]) == 2
     assert "known editors: diffusers, gemini, simulated" in capsys.readouterr().err
+
+
+def test_open_editor_batch_size_defaults_to_one(tmp_path, monkeypatch, capsys):
+    """One image per pipeline call unless --batch-size asks for more: batching chains does not pay
+    at real sizes on a GPU (BENCHMARKS.md, "Open editors at real size")."""
+    import inspect
+
+    from banana100.chains import editors
+    from banana100.chains.editors.diffusion import DiffusersEditor
+    from banana100.errors import UsageError
+
+    seen = []
+
+    def make_editor(name, **options):
+        seen.append(options)
+        raise UsageError("stop before any work")
+
+    monkeypatch.setattr(editors, "make_editor", make_editor)
+    argv = ["generate", "--editor", "diffusers", "--model", "m", "--sources", str(tmp_path),
+            "--out", str(tmp_path / "o")]
+    assert cli_main(argv) == 2 and cli_main(argv + ["--batch-size", "4"]) == 2
+    assert [o["max_batch"] for o in seen] == [1, 4]
+    assert "stop before any work" in capsys.readouterr().err
+    assert inspect.signature(DiffusersEditor).parameters["max_batch"].default == 1  # the Python API's too
+    assert DiffusersEditor(model="m").max_batch == 1 and DiffusersEditor(model="m", max_batch=4).max_batch == 4
 
 
 # -- real processes: SIGKILL and Ctrl-C ----------------------------------------------------

@@ -257,10 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--size", choices=("source", "native"), default="source",
                    help="diffusers: output size: keep the source's (rounded down to a multiple of 16) or the "
                         "model's native ~1 MP at the source's aspect ratio")
-    g.add_argument("--batch-size", type=POSITIVE_INT, default=4,
-                   help="diffusers: most chains' images per pipeline call (FLUX.2; Qwen-Image-Edit takes 1); "
-                        "batches are also bounded by --concurrency. Pays only for small models: at real sizes a GPU "
-                        "gains nothing per image (docs/open-editors.md); use more GPUs (torchrun) instead")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=1,
+                   help="diffusers: most chains' images per pipeline call (default 1). FLUX.2 pipelines batch "
+                        "the same step of several chains, at most --concurrency (Qwen-Image-Edit and Kontext take "
+                        "1). At real sizes a GPU gains nothing per image (H200, batch 4: x1.00 for FLUX.2 [dev]'s "
+                        "denoiser, x1.02 for Qwen-Image-Edit's; docs/open-editors.md): use more GPUs (torchrun) "
+                        "instead. A batched chain is reproducible only up to float rounding")
     g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
                    help="diffusers: denoising steps per edit (default: the pipeline's, 50 for FLUX.2 and "
                         "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md); fixed for the run "

@@ -76,7 +76,8 @@ class DiffusersEditor(Editor):
     already built pipeline (tests, the Space), then `model` only names it. `device`: "cuda",
     "cpu", ... (default: cuda when available); `dtype`: "bfloat16" (default on GPU) or "float32"
     (default on CPU). `cpu_offload` (model CPU offload, needs accelerate) and `vae_tiling` save GPU
-    memory. `max_batch`: the most chains' images per pipeline call (1 for pipelines that take one).
+    memory. `max_batch`: the most chains' images per pipeline call (default 1: batching does not pay
+    at real sizes on a GPU, docs/open-editors.md; pipelines that take one image per call stay at 1).
     """
 
     name = "diffusers"
@@ -86,7 +87,7 @@ class DiffusersEditor(Editor):
 
     def __init__(self, model: str | None = None, pipeline=None, device: str | None = None, dtype: str | None = None,
                  cpu_offload: bool = False, vae_tiling: bool = False, size: str = "source",
-                 native_area: int = NATIVE_AREA, max_batch: int = 4, num_inference_steps: int | None = None,
+                 native_area: int = NATIVE_AREA, max_batch: int = 1, num_inference_steps: int | None = None,
                  guidance_scale: float | None = None, max_sequence_length: int | None = None,
                  pipeline_options: dict | None = None):
         if pipeline is None and not model:
