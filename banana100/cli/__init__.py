@@ -348,7 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what goes to stdout once the file is written: a table per metric (n, failed, mean, min, "
                         "max, which direction is better), or this run's rows as CSV or JSON, alone, for a pipe")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
-    s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
+    s.add_argument("--batch-size", type=POSITIVE_INT, default=None,
+                   help="most images per forward pass, for every metric (default: each metric's own: 8 "
+                        "same-size images; visualquality_r1 as many as the free GPU memory holds, 4 on CPU)")
     s.add_argument("--backend", choices=("native", "pyiqa"), default=None,
                    help="native (batched torch code; the hand-crafted metrics only) or pyiqa for all "
                         "(default: native for the hand-crafted metrics, pyiqa for the deep ones)")
