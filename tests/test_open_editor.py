@@ -196,13 +196,13 @@ def test_inference_steps_and_guidance_are_fixed_for_the_run_folder(flux2, source
         assert r.returncode == 2, r.stderr
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("banana100 generate: error:"), r.stderr
-        assert f"made with --inference-steps 2 (num_inference_steps=2 in {RUN_FILE}); this command gives {given}" \
-            in lines[0] and fix in lines[0]
+        recorded = f"made with --inference-steps 2 (num_inference_steps=2 in {RUN_FILE})"
+        assert f"{recorded}, but this command gives {given}" in lines[0] and fix in lines[0]
 
     guided = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, guidance_scale=2.5, **FLUX2_CALL)
     guided.edit_batch = lambda requests: pytest.fail("a step was made")
-    with pytest.raises(RunMismatchError, match=r"made with no --guidance \(the default\).*gives --guidance 2\.5"
-                                               r".*leave --guidance out"):
+    with pytest.raises(RunMismatchError, match=r"made with no --guidance \(guidance_scale=null in run.json\), but "
+                                               r"this command gives --guidance 2\.5\. .*leave --guidance out"):
         generate_chains(guided, sources, "replicate", steps=2, repeats=1, out_dir=out, progress=False)
     assert (out / MANIFEST_NAME).read_bytes() == before
     assert generate_chains(editor, sources, "replicate", steps=2, repeats=1, out_dir=out,

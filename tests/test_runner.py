@@ -170,14 +170,15 @@ def test_editor_options_are_fixed_parameters(sources, tmp_path):
             with pytest.raises(RunMismatchError) as info:
                 run(sources, out, steps=2, editor=Knobbed(knob, connected=False), dry_run=dry_run)
             text = str(info.value)
-            assert f"was made with --knob 4 (knob=4 in {RUN_FILE}); this command gives {given}" in text
+            assert f"was made with --knob 4 (knob=4 in {RUN_FILE}), but this command gives {given}" in text
             assert fix in text and "\n" not in text
     assert (out / MANIFEST_NAME).read_bytes() == before
     assert run(sources, out, steps=2, editor=Knobbed(4)).written == 2  # the same value resumes (2 chains)
 
     unset = tmp_path / "unset"
     run(sources, unset, steps=1, editor=Knobbed())
-    with pytest.raises(RunMismatchError, match=r"with no --knob \(the default\).*gives --knob 3.*leave --knob out"):
+    with pytest.raises(RunMismatchError, match=r"with no --knob \(knob=null in run.json\), but this command gives "
+                                               r"--knob 3\. .*: leave --knob out to resume"):
         run(sources, unset, steps=1, editor=Knobbed(3, connected=False))
     # a folder made before the option was recorded: not checked (its value is unknown)
     params = json.loads((out / RUN_FILE).read_text())

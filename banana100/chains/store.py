@@ -97,16 +97,16 @@ def _check_stored(run_dir: Path, stored: dict, params: dict, flags: dict) -> Non
         return
 
     def given(k: str, value) -> str:
-        flag = flags.get(k, k)
-        return f"no {flag} (the default)" if value is None else f"{flag} {value}"
+        return f"no {flags.get(k, k)}" if value is None else f"{flags.get(k, k)} {value}"
 
-    was = "; ".join(f"{run_dir} was made with {given(k, stored[k])} ({k}={stored[k]!r} in {RUN_FILE}); "
-                    f"this command gives {given(k, params[k])}" for k in options)
+    was = "; and with ".join(
+        f"{given(k, stored[k])} ({k}={json.dumps(stored[k])} in {RUN_FILE}), but this command gives "
+        f"{given(k, params[k])}{' (the default)' if params[k] is None else ''}" for k in options)
     fix = " and ".join(f"leave {flags.get(k, k)} out" if stored[k] is None else f"give {given(k, stored[k])}"
                        for k in options)
     raise RunMismatchError(
-        f"{was}. A run folder's chains are all made with the same settings (only --steps and --repeats may "
-        f"grow): {fix} to resume them, or use another --out folder."
+        f"{run_dir} was made with {was}. A run folder's chains are all made with the same settings (only "
+        f"--steps and --repeats may grow): {fix} to resume them, or use another --out folder."
     )
 
 
