@@ -119,8 +119,9 @@ class BudgetExceeded(RunStopped):
 
 
 class RunMismatchError(UsageError):
-    """A rerun into a run folder made with a different editor, model, setting or seed: the
-    options conflict with the folder (the CLI's usage status, 2), the folder itself is fine."""
+    """A rerun into a run folder made with a different editor, model, setting, seed or editor
+    option (`--inference-steps`): the options conflict with the folder (the CLI's usage status, 2),
+    the folder itself is fine."""
 
 
 class ChainsFailedError(Banana100Error):

@@ -109,9 +109,12 @@ def test_flux2_chain_batched_across_chains_equals_one_by_one(flux2, sources, tmp
 def test_flux2_batch_is_per_sample(flux2):
     """Each sample of a batch sees its own image: the same as it alone (up to float rounding of
     the batched products, a pixel level now and then), not the batch's first image."""
-    editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, **FLUX2_CALL)
+    editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, max_batch=4, **FLUX2_CALL)
+    calls = []
+    editor._call = (lambda f: lambda reqs: calls.append(len(reqs)) or f(reqs))(editor._call)
     requests = [EditRequest(image=noise_image(64, 80, i), prompt="copy", seed=7) for i in range(3)]
     together = editor.edit_batch(requests)
+    assert calls == [3]  # one call for the three
     for request, result in zip(requests, together):
         diff = np.abs(result.image.astype(int) - editor.edit(request).image)
         assert diff.max() <= 1 and np.count_nonzero(diff) < 1e-3 * diff.size
@@ -163,6 +166,47 @@ def test_qwen_edit_plus_chain_from_a_folder_and_resume_after_kill(qwen_folder, s
     records = read_manifest(tmp_path / "fresh")
     assert [(r["width"], r["height"]) for r in records][1:] == [(96, 64)] * 6
     assert '"pipeline": "QwenImageEditPlusPipeline"' in records[1]["editor_info"]
+
+
+def test_inference_steps_and_guidance_are_fixed_for_the_run_folder(flux2, sources, tmp_path):
+    """--inference-steps and --guidance are recorded in run.json; a resume with other values (or
+    without them) is one error naming the option and both values, before any pipeline is loaded."""
+    import json
+
+    from banana100.chains.store import RUN_FILE
+    from banana100.errors import RunMismatchError
+
+    (sources / "tall.png").unlink()
+    out = tmp_path / "run"
+    editor = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, **FLUX2_CALL)  # 2 denoising steps
+    generate_chains(editor, sources, "replicate", steps=1, repeats=1, out_dir=out, progress=False)
+    params = json.loads((out / RUN_FILE).read_text())
+    assert (params["num_inference_steps"], params["guidance_scale"]) == (2, None)
+    assert json.loads(read_manifest(out)[1]["editor_info"])["num_inference_steps"] == 2
+    before = (out / MANIFEST_NAME).read_bytes()
+
+    # the CLI with the recorded model name, which is nowhere on disk or in the cache: loading it
+    # would fail, so an error about the options shows that they are checked first
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    base = [sys.executable, "-m", "banana100", "generate", "--editor", "diffusers", "--model", "tiny-flux2",
+            "--device", "cpu", "--sources", str(sources), "--steps", "2", "--out", str(out)]
+    for extra, given, fix in ((["--inference-steps", "3"], "--inference-steps 3", "give --inference-steps 2"),
+                              ([], "no --inference-steps (the default)", "give --inference-steps 2")):
+        r = subprocess.run(base + extra, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 2, r.stderr
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("banana100 generate: error:"), r.stderr
+        recorded = f"made with --inference-steps 2 (num_inference_steps=2 in {RUN_FILE})"
+        assert f"{recorded}, but this command gives {given}" in lines[0] and fix in lines[0]
+
+    guided = make_editor("diffusers", model="tiny-flux2", pipeline=flux2, guidance_scale=2.5, **FLUX2_CALL)
+    guided.edit_batch = lambda requests: pytest.fail("a step was made")
+    with pytest.raises(RunMismatchError, match=r"made with no --guidance \(guidance_scale=null in run.json\), but "
+                                               r"this command gives --guidance 2\.5\. .*leave --guidance out"):
+        generate_chains(guided, sources, "replicate", steps=2, repeats=1, out_dir=out, progress=False)
+    assert (out / MANIFEST_NAME).read_bytes() == before
+    assert generate_chains(editor, sources, "replicate", steps=2, repeats=1, out_dir=out,
+                           progress=False).written == 1  # the recorded values resume
 
 
 def test_gate_batches_only_what_can_share_a_call():

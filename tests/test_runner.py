@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -140,6 +141,50 @@ def test_refuses_changed_parameters(sources, tmp_path):
     with pytest.raises(RunMismatchError, match="model"):
         run(sources, out, steps=1, editor=Other())
     assert (out / MANIFEST_NAME).read_bytes() == before
+
+
+def test_editor_options_are_fixed_parameters(sources, tmp_path):
+    """An editor's `fixed_options` go into run.json; a rerun with another value (given or left out)
+    is one error naming the option, the value recorded and the value given, before `connect`."""
+
+    class Knobbed(SimulatedEditor):
+        option_flags: ClassVar[dict[str, str]] = {"knob": "--knob"}
+
+        def __init__(self, knob=None, connected=True):
+            super().__init__()
+            self.knob, self.connected = knob, connected
+
+        def fixed_options(self):
+            return {"knob": self.knob}
+
+        def connect(self):
+            if not self.connected:
+                raise AssertionError("connect() before the run parameters were checked")
+
+    out = tmp_path / "run"
+    run(sources, out, steps=1, editor=Knobbed(4))
+    assert json.loads((out / RUN_FILE).read_text())["knob"] == 4
+    before = (out / MANIFEST_NAME).read_bytes()
+    for knob, given, fix in ((5, "--knob 5", "give --knob 4"), (None, "no --knob (the default)", "give --knob 4")):
+        for dry_run in (False, True):
+            with pytest.raises(RunMismatchError) as info:
+                run(sources, out, steps=2, editor=Knobbed(knob, connected=False), dry_run=dry_run)
+            text = str(info.value)
+            assert f"was made with --knob 4 (knob=4 in {RUN_FILE}), but this command gives {given}" in text
+            assert fix in text and "\n" not in text
+    assert (out / MANIFEST_NAME).read_bytes() == before
+    assert run(sources, out, steps=2, editor=Knobbed(4)).written == 2  # the same value resumes (2 chains)
+
+    unset = tmp_path / "unset"
+    run(sources, unset, steps=1, editor=Knobbed())
+    with pytest.raises(RunMismatchError, match=r"with no --knob \(knob=null in run.json\), but this command gives "
+                                               r"--knob 3\. .*: leave --knob out to resume"):
+        run(sources, unset, steps=1, editor=Knobbed(3, connected=False))
+    # a folder made before the option was recorded: not checked (its value is unknown)
+    params = json.loads((out / RUN_FILE).read_text())
+    del params["knob"]
+    (out / RUN_FILE).write_text(json.dumps(params))
+    assert run(sources, out, steps=3, editor=Knobbed(7)).written == 2
 
 
 def test_source_errors(tmp_path):
@@ -396,6 +441,31 @@ def test_cli_prints_summary(sources, tmp_path, capsys):
     assert "different setting" in capsys.readouterr().err
     assert cli_main(["generate", "--editor", "nope", "--sources", str(sources), "--out", str(out)]) == 2
     assert "known editors: diffusers, gemini, simulated" in capsys.readouterr().err
+
+
+def test_open_editor_batch_size_defaults_to_one(tmp_path, monkeypatch, capsys):
+    """One image per pipeline call unless --batch-size asks for more: batching chains does not pay
+    at real sizes on a GPU (BENCHMARKS.md, "Open editors at real size")."""
+    import inspect
+
+    from banana100.chains import editors
+    from banana100.chains.editors.diffusion import DiffusersEditor
+    from banana100.errors import UsageError
+
+    seen = []
+
+    def make_editor(name, **options):
+        seen.append(options)
+        raise UsageError("stop before any work")
+
+    monkeypatch.setattr(editors, "make_editor", make_editor)
+    argv = ["generate", "--editor", "diffusers", "--model", "m", "--sources", str(tmp_path),
+            "--out", str(tmp_path / "o")]
+    assert cli_main(argv) == 2 and cli_main(argv + ["--batch-size", "4"]) == 2
+    assert [o["max_batch"] for o in seen] == [1, 4]
+    assert "stop before any work" in capsys.readouterr().err
+    assert inspect.signature(DiffusersEditor).parameters["max_batch"].default == 1  # the Python API's too
+    assert DiffusersEditor(model="m").max_batch == 1 and DiffusersEditor(model="m", max_batch=4).max_batch == 4
 
 
 # -- real processes: SIGKILL and Ctrl-C ----------------------------------------------------

@@ -253,6 +253,54 @@ def test_auto_batch_follows_the_free_memory(tiny, monkeypatch):
     assert s.batch_limit(100) == 3
 
 
+@pytest.mark.filterwarnings("ignore:.*could not be scored")  # the random model answers gibberish
+def test_score_leaves_the_batch_size_to_each_metric_unless_asked(tiny, tmp_path, monkeypatch):
+    """`banana100 score` without --batch-size: piqe keeps its 8, VisualQuality-R1 takes what the free
+    memory holds (not capped at 8); `--batch-size N` caps both. The Python API's default is the same."""
+    import inspect
+
+    import torch
+    from PIL import Image
+
+    from banana100 import scoring
+    from banana100.cli import main as cli_main
+
+    model, processor = tiny
+
+    class Tiny(vlm.VLMScorer):  # the CLI's scorer, on the tiny model (no weights here)
+        def __init__(self, metric, device=None, batch_size=None, **options):
+            super().__init__(metric, device=device, batch_size=batch_size, model=model, processor=processor,
+                             max_new_tokens=12, **options)
+
+    built = []
+
+    def build_scorers(*args, **kw):
+        built.append(real_build(*args, **kw))
+        return built[-1]
+
+    real_build = scoring.build_scorers
+    monkeypatch.setattr(vlm, "VLMScorer", Tiny)
+    monkeypatch.setattr(scoring, "check_metrics_ready", lambda metrics, backend: None)  # no weights needed
+    monkeypatch.setattr(scoring, "build_scorers", build_scorers)
+    images = tmp_path / "images"
+    images.mkdir()
+    for k, a in enumerate(_images(2)):
+        Image.fromarray(a).save(images / f"{k}.png")
+    argv = ["score", str(images), "--metrics", "visualquality_r1,piqe", "--device", "cpu", "--max-pixels", "12544"]
+    assert cli_main(argv + ["--out", str(tmp_path / "auto.parquet")]) == 0
+    assert cli_main(argv + ["--out", str(tmp_path / "three.parquet"), "--batch-size", "3"]) == 0
+    (auto, three) = built
+    assert auto["piqe"].batch_size == 8 and three["piqe"].batch_size == 3
+    monkeypatch.setattr(vlm, "free_bytes", lambda device: 1e30)  # a large GPU: only the arithmetic runs
+    for s in (auto["visualquality_r1"], three["visualquality_r1"]):
+        s.device = torch.device("cuda")
+    assert auto["visualquality_r1"].batch_size is None
+    assert auto["visualquality_r1"].batch_limit(100) == vlm.MAX_AUTO_BATCH > 8
+    assert three["visualquality_r1"].batch_limit(100) == 3
+    for api in (scoring.score_to_parquet, real_build):
+        assert inspect.signature(api).parameters["batch_size"].default is None
+
+
 def test_bytes_per_token_of_the_7b_model_matches_the_measured_peaks():
     from banana100.testing.tiny_qwen import config_7b
 

@@ -45,6 +45,7 @@ from banana100.chains.store import (
     RunLock,
     RunStore,
     check_run_file,
+    check_run_parameters,
     check_unrecorded_images,
     clear_stopped,
     image_rel,
@@ -272,9 +273,10 @@ def generate_chains(
     `sources` is a folder of images (or a list of image paths); each file's stem is its
     source_id. Every source is decoded before any work starts, and an unreadable one raises
     ImageReadError naming it. `out_dir` is the run folder; rerunning the same call continues
-    every chain after its last recorded step (a larger `steps` or `repeats` extends the run;
-    a different editor, model, setting or seed is refused). One chain's error does not stop the
-    others: at the end a ChainsFailedError lists the failed chains (their finished steps stay
+    every chain after its last recorded step (a larger `steps` or `repeats` extends the run; a
+    different editor, model, setting, seed or editor option, `Editor.fixed_options` such as the
+    diffusers editor's denoising steps, is refused before the editor connects). One chain's error
+    does not stop the others: at the end a ChainsFailedError lists the failed chains (their finished steps stay
     recorded; rerun to retry them). On KeyboardInterrupt the run stops scheduling steps, lets
     the steps in flight finish (a second Ctrl-C abandons them) and re-raises.
 
@@ -297,6 +299,10 @@ def generate_chains(
     srcs = collect_sources(sources)  # before any work: nothing is written if a source is bad
     run_dir = Path(out_dir)
     params = run_parameters(editor, setting, seed)
+    flags = dict(getattr(editor, "option_flags", {}) or {})
+    # a folder made with other fixed parameters is refused now, before a model is loaded (read-only;
+    # checked again under the lock below, where run.json is written)
+    check_run_parameters(run_dir, params, flags)
 
     if dry_run:
         records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
@@ -314,13 +320,13 @@ def generate_chains(
         # every process, before run.json is written or anything is asked (read-only: all refuse alike)
         check_unrecorded_images(run_dir, records)
         if procs.rank == 0:  # the folder's parameters and the ledger are set up by one process
-            check_run_file(run_dir, params, bool(records), sources)
+            check_run_file(run_dir, params, bool(records), sources, flags)
             if retry_stopped:
                 clear_stopped(run_dir, read_stopped(run_dir))
         procs.barrier()  # run.json is written before the others read it
         if procs.rank != 0:
             records = read_manifest(run_dir)
-            check_run_file(run_dir, params, bool(records), sources)
+            check_run_file(run_dir, params, bool(records), sources, flags)
         plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
         stopped_before = read_stopped(run_dir)
         pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped_before]

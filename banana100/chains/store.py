@@ -2,8 +2,10 @@
 ledger of chains an editor stopped.
 
 A run folder (see `banana100.chains.manifest` and the design's "Chains on disk") holds:
-- `run.json`: the parameters fixed for the folder (editor, model, setting, base seed), written
-  on the first run; a rerun with different ones is refused, while --steps and --repeats may grow;
+- `run.json`: the parameters fixed for the folder (editor, model, setting, base seed, and the
+  editor's own options that shape every image, `Editor.fixed_options`: the diffusers editor's
+  denoising steps and guidance scale), written on the first run; a rerun with different ones is
+  refused before any model is loaded, while --steps and --repeats may grow;
 - `manifest.jsonl`: one record per image, appended only after the image is fully on disk;
 - `<chain_id>/step_000.png` (the source, decoded to RGB), `step_001.png`, ... one folder per
   chain, `chain_id` from `banana100.schema.chain_id`; a same-chat chain also keeps each
@@ -38,6 +40,7 @@ LOCK_FILE = ".generate.lock"
 STOPPED_FILE = "stopped.jsonl"  # chains an editor stopped (ChainStopped), with the reason
 RUN_FORMAT = 1
 FIXED_PARAMETERS = ("editor", "model", "setting", "seed")  # may not change within a run folder
+# ... nor may the editor's fixed options (`Editor.fixed_options`), recorded beside them in run.json
 
 
 def image_rel(chain_id: str, step: int) -> str:
@@ -51,10 +54,63 @@ def _pending_record_name(step: int) -> str:
 
 
 def run_parameters(editor: Editor, setting: Setting, seed: int) -> dict:
-    return {"editor": editor.name, "model": editor.model, "setting": setting.name, "seed": int(seed)}
+    """What run.json fixes for the folder: FIXED_PARAMETERS, then the editor's fixed options."""
+    options = editor.fixed_options()
+    clash = sorted(set(options) & set(FIXED_PARAMETERS))
+    if clash:
+        raise TypeError(f"{type(editor).__name__}.fixed_options() may not name {clash}")
+    return {"editor": editor.name, "model": editor.model, "setting": setting.name, "seed": int(seed), **options}
 
 
-def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> None:
+def check_run_parameters(run_dir: Path, params: dict, flags: dict | None = None) -> None:
+    """Refuse to run into a folder whose run.json records other fixed parameters (read-only; nothing
+    when there is no run.json yet). `flags`: how the user gives each editor option (for the message).
+    An editor option absent from run.json (a folder made before it was recorded) is not checked."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.exists():
+        return
+    _check_stored(run_dir, _read_run_file(path), params, flags or {})
+
+
+def _read_run_file(path: Path) -> dict:
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(stored, dict):
+            raise TypeError("not a JSON object")
+    except (OSError, ValueError, TypeError) as e:
+        raise ManifestError(f"{path}: cannot read the run parameters ({e})") from None
+    return stored
+
+
+def _check_stored(run_dir: Path, stored: dict, params: dict, flags: dict) -> None:
+    diffs = [k for k in FIXED_PARAMETERS if stored.get(k) != params[k]]
+    if diffs:
+        was = ", ".join(f"{k}={stored.get(k)!r}" for k in FIXED_PARAMETERS)
+        now = ", ".join(f"{k}={params[k]!r}" for k in FIXED_PARAMETERS)
+        raise RunMismatchError(
+            f"{run_dir} was made with {was}; this command asks for {now} (different {', '.join(diffs)}). "
+            "A run folder holds one editor, model, setting and seed (only --steps and --repeats may grow): "
+            "use another --out folder."
+        )
+    options = [k for k in params if k not in FIXED_PARAMETERS and k in stored and stored[k] != params[k]]
+    if not options:
+        return
+
+    def given(k: str, value) -> str:
+        return f"no {flags.get(k, k)}" if value is None else f"{flags.get(k, k)} {value}"
+
+    was = "; and with ".join(
+        f"{given(k, stored[k])} ({k}={json.dumps(stored[k])} in {RUN_FILE}), but this command gives "
+        f"{given(k, params[k])}{' (the default)' if params[k] is None else ''}" for k in options)
+    fix = " and ".join(f"leave {flags.get(k, k)} out" if stored[k] is None else f"give {given(k, stored[k])}"
+                       for k in options)
+    raise RunMismatchError(
+        f"{run_dir} was made with {was}. A run folder's chains are all made with the same settings (only "
+        f"--steps and --repeats may grow): {fix} to resume them, or use another --out folder."
+    )
+
+
+def check_run_file(run_dir: Path, params: dict, has_records: bool, sources, flags: dict | None = None) -> None:
     """Write run.json on the first run; refuse a rerun with different fixed parameters."""
     path = run_dir / RUN_FILE
     manifest = run_dir / MANIFEST_NAME
@@ -75,21 +131,7 @@ def check_run_file(run_dir: Path, params: dict, has_records: bool, sources) -> N
         manifest.touch()  # before run.json: a run.json without a manifest means a lost manifest
         write_file_atomic(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
         return
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(stored, dict):
-            raise TypeError("not a JSON object")
-    except (OSError, ValueError, TypeError) as e:
-        raise ManifestError(f"{path}: cannot read the run parameters ({e})") from None
-    diffs = [k for k in FIXED_PARAMETERS if stored.get(k) != params[k]]
-    if diffs:
-        was = ", ".join(f"{k}={stored.get(k)!r}" for k in FIXED_PARAMETERS)
-        now = ", ".join(f"{k}={params[k]!r}" for k in FIXED_PARAMETERS)
-        raise RunMismatchError(
-            f"{run_dir} was made with {was}; this command asks for {now} (different {', '.join(diffs)}). "
-            "A run folder holds one editor, model, setting and seed (only --steps and --repeats may grow): "
-            "use another --out folder."
-        )
+    _check_stored(run_dir, _read_run_file(path), params, flags or {})
 
 
 def check_unrecorded_images(run_dir: Path, records: list[dict]) -> None:

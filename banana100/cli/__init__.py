@@ -257,15 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--size", choices=("source", "native"), default="source",
                    help="diffusers: output size: keep the source's (rounded down to a multiple of 16) or the "
                         "model's native ~1 MP at the source's aspect ratio")
-    g.add_argument("--batch-size", type=POSITIVE_INT, default=4,
-                   help="diffusers: most chains' images per pipeline call (FLUX.2; Qwen-Image-Edit takes 1); "
-                        "batches are also bounded by --concurrency. Pays only for small models: at real sizes a GPU "
-                        "gains nothing per image (docs/open-editors.md); use more GPUs (torchrun) instead")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=1,
+                   help="diffusers: most chains' images per pipeline call (default 1). FLUX.2 pipelines batch "
+                        "the same step of several chains, at most --concurrency (Qwen-Image-Edit and Kontext take "
+                        "1). At real sizes a GPU gains nothing per image (H200, batch 4: x1.00 for FLUX.2 [dev]'s "
+                        "denoiser, x1.02 for Qwen-Image-Edit's; docs/open-editors.md): use more GPUs (torchrun) "
+                        "instead. A batched chain is reproducible only up to float rounding")
     g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
                    help="diffusers: denoising steps per edit (default: the pipeline's, 50 for FLUX.2 and "
-                        "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md)")
+                        "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md); fixed for the run "
+                        "folder, like --model and --seed: a resume must give the same (or leave it out again)")
     g.add_argument("--guidance", type=NON_NEGATIVE, default=None,
-                   help="diffusers: guidance scale (default: the pipeline's)")
+                   help="diffusers: guidance scale (default: the pipeline's); fixed for the run folder, as "
+                        "--inference-steps")
     g.set_defaults(func=_cmd_generate)
 
     b = command("build-dataset", "write a Hub-ready dataset folder from run folders")
@@ -344,7 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what goes to stdout once the file is written: a table per metric (n, failed, mean, min, "
                         "max, which direction is better), or this run's rows as CSV or JSON, alone, for a pipe")
     s.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
-    s.add_argument("--batch-size", type=POSITIVE_INT, default=8, help="most same-size images per forward pass")
+    s.add_argument("--batch-size", type=POSITIVE_INT, default=None,
+                   help="most images per forward pass, for every metric (default: each metric's own: 8 "
+                        "same-size images; visualquality_r1 as many as the free GPU memory holds, 4 on CPU)")
     s.add_argument("--backend", choices=("native", "pyiqa"), default=None,
                    help="native (batched torch code; the hand-crafted metrics only) or pyiqa for all "
                         "(default: native for the hand-crafted metrics, pyiqa for the deep ones)")

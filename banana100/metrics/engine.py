@@ -36,11 +36,11 @@ from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError,
 from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
 from banana100.metrics.native import MODES
 from banana100.metrics.precision import autocast_dtype, check_precision, float32_precision
-from banana100.metrics.table import MetricSpec, get_metric
+from banana100.metrics.table import DEFAULT_BATCH_SIZE, MetricSpec, get_metric
 from banana100.metrics.upload import Uploaded, Uploader, to_float, to_tensor
 
-__all__ = ["MetricScorer", "check_device", "check_size", "default_device", "image_failures", "keep_freed_memory",
-           "to_tensor"]
+__all__ = ["DEFAULT_BATCH_SIZE", "MetricScorer", "check_device", "check_size", "default_device", "image_failures",
+           "keep_freed_memory", "to_tensor"]
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -139,7 +139,8 @@ class MetricScorer:
     Args:
         metric: pyiqa id from the metric table (`banana100.metrics.table`).
         device: "cpu", "cuda", "cuda:1"...; default cuda when available.
-        batch_size: most images per forward pass (same-size images only; batchable metrics).
+        batch_size: most images per forward pass (same-size images only; batchable metrics);
+            None: DEFAULT_BATCH_SIZE (8).
         backend: "native" (the batched torch code of `banana100.metrics.native`, the default for the
             hand-crafted metrics) or "pyiqa"; None: the metric's default.
         mode: "pyiqa" (pyiqa's scores, the default) or "official" (the original releases'
@@ -157,7 +158,8 @@ class MetricScorer:
     parameter files are missing, UnknownMetricError for a name not in the table.
     """
 
-    def __init__(self, metric: str, device: str | torch.device | None = None, batch_size: int = 8,
+    def __init__(self, metric: str, device: str | torch.device | None = None,
+                 batch_size: int | None = DEFAULT_BATCH_SIZE,
                  backend: str | None = None, mode: str = "pyiqa", half: bool = False,
                  max_image_pixels: int | None = None, precision: str = "exact"):
         self._setup(metric, device, batch_size)
@@ -193,7 +195,7 @@ class MetricScorer:
         with weights.files_in_place(pairs):
             self.model = fastpaths.speed_up(pyiqa.create_metric(self.spec.name, device=self.device, **kwargs))
 
-    def _setup(self, metric: str | MetricSpec, device, batch_size: int) -> None:
+    def _setup(self, metric: str | MetricSpec, device, batch_size: int | None) -> None:
         # a MetricSpec: a metric outside the table (`pyiqa:<id>`, built by banana100.metrics.resolve)
         self.spec = metric if isinstance(metric, MetricSpec) else get_metric(metric)
         self.backend, self.mode, self.half, self.precision = "pyiqa", "pyiqa", False, "exact"
@@ -203,6 +205,8 @@ class MetricScorer:
         # score (`last_components`: the edit_damage detector), else None
         self.components: list[dict[str, float] | None] = []
         self.device = check_device(device)
+        if batch_size is None:
+            batch_size = DEFAULT_BATCH_SIZE
         if int(batch_size) < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
@@ -225,7 +229,7 @@ class MetricScorer:
 
     @classmethod
     def from_model(cls, metric: str | MetricSpec, model: torch.nn.Module, device=None,
-                   batch_size: int = 8, precision: str = "exact") -> "MetricScorer":
+                   batch_size: int | None = DEFAULT_BATCH_SIZE, precision: str = "exact") -> "MetricScorer":
         """A scorer around an already built pyiqa model (tests build archs with random weights;
         the resolver builds `pyiqa:<id>` metrics outside the table)."""
         self = cls.__new__(cls)

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from banana100.errors import Banana100Error, UnknownMetricError, UsageError
-from banana100.metrics.table import EVALUATORS, METRICS, ROSTER, MetricSpec, did_you_mean, get_metric
+from banana100.metrics.table import (DEFAULT_BATCH_SIZE, EVALUATORS, METRICS, ROSTER, MetricSpec, did_you_mean,
+                                     get_metric)
 
 PYIQA_PREFIX = "pyiqa:"
 RELATIVE = "edit_damage_rel"
@@ -242,13 +243,23 @@ def label(name: str) -> str:
     return name
 
 
-def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backend: str | None = None,
+def make_scorer(name: str, device: str | None = None, batch_size: int | None = None, backend: str | None = None,
                 mode: str = "pyiqa", precision: str = "exact", **options):
     """A scorer for `name` with the engine's interface (`score`, `score_arrays`, `spec`, `backend`,
-    `mode`, `flat_shares`). `options` go to the VisualQuality-R1 scorer (max_pixels, keep_text, ...);
+    `mode`, `flat_shares`). `batch_size`: the most images per forward pass; None: the metric's own
+    default (DEFAULT_BATCH_SIZE, 8, for all but VisualQuality-R1, which takes as many as the free
+    memory holds). `options` go to the VisualQuality-R1 scorer (max_pixels, keep_text, ...);
     `precision` ("exact" or "fast") applies to the engine's scorers (the table's metrics and
     pyiqa:<id>); the others score as they always do."""
     r = resolve(name)
+    if r.kind == "evaluator":
+        from banana100.metrics.vlm import VLMScorer
+
+        if backend not in (None, "transformers"):
+            raise UsageError(f"{name}: its only backend is 'transformers', got {backend!r}")
+        return VLMScorer(r.name, device=device, batch_size=batch_size, **options)  # None: memory-sized
+    if batch_size is None:
+        batch_size = DEFAULT_BATCH_SIZE
     if r.kind == "table":
         from banana100.metrics.engine import MetricScorer
 
@@ -256,12 +267,6 @@ def make_scorer(name: str, device: str | None = None, batch_size: int = 8, backe
             backend = "pyiqa"
         return MetricScorer(r.name, device=device, batch_size=batch_size, backend=backend, mode=mode,
                             precision=precision)
-    if r.kind == "evaluator":
-        from banana100.metrics.vlm import VLMScorer
-
-        if backend not in (None, "transformers"):
-            raise UsageError(f"{name}: its only backend is 'transformers', got {backend!r}")
-        return VLMScorer(r.name, device=device, batch_size=batch_size, **options)
     if r.kind == "relative":
         from banana100.metrics.native.edit_damage_rel import RelativeScorer
 
@@ -338,7 +343,7 @@ class ModuleScorer:
     mode = "module"
     backend = "evaluate"
 
-    def __init__(self, resolved: ResolvedMetric, device: str | None = None, batch_size: int = 8):
+    def __init__(self, resolved: ResolvedMetric, device: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE):
         self.resolved, self.spec, self.module = resolved, resolved.spec, resolved.module
         self.device, self.batch_size = device, int(batch_size)
         self.flat_shares: list[None] = []

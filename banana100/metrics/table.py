@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from banana100.errors import UnknownMetricError, UsageError
 
 PYIQA_WEIGHTS_REPO = "chaofengc/IQA-PyTorch-Weights"
+# The most same-size images per forward pass when none is asked (batch_size=None): every metric's
+# default but VisualQuality-R1's, whose batches hold as many images as the free memory does
+# (banana100.metrics.vlm).
+DEFAULT_BATCH_SIZE = 8
 
 
 # Where the library that reads a file looks for it (the engine stages found files there):

@@ -45,7 +45,7 @@ def score_to_parquet(
     metrics: list[str],
     out: str | os.PathLike,
     device: str | None = None,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     chunk_size: int = 32,
     progress: bool = True,
     decode_workers: int | None = None,
@@ -62,7 +62,9 @@ def score_to_parquet(
     recursively), image files, glob patterns, or a list of these. Plain images get one row per
     (image, metric) with `image` = the path (absolute: `inputs.canonical_image_path`) and no chain
     columns (chain_id and step are null); a changed image is scored again, and the merge drops
-    the stale rows (`store.drop_stale_plain_rows`).
+    the stale rows (`store.drop_stale_plain_rows`). `batch_size`: the most images per forward pass
+    for every metric; None (the default): each metric's own (8 same-size images; VisualQuality-R1:
+    as many as the free GPU memory holds).
 
     Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
     each process takes every n-th image, writes its own part files, and process 0 merges all

@@ -54,12 +54,14 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     raise (MissingExtraError if need_extra else WeightsNotFoundError)(message)
 
 
-def build_scorers(metrics: list[str], device: str | None = None, batch_size: int = 8,
+def build_scorers(metrics: list[str], device: str | None = None, batch_size: int | None = None,
                   backend: str | None = None, mode: str = "pyiqa", precision: str = "exact", **options) -> dict:
     """Load every metric before any work, so a missing parameter file stops the run at once.
 
     `metrics` are any names `banana100.metrics.resolve` knows (the table, `pyiqa:<id>`, a user's
-    evaluate module). `backend=None` gives each metric its default backend; "pyiqa" forces pyiqa
+    evaluate module). `batch_size` caps every metric's batches; None gives each metric its own
+    default (8 images; VisualQuality-R1: as many as the free memory holds). `backend=None` gives
+    each metric its default backend; "pyiqa" forces pyiqa
     for the table's metrics (evaluators and user metrics keep their own). `mode="official"`
     applies to the metrics that have it (native backend); `precision="fast"` to the metric table's
     and pyiqa's (the others are scored as they are, their `precision` says "exact"). `options`

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -70,6 +71,9 @@ class Editor(abc.ABC):
     # True for an editor that can hold a conversation (same-chat mode, banana100.chains.chat):
     # it sends `EditRequest.history` + `user_turn` and returns `EditResult.turn`.
     supports_chat: bool = False
+    # How a user gives each of `fixed_options`' keys on the command line (for messages), e.g.
+    # {"num_inference_steps": "--inference-steps"}; a key not here is shown by its name.
+    option_flags: ClassVar[dict[str, str]] = {}
 
     @abc.abstractmethod
     def edit(self, request: EditRequest) -> EditResult:
@@ -96,6 +100,13 @@ class Editor(abc.ABC):
 
     def check_config(self, config: dict) -> None:
         """Refuse (raise) a setting config this editor cannot honour, before any work."""
+
+    def fixed_options(self) -> dict:
+        """The editor's own options that shape every image, so fixed for a run folder like its
+        editor, model, setting and seed: the first run records them in run.json, and a rerun with
+        other values is refused before anything is loaded (banana100.chains.store). Plain JSON
+        values; None = the editor's (or its model's) default. None here: no such options."""
+        return {}
 
     def connect(self):
         """Get ready to serve calls (a service client; a missing key fails here), before any

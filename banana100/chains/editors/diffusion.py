@@ -29,6 +29,7 @@ import math
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -75,15 +76,18 @@ class DiffusersEditor(Editor):
     already built pipeline (tests, the Space), then `model` only names it. `device`: "cuda",
     "cpu", ... (default: cuda when available); `dtype`: "bfloat16" (default on GPU) or "float32"
     (default on CPU). `cpu_offload` (model CPU offload, needs accelerate) and `vae_tiling` save GPU
-    memory. `max_batch`: the most chains' images per pipeline call (1 for pipelines that take one).
+    memory. `max_batch`: the most chains' images per pipeline call (default 1: batching does not pay
+    at real sizes on a GPU, docs/open-editors.md; pipelines that take one image per call stay at 1).
     """
 
     name = "diffusers"
     price = FREE
+    option_flags: ClassVar[dict[str, str]] = {"num_inference_steps": "--inference-steps",
+                                              "guidance_scale": "--guidance"}
 
     def __init__(self, model: str | None = None, pipeline=None, device: str | None = None, dtype: str | None = None,
                  cpu_offload: bool = False, vae_tiling: bool = False, size: str = "source",
-                 native_area: int = NATIVE_AREA, max_batch: int = 4, num_inference_steps: int | None = None,
+                 native_area: int = NATIVE_AREA, max_batch: int = 1, num_inference_steps: int | None = None,
                  guidance_scale: float | None = None, max_sequence_length: int | None = None,
                  pipeline_options: dict | None = None):
         if pipeline is None and not model:
@@ -109,6 +113,12 @@ class DiffusersEditor(Editor):
         self._call_lock = threading.Lock()  # one pipeline call at a time (and the module constants below)
         if pipeline is not None:
             self._adopt(pipeline)
+
+    def fixed_options(self) -> dict:
+        """Denoising steps and guidance scale: fixed for a run folder (None: the pipeline's default)."""
+        steps, guidance = self.num_inference_steps, self.guidance_scale
+        return {"num_inference_steps": None if steps is None else int(steps),
+                "guidance_scale": None if guidance is None else float(guidance)}
 
     # -- loading ---------------------------------------------------------------------------------
 
