@@ -47,10 +47,18 @@ def _units() -> str:
         "lattice": "correlation (0-1), peak over the half lag",
         "colour_cast": "8-bit levels of Cb/Cr",
         "softness": "Crete's blur effect, 0 sharp to 1 blurred",
+        "texture": "8-bit levels: the coarse band's (DoG sigma 2.5 and 6 px) floor, what content alone puts there",
     }
     for c in ed.COMPONENTS:
-        off, unit = ed.UNITS[c]
-        term = f"max(0, {c} - {off:g}) / {unit:g}" if off else f"{c} / {unit:g}"
+        if c == "grain":
+            off, unit = ed.GRAIN_RATIO
+            f = ed.GRAIN_RATIO_FLOOR
+            term = f"max(0, (grain + {f:g}) / (texture + {f:g}) - {off:g}) / {unit:g} (fitted: see below)"
+        elif c in ed.TERMS:
+            off, unit = ed.UNITS[c]
+            term = f"max(0, {c} - {off:g}) / {unit:g}" if off else f"{c} / {unit:g}"
+        else:
+            term = "none: it normalises grain's term"
         rows.append(f"| `{c}` | {why[c]} | {term} |")
     return "| component | unit | term added to the score |\n| --- | --- | --- |\n" + "\n".join(rows)
 
