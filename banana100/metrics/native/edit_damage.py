@@ -8,8 +8,17 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   (tiles that are mostly clipped are left out), divided by the filter's white-noise gain: for
   white noise of standard deviation s on a flat area it reads s. A band-pass, unlike the
   classical white-noise estimators (wavelet MAD, Immerkaer, PCA), also sees spatially
-  correlated grain. Term: grain / 2 (2 levels, about where noise on a flat area
-  becomes visible).
+  correlated grain. Its term in the bare score is content-normalised (below); edit_damage_rel
+  compares grain itself with the source's, over 2 levels.
+- **texture** (8-bit levels, no term of its own): the same floor one octave coarser (DoG sigma 2.5
+  and 6 px, the flattest 10 % of tiles by that band). Content puts energy into both bands (natural
+  texture falls off smoothly with frequency), noise almost only into the fine one, so the grain
+  term is max(0, (grain + 0.3) / (texture + 0.3) - 1.5) / 0.3: dense clean texture (grass reads
+  grain 24 levels) scores as little as a flat area. The two constants (1.5, 0.3) are the one
+  fitted part: bench/fit_edit_damage.py on simulated-editor chains and clean skimage.data images
+  (their JPEG copies counted clean); bench/validate_edit_damage.py reports the AUCs outside that
+  fit. It costs grain spatially correlated over a pixel or more (that grain reaches the coarse
+  band too): the correlated-grain ladder rises less reliably than white noise's.
 - **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
   (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
   sigma-2 Gaussian blur) at lags from 3 to 32 px, on the flatter half of the tiles (edges would
@@ -31,8 +40,10 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   only on the strongest 5 % of edges so that grain does not read as sharpness. Term:
   max(0, softness - 0.5) / 0.1.
 
-The constants were set from these stated reasons before any validation and were not tuned on
-the simulated editor's chains (bench/validate_edit_damage.py reports, it does not fit).
+The other constants were set from these stated reasons before any validation and were not tuned
+on the simulated editor's chains (bench/validate_edit_damage.py reports, it does not fit). The
+PCA noise level of Chen, Zhu & Heng (ICCV 2015; noise_level.py) was measured as a grain estimate
+and left out: it reads the simulated editor's resampled grain as its own smooth content.
 
 `forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after
 it, `last_components` maps each component's name to a (B,) float64 tensor. A batch holds images
