@@ -115,12 +115,13 @@ def damage_table(damage: dict | None, reference_step: int, step: int) -> str:
     from banana100.metrics.native.edit_damage import terms
 
     rows = [f"| what | step {reference_step} | step {step} |", "| --- | --- | --- |"]
-    units = {"grain": "levels", "lattice": "correlation", "colour_cast": "levels", "softness": "0-1"}
+    units = {"grain": "levels", "lattice": "correlation", "colour_cast": "levels", "softness": "0-1",
+             "texture": "levels of the coarse band; normalises grain"}
     for name, (a, b) in damage.items():
         label = "**edit damage** (sum of the terms)" if name == "score" else f"{name} ({units.get(name, '')})"
         rows.append(f"| {label} | {a:.3g} | {b:.3g} |")
     before, after = (terms({c: damage[c][i] for c in units}) for i in (0, 1))
-    grew = {c: after[c] - before[c] for c in units}
+    grew = {c: after[c] - before[c] for c in before}
     main = max(grew, key=grew.get)  # what changed since the reference step, not what the image is
     return ("\n\nThe edit-damage detector (`metrics/edit_damage`, higher = more damage) on the whole image:\n\n"
             + "\n".join(rows) + f"\n\nIts term that grew most from step {reference_step} to step {step}: "

@@ -1,0 +1,118 @@
+"""edit_damage's content normalisation (texture, the grain ratio) and the PCA noise-level estimator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import skimage.data
+import torch
+from scipy.ndimage import gaussian_filter
+
+from banana100.metrics.engine import to_tensor
+from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.native.noise_level import pca_noise_level
+
+
+def _noise(a, sigma, seed=0, length=0.0):
+    n = np.random.default_rng(seed).normal(size=a.shape[:2])
+    if length:
+        n = gaussian_filter(n, length)
+        n /= n.std()
+    return np.clip(a.astype(float) + sigma * n[..., None], 0, 255).round().astype(np.uint8)
+
+
+def _grey(a):
+    return np.repeat(a[..., None], 3, axis=2) if a.ndim == 2 else a
+
+
+@pytest.fixture(scope="module")
+def grass():
+    return np.ascontiguousarray(_grey(skimage.data.grass()[:256, :256]))
+
+
+def _components(images):
+    m = ed.EditDamage()
+    scores = m(torch.stack([to_tensor(a) for a in images]))
+    return scores, m.last_components
+
+
+def test_texture_is_low_on_noise_and_high_on_texture(grass):
+    flat = np.full((256, 256, 3), 120, np.uint8)
+    _, c = _components([_noise(flat, 4), grass])
+    # white noise of 4 levels barely reaches the coarse band; grass fills it
+    assert c["texture"][0] < 0.5 and c["texture"][1] > 5
+    ratio = ed.grain_ratio(c["grain"], c["texture"])
+    assert ratio[0] > 4 > ratio[1]
+
+
+def test_clean_texture_scores_below_the_same_texture_with_noise_and_below_noisy_flat(grass):
+    flat = np.full((256, 256, 3), 120, np.uint8)
+    scores, c = _components([grass, _noise(grass, 4), _noise(flat, 3)])
+    # grass's own band-pass floor is many levels, yet its grain term is small: texture accounts for it
+    assert c["grain"][0] > 10
+    assert scores[1] > scores[0] and scores[2] > scores[0]
+
+
+def test_flat_content_has_ratio_one_and_no_grain_term():
+    uniform = np.full((128, 128, 3), 90, np.uint8)
+    _, c = _components([uniform])
+    assert float(ed.grain_ratio(c["grain"], c["texture"])[0]) == pytest.approx(1.0, abs=1e-3)
+    assert ed.terms({k: float(v[0]) for k, v in c.items()})["grain"] == 0
+
+
+def test_no_nan_on_tiny_flat_clipped_and_synthetic_images():
+    images = [np.zeros((64, 64, 3), np.uint8), np.full((64, 64, 3), 255, np.uint8),
+              np.tile(np.arange(64, dtype=np.uint8)[None, :, None] * 4, (64, 1, 3)),
+              (np.indices((64, 64)).sum(0) % 2 * 255).astype(np.uint8)[..., None].repeat(3, 2)]
+    for a in images:
+        scores, c = _components([a])
+        assert torch.isfinite(scores).all() and all(torch.isfinite(v).all() for v in c.values())
+
+
+def test_jpeg_does_not_raise_the_grain_term():
+    from io import BytesIO
+
+    from PIL import Image
+
+    photo = np.ascontiguousarray(skimage.data.astronaut()[128:384, 128:384])
+    out = [photo]
+    for q in (70, 30):
+        buf = BytesIO()
+        Image.fromarray(photo).save(buf, "JPEG", quality=q)
+        out.append(np.asarray(Image.open(buf).convert("RGB")))
+    _, c = _components(out)
+    g = [ed.terms({k: float(v[i]) for k, v in c.items()})["grain"] for i in range(3)]
+    assert g[1] <= g[0] + 1e-9 and g[2] <= g[0] + 1e-9
+
+
+# --- the PCA noise-level estimator (Chen et al. 2015), measured but not in the score -------------
+
+def _luma(a):
+    return torch.tensor(a, dtype=torch.float32)[None, None]
+
+
+@pytest.mark.parametrize("sigma, on", [(2.0, "flat"), (5.0, "flat"), (5.0, "camera"), (8.0, "camera")])
+def test_pca_reads_white_noise_on_flat_and_on_texture(sigma, on):
+    rng = np.random.default_rng(1)
+    base = np.full((256, 256), 128.0) if on == "flat" else skimage.data.camera()[:256, :256].astype(float)
+    noisy = np.clip(base + rng.normal(0, sigma, base.shape), 0, 255).round()
+    # within 20 %: on the photograph only from 5 levels up (alone it reads about 2.5: its own
+    # grain and fine texture, which the estimate adds in quadrature)
+    assert float(pca_noise_level(_luma(noisy))) == pytest.approx(sigma, rel=0.2)
+
+
+def test_pca_is_float64_and_batching_changes_nothing():
+    rng = np.random.default_rng(2)
+    a = np.clip(128 + rng.normal(0, 3, (128, 128)), 0, 255)
+    b = skimage.data.camera()[:128, :128].astype(float)
+    both = pca_noise_level(torch.tensor(np.stack([a, b]), dtype=torch.float32)[:, None])
+    assert both.dtype == torch.float64
+    one = torch.cat([pca_noise_level(_luma(a)), pca_noise_level(_luma(b))])
+    torch.testing.assert_close(both, one, rtol=1e-9, atol=1e-9)
+
+
+def test_pca_does_not_rise_on_a_clean_smooth_image_vs_flat():
+    yy, xx = np.mgrid[0:256, 0:256]
+    ramp = (40 + 0.5 * xx + 0.3 * yy).astype(float)
+    assert float(pca_noise_level(_luma(ramp))) < 0.5
+    assert float(pca_noise_level(_luma(np.full((256, 256), 77.0)))) == 0
