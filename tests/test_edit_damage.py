@@ -146,10 +146,13 @@ def test_cuda_agrees_with_cpu(photo):
     np.testing.assert_allclose(gpu, cpu, rtol=1e-3, atol=1e-4)
 
 
-def test_module_moves_to_a_device_and_scores_there(photo):
-    m = ed.build({}, mode="official").to("cpu")
-    x = to_tensor(photo)[None]
+def test_module_moves_to_a_device_and_scores_there(photo, device):
+    """Scores, components and the cast stay on the input's device: a copy to the CPU per batch
+    would be a wait per batch on a GPU (the engine fetches them once per call)."""
+    m = ed.build({}, mode="official").to(device)
+    x = to_tensor(photo)[None].to(device)
     assert m(x).dtype == torch.float64 and m(x).shape == (1,)
+    assert {v.device.type for v in m.last_components.values()} == {m.last_cast.device.type} == {device}
     with pytest.raises(ValueError, match="Bx3xHxW"):
         m(x[:, :1])
 

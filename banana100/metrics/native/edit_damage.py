@@ -46,7 +46,7 @@ PCA noise level of Chen, Zhu & Heng (ICCV 2015; noise_level.py) was measured as 
 and left out: it reads the simulated editor's resampled grain as its own smooth content.
 
 `forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after
-it, `last_components` maps each component's name to a (B,) float64 tensor. A batch holds images
+it, `last_components` maps each component's name to a (B,) float64 tensor on the input's device. A batch holds images
 of one size; every statistic is per image, so batching does not change a score.
 """
 
@@ -178,7 +178,9 @@ class EditDamage(torch.nn.Module):
         texture = self._floor(*self._ranked(coarse, usable)).sqrt()
         smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
         cast = self._colour_cast(rgb, luma)
-        self.last_cast = cast.detach().to("cpu", torch.float64)
+        # left on the device: the engine fetches them with the scores, once per call (a copy to
+        # the CPU here would be a wait per batch on a GPU)
+        self.last_cast = cast.detach().to(torch.float64)
         comps = {
             "grain": grain,
             "lattice": self._lattice(luma - smooth, flat_half),
@@ -186,7 +188,7 @@ class EditDamage(torch.nn.Module):
             "softness": self._softness(luma, smooth),
             "texture": texture,
         }
-        self.last_components = {k: v.detach().to("cpu", torch.float64) for k, v in comps.items()}
+        self.last_components = {k: v.detach().to(torch.float64) for k, v in comps.items()}
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
 
     @staticmethod
