@@ -241,3 +241,16 @@ def test_an_empty_manifest_is_an_error_naming_it(tmp_path):
     with pytest.raises(ManifestError, match=r"run.manifest.jsonl: lists no image, so there is nothing to score"):
         scoring.score_to_parquet(tmp_path / "run", ["piqe"], tmp_path / "s.parquet", progress=False)
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_chunks_are_never_smaller_than_a_metrics_largest_batch(tmp_path, monkeypatch):
+    """A chunk is what each scorer gets in one call: with --batch-size 40 the chunks of 32 would
+    cut every batch to 32 (VisualQuality-R1's memory-sized batch, up to 64, was capped so)."""
+    make_run_folder(tmp_path / "run", steps=21, size=(64, 64))  # 44 images
+    real, sizes = scoring._score_chunk, []
+    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers, *up: sizes.append(len(chunk)) or real(chunk, scorers, *up))
+    scoring.score_to_parquet(tmp_path / "run", ["piqe"], tmp_path / "a.parquet", batch_size=40, progress=False)
+    assert sizes == [40, 4]
+    sizes.clear()
+    scoring.score_to_parquet(tmp_path / "run", ["piqe"], tmp_path / "b.parquet", progress=False)  # batches of 8
+    assert sizes == [32, 12]

@@ -297,6 +297,8 @@ def test_score_leaves_the_batch_size_to_each_metric_unless_asked(tiny, tmp_path,
     assert auto["visualquality_r1"].batch_size is None
     assert auto["visualquality_r1"].batch_limit(100) == vlm.MAX_AUTO_BATCH > 8
     assert three["visualquality_r1"].batch_limit(100) == 3
+    # and `score` hands it chunks of that many (its chunks of 32 capped the batch before)
+    assert auto["visualquality_r1"].largest_batch == vlm.MAX_AUTO_BATCH and three["visualquality_r1"].largest_batch == 3
     for api in (scoring.score_to_parquet, real_build):
         assert inspect.signature(api).parameters["batch_size"].default is None
 

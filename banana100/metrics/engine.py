@@ -256,6 +256,11 @@ class MetricScorer:
         return self.backend == "native" or self.spec.batchable
 
     @property
+    def largest_batch(self) -> int:
+        """The most images one forward takes (`banana100 score` hands over at least this many a call)."""
+        return self.batch_size if self.batchable else 1
+
+    @property
     def name(self) -> str:
         return self.spec.name
 

@@ -241,6 +241,14 @@ class VLMScorer:
             self._prompt_tokens = len(self.processor.tokenizer(text)["input_ids"])
         return visual_tokens(height, width, self.max_pixels) + self._prompt_tokens + self.max_new_tokens
 
+    @property
+    def largest_batch(self) -> int:
+        """The most images one `generate` call may take (`banana100 score` hands over at least this
+        many a call, so that its chunks do not cap a memory-sized batch)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return MAX_AUTO_BATCH if self.device.type == "cuda" else CPU_AUTO_BATCH
+
     def batch_limit(self, tokens: int) -> int:
         """The most images of `tokens` tokens each in one batch: batch_size, the free memory, OOM."""
         cap = self.batch_size

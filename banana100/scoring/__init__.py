@@ -34,6 +34,7 @@ from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_text
                                      _drop_temporary_files, _merge, _parts_dir, _write_part, check_out, read_scores)
 
 log = logging.getLogger(__name__)
+DEFAULT_CHUNK = 32  # images per chunk: rows are written (and kept for a resume) chunk by chunk
 
 __all__ = ["DEFAULT_METRICS", "Decoded", "ImageItem", "RECORD_COLUMNS", "SCORES_SCHEMA", "build_scorers",
            "check_metrics_ready", "decoded_images", "image_files", "iter_items", "metrics_at_hand", "read_scores",
@@ -46,7 +47,7 @@ def score_to_parquet(
     out: str | os.PathLike,
     device: str | None = None,
     batch_size: int | None = None,
-    chunk_size: int = 32,
+    chunk_size: int | None = None,
     progress: bool = True,
     decode_workers: int | None = None,
     backend: str | None = None,
@@ -69,7 +70,9 @@ def score_to_parquet(
     Under `accelerate launch -m banana100 score ...` (or `torchrun -m banana100 score ...`)
     each process takes every n-th image, writes its own part files, and process 0 merges all
     of them into `out` once every process is done. `decode_workers` threads read and decode
-    the images ahead of the scoring (default: up to 4; 0 decodes in this thread).
+    the images ahead of the scoring (default: up to 4; 0 decodes in this thread). Images go to
+    the metrics `chunk_size` at a time (default: 32, or a metric's largest batch when that is
+    more); each chunk's rows are written before the next (what a resume keeps).
     `keep_text` (VisualQuality-R1) appends what the model answered for each image to
     `<out>.texts.jsonl` (one per process in a distributed run); `max_pixels` sets its image size.
     With `edit_damage` among the metrics, chains (and plain images given a `reference` image) also
@@ -110,6 +113,9 @@ def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, pr
     scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
                             precision=precision, **options)
     metrics = list(scorers)  # the resolved names, as the `metric` column writes them
+    if chunk_size is None:  # what each scorer gets in one call: by default never fewer than its
+        # largest batch (VisualQuality-R1 sizes its batch by the free memory, up to 64 images)
+        chunk_size = max([DEFAULT_CHUNK, *(getattr(s, "largest_batch", 0) for s in scorers.values())])
     edit_damage_rel.attach(scorers, source, reference)
     texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
     before = read_scores(out)
