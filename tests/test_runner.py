@@ -187,6 +187,25 @@ def test_editor_options_are_fixed_parameters(sources, tmp_path):
     assert run(sources, out, steps=3, editor=Knobbed(7)).written == 2
 
 
+def test_open_editor_size_policy_is_a_fixed_parameter(tmp_path):
+    """--size changes every image of an open editor's chains, so a run folder keeps the one it was
+    made with: a resume with the other policy is one error naming --size and both values."""
+    from banana100.chains.editors.diffusion import DiffusersEditor
+    from banana100.chains.store import check_run_file, check_run_parameters, run_parameters
+    from banana100.chains.settings import get_setting
+
+    native = DiffusersEditor(model="some/model", size="native")
+    assert native.fixed_options()["size_policy"] == "native"
+    setting = get_setting("replicate")
+    check_run_file(tmp_path, run_parameters(native, setting, 0), False, None, DiffusersEditor.option_flags)
+    source = DiffusersEditor(model="some/model")  # --size source, the default
+    with pytest.raises(RunMismatchError, match=r"made with --size native \(size_policy=\"native\" in run.json\), "
+                                               r"but this command gives --size source.*give --size native"):
+        check_run_parameters(tmp_path, run_parameters(source, setting, 0), DiffusersEditor.option_flags)
+    check_run_parameters(tmp_path, run_parameters(DiffusersEditor(model="some/model", size="native"), setting, 0),
+                         DiffusersEditor.option_flags)
+
+
 def test_source_errors(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

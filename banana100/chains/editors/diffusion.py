@@ -83,7 +83,7 @@ class DiffusersEditor(Editor):
     name = "diffusers"
     price = FREE
     option_flags: ClassVar[dict[str, str]] = {"num_inference_steps": "--inference-steps",
-                                              "guidance_scale": "--guidance"}
+                                              "guidance_scale": "--guidance", "size_policy": "--size"}
 
     def __init__(self, model: str | None = None, pipeline=None, device: str | None = None, dtype: str | None = None,
                  cpu_offload: bool = False, vae_tiling: bool = False, size: str = "source",
@@ -115,10 +115,11 @@ class DiffusersEditor(Editor):
             self._adopt(pipeline)
 
     def fixed_options(self) -> dict:
-        """Denoising steps and guidance scale: fixed for a run folder (None: the pipeline's default)."""
+        """Denoising steps, guidance scale (None: the pipeline's default) and the output size policy
+        (--size): fixed for a run folder, as each changes every image."""
         steps, guidance = self.num_inference_steps, self.guidance_scale
         return {"num_inference_steps": None if steps is None else int(steps),
-                "guidance_scale": None if guidance is None else float(guidance)}
+                "guidance_scale": None if guidance is None else float(guidance), "size_policy": self.size}
 
     # -- loading ---------------------------------------------------------------------------------
 
