@@ -136,7 +136,7 @@ def test_every_option_has_help_and_shows_its_default():
     assert checked > 40
     # and as a user sees it
     help_text = " ".join(run_cli("score", "--help").stdout.split())  # argparse wraps lines
-    assert "(default: 8)" in help_text and "(default: piqe,niqe,brisque)" in help_text
+    assert "(default: each metric's own: 8" in help_text and "(default: piqe,niqe,brisque)" in help_text
 
 
 def test_version_and_documented_exit_statuses():

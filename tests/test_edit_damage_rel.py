@@ -196,9 +196,34 @@ def test_the_space_scores_it_on_demand_against_step_0(tmp_path, chain):
 def test_one_reference_for_many_images_is_measured_once(chain):
     s = rel.RelativeScorer(device="cpu")
     calls, real = [], s.stats
-    s.stats = lambda arrays: calls.append(len(arrays)) or real(arrays)
+    s.stats = lambda arrays, **kw: calls.append(len(arrays)) or real(arrays, **kw)
     s.score(chain[1:4], chain[0])
     assert calls == [3, 1]  # the three images together, then the reference once
+
+
+def test_edit_damage_beside_edit_damage_rel_measures_each_image_once(tmp_path, monkeypatch):
+    """`banana100 score --metrics edit_damage` on chains also writes edit_damage_rel: the bare
+    score comes from the statistics the relative one measures (each image once, not twice), and
+    equals the engine's bit for bit."""
+    import pyarrow.parquet as pq
+
+    from banana100 import scoring
+    from banana100.metrics.engine import MetricScorer
+    from banana100.testing.runfolder import make_run_folder
+
+    make_run_folder(tmp_path / "run", steps=4, size=(96, 128))  # 10 images
+    measured, real = [], rel.StatsModel._measure
+    monkeypatch.setattr(rel.StatsModel, "_measure", lambda self, arrays: measured.extend(id(a) for a in arrays)
+                        or real(self, arrays))
+    out = scoring.score_to_parquet(tmp_path / "run", ["edit_damage"], tmp_path / "s.parquet", device="cpu",
+                                   progress=False)
+    rows = pq.read_table(out).to_pylist()
+    assert {r["metric"] for r in rows} == {"edit_damage", "edit_damage_rel"} and len(rows) == 20
+    assert len(measured) == 10  # each image once for both scores (step 0 is its chain's own reference)
+    bare = sorted((r["image"], r["score"]) for r in rows if r["metric"] == "edit_damage")
+    engine = MetricScorer("edit_damage", device="cpu").score([str(tmp_path / "run" / f) for f, _ in bare])
+    assert [s for _, s in bare] == engine
+    assert all(r["error"] is None and r["backend"] == "native" for r in rows)
 
 
 def test_the_card_states_the_relative_score_and_how_weak_the_bare_one_is_alone():

@@ -68,16 +68,37 @@ def relative_score(stats: dict, ref: dict) -> float:
 
 
 class StatsModel:
-    """The detector's component statistics of images (batched by size on `device`)."""
+    """The detector's component statistics of images (batched by size on `device`).
+
+    Calls with `share=True` (each metric's own images, not references) keep their images'
+    statistics until the next such call, and reuse them for the same arrays: scoring `edit_damage`
+    beside `edit_damage_rel` (`SharedBareScorer`) measures each image once."""
 
     def __init__(self, device=None, batch_size: int = 8):
+        from banana100.metrics import native
         from banana100.metrics.engine import check_device
 
         self.device = check_device(device)
         self.batch_size = max(1, int(batch_size))
-        self.model = ed.EditDamage().to(self.device)
+        # through the native builder: IEEE float32 whatever the user's TF32 flags, as the engine's
+        self.model = native.build(BARE, {}).to(self.device)
+        self._held: dict[int, tuple[np.ndarray, dict]] = {}  # id -> (array, its statistics)
 
-    def __call__(self, arrays: list[np.ndarray]) -> list[dict]:
+    def __call__(self, arrays: list[np.ndarray], share: bool = False) -> list[dict]:
+        out: list[dict | None] = [None] * len(arrays)
+        if share:
+            for i, a in enumerate(arrays):
+                held = self._held.get(id(a))
+                if held is not None and held[0] is a:  # the same array object, not a reused id
+                    out[i] = held[1]
+        todo = [i for i, st in enumerate(out) if st is None]
+        for i, st in zip(todo, self._measure([arrays[i] for i in todo])):
+            out[i] = st
+        if share:
+            self._held = {id(a): (a, st) for a, st in zip(arrays, out)}
+        return out  # type: ignore[return-value]
+
+    def _measure(self, arrays: list[np.ndarray]) -> list[dict]:
         from banana100.metrics.engine import to_tensor
 
         out: list[dict | None] = [None] * len(arrays)
@@ -169,11 +190,11 @@ class RelativeScorer:
         failed: dict[int, Banana100Error] = {}
         refs: list[tuple | None] = [None] * len(arrays)
         call_cache: dict = {}  # references given to this call: each measured once per size, then dropped
+        stats = self.stats(arrays, share=True)  # measured already when edit_damage scored them
         if references is not None:
             refs = [(f"#{id(r)}", r) for r in _broadcast(references, len(arrays))]
         elif records is not None:
-            refs = [self._record_reference(r, a) for r, a in zip(records, arrays)]
-        stats = self.stats(arrays)
+            refs = [self._record_reference(r, a, st) for r, a, st in zip(records, arrays, stats)]
         scores: list[float | None] = [None] * len(arrays)
         self.components = [None] * len(arrays)
         self.flat_shares = [None] * len(arrays)
@@ -196,14 +217,54 @@ class RelativeScorer:
             raise image_failures(len(arrays), failed, scores, f" ({NAME})")
         return scores  # type: ignore[return-value]
 
-    def _record_reference(self, record: dict, rgb: np.ndarray):
+    def _record_reference(self, record: dict, rgb: np.ndarray, stats: dict):
         chain = record.get("chain_id")
         if chain is not None and record.get("step") == 0:
             # the chain's own source, in this chunk: cache it now so the later steps need not read it
-            self._cache.setdefault((chain, rgb.shape[:2]), self.stats([rgb])[0])
+            self._cache.setdefault((chain, rgb.shape[:2]), stats)
             return ("self", None)
         found = self.find_reference(record) if self.find_reference is not None else None
         return found
+
+
+class SharedBareScorer:
+    """`edit_damage`, the bare score, from the statistics `edit_damage_rel` measures of the same
+    images anyway (`StatsModel(share=True)`): with both metrics each image is measured once, not
+    twice. Scores equal the engine's (same module, same float input, same combination); `attach`
+    puts it in place of the engine's scorer when both are scored on one device in exact precision.
+    The engine's interface as `banana100 score` uses it: `score_arrays`, `spec`, `backend`, `mode`,
+    `precision`, `flat_shares`, `components`."""
+
+    takes_records = False
+
+    def __init__(self, engine_scorer, rel: "RelativeScorer"):
+        self.spec = engine_scorer.spec
+        self.backend, self.mode, self.precision = engine_scorer.backend, engine_scorer.mode, engine_scorer.precision
+        self.device = rel.device
+        self.stats = rel.stats
+        self.flat_shares: list[None] = []
+        self.components: list[dict[str, float] | None] = []
+
+    @property
+    def name(self) -> str:
+        return BARE
+
+    def score_arrays(self, arrays, names=None) -> list[float]:
+        arrays = list(arrays)
+        names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
+        stats = self.stats(arrays, share=True)
+        comps = {c: torch.tensor([st[c] for st in stats], dtype=torch.float64) for c in ed.COMPONENTS}
+        scores = ed.combine(comps).tolist()
+        self.components = [{c: st[c] for c in ed.COMPONENTS} for st in stats]
+        self.flat_shares = [None] * len(arrays)
+        failed = {i: ScoreUndefinedError(f"{names[i]}: {self.spec.display_name} gave {s} for this image")
+                  for i, s in enumerate(scores) if not math.isfinite(s)}
+        if failed:
+            from banana100.metrics.engine import image_failures
+
+            raise image_failures(len(arrays), failed, [None if i in failed else s for i, s in enumerate(scores)],
+                                 self.spec.display_name)
+        return scores
 
 
 def _broadcast(references, n: int) -> list:
@@ -284,6 +345,10 @@ def attach(scorers: dict, source, reference=None) -> None:
             rel.find_reference = lambda record, ref=reference: (str(ref), ref)
         else:
             rel.find_reference = chain_sources(source)
+        bare = scorers.get(BARE)
+        if (isinstance(rel, RelativeScorer) and bare is not None and getattr(bare, "backend", None) == "native"
+                and getattr(bare, "precision", None) == "exact" and getattr(bare, "device", None) == rel.device):
+            scorers[BARE] = SharedBareScorer(bare, rel)  # one measurement of each image for both scores
     elif BARE in scorers:
         log.warning("edit_damage is scored without a reference: alone it separates clean from damaged images "
                     "only partly (ROC AUC %s clean vs step 10 on held-out chains, docs/edit-damage.md); within a "
