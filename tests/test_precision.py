@@ -73,6 +73,18 @@ def test_the_native_forward_runs_without_tf32_while_the_global_flags_allow_it(tf
     assert _flags() == tf32_on and tf32_in_effect() == ON  # restored
 
 
+def test_edit_damage_rel_measures_without_tf32_too(tf32_on, monkeypatch):
+    """edit_damage_rel's statistics (and the bare score shared from them) run the native forward
+    guarded as the engine's: no TF32 on a GPU whatever the user's flags."""
+    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.native import edit_damage_rel as rel
+
+    seen, forward = [], ed.EditDamage.forward
+    monkeypatch.setattr(ed.EditDamage, "forward", lambda self, x: seen.append(tf32_in_effect()) or forward(self, x))
+    rel.StatsModel(device="cpu")([np.zeros((64, 64, 3), np.uint8) + 100])
+    assert seen == [OFF] and tf32_in_effect() == ON
+
+
 def test_the_flags_come_back_when_the_forward_raises(tf32_on, monkeypatch):
     def broken(self, x):
         assert tf32_in_effect() == OFF
