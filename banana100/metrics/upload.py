@@ -178,6 +178,12 @@ class Uploader:
 
     def upload(self, rgbs: Sequence[np.ndarray]) -> Uploaded:
         """`rgbs` (same-size HxWx3 uint8 arrays) as one batch on the device."""
+        if self._cuda:  # a new thread's current device is cuda:0: pinning memory there would open a
+            with torch.cuda.device(self.device):  # context on GPU 0 in every process of a launcher
+                return self._upload(rgbs)
+        return self._upload(rgbs)
+
+    def _upload(self, rgbs: Sequence[np.ndarray]) -> Uploaded:
         h, w, c = rgbs[0].shape
         host = torch.empty((len(rgbs), h, w, c), dtype=torch.uint8, pin_memory=self._cuda)
         view = host.numpy()
