@@ -43,6 +43,20 @@ def test_a_table_per_metric_after_writing(images, tmp_path, capsys):
     assert out[2] == f"scores written to {tmp_path / 's.parquet'}" and len(out) == 3
 
 
+def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
+    """issue 33: the bare detector's measured limit is said under the number, not only in a log line."""
+    from banana100.metrics.native.edit_damage_rel import _heldout_auc
+
+    def table(*extra):
+        assert main(["score", str(images), "--metrics", "edit_damage", "--out", str(tmp_path / f"{len(extra)}.parquet"),
+                     "--device", "cpu", *extra]) == 0
+        return capsys.readouterr().out
+
+    alone = table()
+    assert f"note: edit_damage is scored without a reference" in alone and f"ROC AUC {_heldout_auc()}" in alone
+    assert "note:" not in table("--reference", str(images / "0.png"))  # edit_damage_rel beside it
+
+
 def test_csv_and_json_put_the_rows_alone_on_stdout(images, tmp_path, capsys):
     got = _score(images, tmp_path, capsys, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(got.out)))

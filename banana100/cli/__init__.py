@@ -159,6 +159,10 @@ def _cmd_score(args) -> None:
         return
     from banana100.cli import scoresout
 
+    # what this run scored: edit_damage_rel comes beside edit_damage for chains and with --reference
+    from banana100.metrics.native.edit_damage_rel import with_relative
+
+    metrics = with_relative(metrics, chains=image_files(source) is None or args.reference is not None)
     rows = scoresout.scored_rows(out, metrics)
     if args.format == "table":
         print(scoresout.summary_table(rows, metrics))

@@ -38,8 +38,13 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
         better = ("lower" if mine[0]["lower_better"] else "higher") if mine else "?"
         lines.append((m, str(len(scores)), str(len(mine) - len(scores)), *stats, better))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(cell.ljust(w) if i in (0, len(head) - 1) else cell.rjust(w)
-                               for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+    table = "\n".join("  ".join(cell.ljust(w) if i in (0, len(head) - 1) else cell.rjust(w)
+                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+    from banana100.metrics.native import edit_damage_rel
+
+    if edit_damage_rel.BARE in metrics and edit_damage_rel.NAME not in metrics:  # the number read alone
+        table += "\nnote: " + edit_damage_rel.alone_note()
+    return table
 
 
 def write_rows(rows: list[dict], fmt: str, stream: TextIO) -> None:

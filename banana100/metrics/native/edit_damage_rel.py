@@ -350,7 +350,12 @@ def attach(scorers: dict, source, reference=None) -> None:
                 and getattr(bare, "precision", None) == "exact" and getattr(bare, "device", None) == rel.device):
             scorers[BARE] = SharedBareScorer(bare, rel)  # one measurement of each image for both scores
     elif BARE in scorers:
-        log.warning("edit_damage is scored without a reference: alone it separates clean from damaged images "
-                    "only partly (ROC AUC %s clean vs step 10 on held-out chains, docs/edit-damage.md); within a "
-                    "chain, or with --reference, edit_damage_rel measures the damage added since the source",
-                    _heldout_auc())
+        log.warning("%s", alone_note())
+
+
+def alone_note() -> str:
+    """What the bare score is worth on its own, measured: said where a user sees it scored alone
+    (`score`'s log and the note under its table)."""
+    return ("edit_damage is scored without a reference: alone it separates clean from damaged images only "
+            f"partly (ROC AUC {_heldout_auc()} clean vs step 10 on held-out chains, docs/edit-damage.md); "
+            "within a chain, or with --reference, edit_damage_rel measures the damage added since the source")
