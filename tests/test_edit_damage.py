@@ -96,6 +96,20 @@ def test_ladders_rise_with_strength(scorer, photo):
         assert all(b > a for a, b in zip(c, c[1:])), (name, driving[name], c)
 
 
+def test_blur_ladder_rises_on_finely_detailed_photographs(scorer):
+    """Blur lowers the fine band faster than the coarse one, so the grain ratio falls as softness
+    rises: on these two (whose clean copies have a high ratio) the ratio term alone made the score
+    fall with blur (Spearman rho -0.9 and -0.6 before the absolute floor and the refit)."""
+    from scipy.stats import spearmanr
+
+    for name in ("clock", "moon"):
+        a = np.repeat(getattr(skimage.data, name)()[..., None], 3, axis=2)
+        ladder = [np.stack([gaussian_filter(a[..., c].astype(float), s) for c in range(3)], -1).round().astype(np.uint8)
+                  if s else a for s in (0, 0.5, 1, 2, 3)]
+        scores = scorer.score_arrays(ladder)
+        assert scores[-1] > scores[0] and spearmanr(range(5), scores).statistic >= 0.8, (name, scores)
+
+
 def test_lattice_is_a_period_not_blur_or_an_edge(scorer):
     base = np.full((256, 256, 3), 128, np.uint8)
     base[:, 128:] = 60  # one long straight edge: its residual correlates along the edge

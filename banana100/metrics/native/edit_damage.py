@@ -12,13 +12,18 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   compares grain itself with the source's, over 2 levels.
 - **texture** (8-bit levels, no term of its own): the same floor one octave coarser (DoG sigma 2.5
   and 6 px, the flattest 10 % of tiles by that band). Content puts energy into both bands (natural
-  texture falls off smoothly with frequency), noise almost only into the fine one, so the grain
-  term is max(0, (grain + 0.3) / (texture + 0.3) - 1.5) / 0.3: dense clean texture (grass reads
-  grain 24 levels) scores as little as a flat area. The two constants (1.5, 0.3) are the one
-  fitted part: bench/fit_edit_damage.py on simulated-editor chains and clean skimage.data images
-  (their JPEG copies counted clean); bench/validate_edit_damage.py reports the AUCs outside that
-  fit. It costs grain spatially correlated over a pixel or more (that grain reaches the coarse
-  band too): the correlated-grain ladder rises less reliably than white noise's.
+  texture falls off smoothly with frequency), noise almost only into the fine one. The bare grain
+  term has two parts: min(grain, 6) / 1.5, a capped absolute floor, plus
+  max(0, (grain + 0.3) / (texture + 0.3) - 2) / 1, the fine-band energy that the coarse band does not
+  account for. The ratio alone (as fitted before) fell fast under blur (blur removes the fine band
+  faster than the coarse one) and cancelled softness's rise, and missed grain correlated over a pixel
+  or more (it fills the coarse band too); the floor falls only as fast as grain does and sees
+  correlated grain, and its cap keeps dense clean texture (grass reads grain 24 levels) from reading
+  as grain. These four constants and softness's offset are the fitted part: bench/fit_edit_damage.py,
+  jointly, on simulated-editor chains and clean skimage.data images with blurred, grainy, gridded
+  and tinted copies counted damaged and JPEG copies clean (first the share of damaged copies that
+  score above their own source, then the ROC AUC); bench/validate_edit_damage.py reports the figures
+  outside that fit.
 - **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
   (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
   sigma-2 Gaussian blur) at lags from 3 to 32 px, on the flatter half of the tiles (edges would
@@ -38,7 +43,8 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   estimation with a new no-reference perceptual blur metric", SPIE 2007: how little the
   differences between neighbours change when the image is blurred again by a 9-tap box), taken
   only on the strongest 5 % of edges so that grain does not read as sharpness. Term:
-  max(0, softness - 0.5) / 0.1.
+  max(0, softness - 0.35) / 0.1 (the offset fitted with the grain term, above; sharp photographs
+  read 0.25 to 0.45, so mild blur already counts).
 
 The other constants were set from these stated reasons before any validation and were not tuned
 on the simulated editor's chains (bench/validate_edit_damage.py reports, it does not fit). The
@@ -65,18 +71,25 @@ UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / un
     "grain": (0.0, 2.0),  # the bare score's grain term is the ratio below; edit_damage_rel uses this unit
     "lattice": (0.05, 0.2),
     "colour_cast": (0.0, 2.0),
-    "softness": (0.5, 0.1),
+    "softness": (0.35, 0.1),  # offset fitted with the grain term (see GRAIN_RATIO); the unit is stated
 }
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 DOG_SIGMAS = (0.5, 2.5)
 TEXTURE_SIGMAS = (2.5, 6.0)  # the coarser band: content's energy there predicts its fine-band floor
-# grain term = max(0, (grain + c) / (texture + c) - offset) / unit. Fitted (offset, unit: grid search for
-# the highest ROC AUC, clean vs step 5 and 10) by bench/fit_edit_damage.py on simulated-editor chains and
-# clean skimage.data images (JPEG copies of them counted clean); c is a stated floor (0.3 level) so
-# that flat content gives a ratio of 1, not 0/0. Rerun that script to re-fit and print these.
+# bare grain term = min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit; c is a
+# stated floor (0.3 level) so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS = (cap, unit_a),
+# GRAIN_RATIO = (offset, unit) and softness's offset (UNITS) were fitted jointly, by grid search, by
+# bench/fit_edit_damage.py (results in bench/results_fit_edit_damage.json): first the share of damaged
+# copies scoring above their own clean source, then the ROC AUC clean vs damaged, on simulated-editor
+# chains (steps 5 and 10) and clean skimage.data images with blurred, grainy, gridded and tinted copies
+# counted damaged and JPEG copies clean. Rerun that script to re-fit and print these.
 GRAIN_RATIO_FLOOR = 0.3
-GRAIN_RATIO = (1.5, 0.3)
+GRAIN_RATIO = (2.0, 1.0)
+# the capped absolute floor: blur lowers the ratio fast, the floor only as fast as grain; correlated
+# grain fills the coarse band too, so the ratio misses it, the floor does not; past the cap, a floor
+# is dense texture's (grass reads 24 levels), not grain
+GRAIN_ABS = (6.0, 1.5)
 RESIDUAL_SIGMA = 2.0  # passes periods of 8 px at 71 %, 4 px at 99 % (1 - exp(-2 pi^2 sigma^2 / p^2))
 MIN_LAG, MAX_LAG = 3, 32
 EDGE_SHARE = 0.05  # strongest edges on which softness is measured
@@ -102,6 +115,11 @@ def _term(name: str, components: Mapping) -> object:
     if name == "grain":
         offset, unit = GRAIN_RATIO
         value = grain_ratio(components["grain"], components["texture"])
+        cap, unit_a = GRAIN_ABS
+        g = components["grain"]
+        floor = (g.clamp(max=cap) if torch.is_tensor(g) else min(float(g), cap)) / unit_a
+        excess = (value - offset).clamp(min=0) / unit if torch.is_tensor(value) else max(0.0, float(value) - offset) / unit
+        return floor + excess if torch.is_tensor(excess) else float(floor) + excess
     else:
         offset, unit = UNITS[name]
         value = components[name]
