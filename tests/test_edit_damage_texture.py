@@ -1,4 +1,4 @@
-"""edit_damage's content normalisation (texture, the grain ratio) and the PCA noise-level estimator."""
+"""edit_damage's content normalisation (texture, the grain ratio)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from scipy.ndimage import gaussian_filter
 
 from banana100.metrics.engine import to_tensor
 from banana100.metrics.native import edit_damage as ed
-from banana100.metrics.native.noise_level import pca_noise_level
 
 
 def _noise(a, sigma, seed=0, length=0.0):
@@ -84,36 +83,3 @@ def test_jpeg_does_not_raise_the_grain_term():
     _, c = _components(out)
     g = [ed.terms({k: float(v[i]) for k, v in c.items()})["grain"] for i in range(3)]
     assert g[1] <= g[0] + 1e-9 and g[2] <= g[0] + 1e-9
-
-
-# --- the PCA noise-level estimator (Chen et al. 2015), measured but not in the score -------------
-
-def _luma(a):
-    return torch.tensor(a, dtype=torch.float32)[None, None]
-
-
-@pytest.mark.parametrize("sigma, on", [(2.0, "flat"), (5.0, "flat"), (5.0, "camera"), (8.0, "camera")])
-def test_pca_reads_white_noise_on_flat_and_on_texture(sigma, on):
-    rng = np.random.default_rng(1)
-    base = np.full((256, 256), 128.0) if on == "flat" else skimage.data.camera()[:256, :256].astype(float)
-    noisy = np.clip(base + rng.normal(0, sigma, base.shape), 0, 255).round()
-    # within 20 %: on the photograph only from 5 levels up (alone it reads about 2.5: its own
-    # grain and fine texture, which the estimate adds in quadrature)
-    assert float(pca_noise_level(_luma(noisy))) == pytest.approx(sigma, rel=0.2)
-
-
-def test_pca_is_float64_and_batching_changes_nothing():
-    rng = np.random.default_rng(2)
-    a = np.clip(128 + rng.normal(0, 3, (128, 128)), 0, 255)
-    b = skimage.data.camera()[:128, :128].astype(float)
-    both = pca_noise_level(torch.tensor(np.stack([a, b]), dtype=torch.float32)[:, None])
-    assert both.dtype == torch.float64
-    one = torch.cat([pca_noise_level(_luma(a)), pca_noise_level(_luma(b))])
-    torch.testing.assert_close(both, one, rtol=1e-9, atol=1e-9)
-
-
-def test_pca_does_not_rise_on_a_clean_smooth_image_vs_flat():
-    yy, xx = np.mgrid[0:256, 0:256]
-    ramp = (40 + 0.5 * xx + 0.3 * yy).astype(float)
-    assert float(pca_noise_level(_luma(ramp))) < 0.5
-    assert float(pca_noise_level(_luma(np.full((256, 256), 77.0)))) == 0

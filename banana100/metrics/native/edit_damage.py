@@ -47,9 +47,7 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   read 0.25 to 0.45, so mild blur already counts).
 
 The other constants were set from these stated reasons before any validation and were not tuned
-on the simulated editor's chains (bench/validate_edit_damage.py reports, it does not fit). The
-PCA noise level of Chen, Zhu & Heng (ICCV 2015; noise_level.py) was measured as a grain estimate
-and left out: it reads the simulated editor's resampled grain as its own smooth content.
+on the simulated editor's chains (bench/validate_edit_damage.py reports, it does not fit).
 
 `forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after
 it, `last_components` maps each component's name to a (B,) float64 tensor on the input's device. A batch holds images
