@@ -83,3 +83,23 @@ def test_jpeg_does_not_raise_the_grain_term():
     _, c = _components(out)
     g = [ed.terms({k: float(v[i]) for k, v in c.items()})["grain"] for i in range(3)]
     assert g[1] <= g[0] + 1e-9 and g[2] <= g[0] + 1e-9
+
+
+def test_the_cpu_paths_equal_the_convolution_and_the_batch():
+    """On CPU the Gaussians are sums of shifted copies (x10 faster than oneDNN's one-channel
+    convolution) and a batch is measured image by image: both equal the plain batched
+    convolution to float32 rounding."""
+    import torch.nn.functional as F
+
+    from banana100.metrics.engine import to_tensor
+    from banana100.testing.images import chain_images
+
+    x = torch.rand(2, 1, 70, 90) * 255
+    for sigma in (0.5, 2.5, 6.0):
+        k = ed._gauss_kernel(sigma, x.device, x.dtype)
+        r = k.numel() // 2
+        padded = F.pad(x, (r, r, 0, 0), mode="reflect")
+        torch.testing.assert_close(ed._taps(padded, k, -1), F.conv2d(padded, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
+    m = ed.build()
+    batch = torch.stack([to_tensor(a) for a in chain_images(3, 96)])
+    torch.testing.assert_close(m(batch), m._measure(batch), rtol=1e-6, atol=1e-5)

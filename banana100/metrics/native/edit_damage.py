@@ -149,9 +149,20 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """x (B,C,H,W) filtered by the 1-D kernel k along both axes, reflect-padded."""
     c, r = x.shape[1], k.numel() // 2
     x = F.pad(x, (r, r, 0, 0), mode="reflect") if r < x.shape[-1] else F.pad(x, (r, r, 0, 0), mode="replicate")
-    x = F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    x = _taps(x, k, -1) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
     x = F.pad(x, (0, 0, r, r), mode="reflect") if r < x.shape[-2] else F.pad(x, (0, 0, r, r), mode="replicate")
-    return F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    return _taps(x, k, -2) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+
+
+def _taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
+    """The 1-D correlation of x (padded along `dim`) with k as a sum of shifted copies: on CPU far
+    faster than oneDNN's one-channel convolution, which took three quarters of a 1024 px image's
+    time (BENCHMARKS.md, the edit_damage cost); equal to it to float32 rounding."""
+    n = x.shape[dim] - k.numel() + 1
+    out = x.narrow(dim, 0, n) * k[0]
+    for j, w in enumerate(k.tolist()[1:], start=1):
+        out.add_(x.narrow(dim, j, n), alpha=w)
+    return out
 
 
 def gauss(x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -184,13 +195,29 @@ class EditDamage(torch.nn.Module):
         if min(x.shape[-2:]) < MIN_SIDE:
             raise ValueError(f"edit_damage: images need at least {MIN_SIDE}x{MIN_SIDE} pixels, got "
                              f"{x.shape[-1]}x{x.shape[-2]}")
+        if x.device.type == "cpu" and x.shape[0] > 1:
+            # on CPU one image at a time: a batch's intermediates outgrow the caches (BENCHMARKS.md,
+            # the edit_damage cost); the same numbers to float32 rounding
+            scores, comps, casts = [], [], []
+            for i in range(x.shape[0]):
+                scores.append(self._measure(x[i:i + 1]))
+                comps.append(self.last_components)
+                casts.append(self.last_cast)
+            self.last_components = {k: torch.cat([c[k] for c in comps]) for k in comps[0]}
+            self.last_cast = torch.cat(casts)
+            return torch.cat(scores)
+        return self._measure(x)
+
+    def _measure(self, x: torch.Tensor) -> torch.Tensor:
         rgb = x.to(torch.float32) * 255
         luma = (0.299 * rgb[:, 0:1] + 0.587 * rgb[:, 1:2] + 0.114 * rgb[:, 2:3])
         clipped = ((rgb <= CLIP_LOW) | (rgb >= CLIP_HIGH)).any(dim=1, keepdim=True)
-        band = gauss(luma, DOG_SIGMAS[0]) - gauss(luma, DOG_SIGMAS[1])
+        shared = gauss(luma, DOG_SIGMAS[1])  # the fine band's low edge is the coarse band's high one
+        band = gauss(luma, DOG_SIGMAS[0]) - shared
         energy, usable = self._tiles(band, clipped)
         grain, flat_half = self._grain(energy, usable)
-        coarse, _ = self._tiles(gauss(luma, TEXTURE_SIGMAS[0]) - gauss(luma, TEXTURE_SIGMAS[1]), clipped)
+        high = shared if TEXTURE_SIGMAS[0] == DOG_SIGMAS[1] else gauss(luma, TEXTURE_SIGMAS[0])
+        coarse, _ = self._tiles(high - gauss(luma, TEXTURE_SIGMAS[1]), clipped)
         texture = self._floor(*self._ranked(coarse, usable)).sqrt()
         smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
         cast = self._colour_cast(rgb, luma)
