@@ -575,3 +575,25 @@ def test_interrupted_process_resumes_exactly(tmp_path, how):
     run(sources, fresh, steps=steps, repeats=repeats, concurrency=3)
     for rec in read_manifest(fresh):
         assert (out / rec["image"]).read_bytes() == (fresh / rec["image"]).read_bytes(), rec["image"]
+
+
+def test_a_step_records_the_pipelines_own_step_count_when_none_is_given():
+    """A step made without --inference-steps records the denoising steps that made it (the
+    pipeline's default, from its signature), and one made with it the value given."""
+    from types import SimpleNamespace
+
+    from banana100.chains.editors.base import EditRequest
+    from banana100.chains.editors.diffusion import DiffusersEditor
+
+    class StandInPipeline:
+        def __call__(self, image, prompt, height, width, output_type, generator, num_inference_steps=28,
+                     guidance_scale=3.5, **options):
+            self.steps = num_inference_steps
+            return SimpleNamespace(images=np.zeros((1, height, width, 3), np.float32))
+
+    request = EditRequest(image=np.zeros((64, 64, 3), np.uint8), prompt="copy", seed=1)
+    pipe = StandInPipeline()
+    info = DiffusersEditor(pipeline=pipe).edit(request).metadata["editor_info"]
+    assert (info["num_inference_steps"], info["guidance_scale"], pipe.steps) == (28, 3.5, 28)
+    info = DiffusersEditor(pipeline=pipe, num_inference_steps=4).edit(request).metadata["editor_info"]
+    assert (info["num_inference_steps"], pipe.steps) == (4, 4)

@@ -228,6 +228,9 @@ class DiffusersEditor(Editor):
             arrays = arrays[None]
         info = {"pipeline": self.kind, "width": width, "height": height, "batch": len(requests),
                 **{k: v for k, v in kwargs.items() if k in ("num_inference_steps", "guidance_scale", "true_cfg_scale")}}
+        for key, value in call_defaults(self._pipe).items():  # what made the image, given or not
+            if key not in info and not (key == "guidance_scale" and self.kind == "QwenImageEditPlusPipeline"):
+                info[key] = value
         return [EditResult(image=_to_uint8(a), metadata={"editor_info": info})
                 for a in arrays[: len(requests)]]
 
@@ -311,3 +314,15 @@ def load_pipeline(model: str, device: str | None = None, dtype: str | None = Non
             pipe.to(device)
         _PIPELINES[key] = pipe
         return pipe
+
+
+def call_defaults(pipe) -> dict:
+    """The pipeline's own defaults of the options a step's record names (`num_inference_steps`,
+    `guidance_scale`), from its `__call__` signature: a step made without --inference-steps still
+    records how many denoising steps made it."""
+    import inspect
+
+    params = inspect.signature(type(pipe).__call__).parameters
+    return {k: params[k].default for k in ("num_inference_steps", "guidance_scale")
+            if k in params and isinstance(params[k].default, (int, float)) and not isinstance(params[k].default, bool)}
+
