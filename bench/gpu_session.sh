@@ -8,7 +8,10 @@
 #                  installed into /tmp/site and put first on PYTHONPATH (bench/README.md)
 #   .gpu-carry/shared   a copy of ../shared (parameter files, reference images), which does not
 #                  travel with the working tree: linked as ../shared when that is absent
-#   GPU_SESSION_STEPS   which steps to run (default: all, in the order below)
+#   GPU_SESSION_STEPS   which steps to run (default: all, in the order below), or one of two
+#                  groups that each fit one 600 s device call (with the wheels' install): "scoring"
+#                  (env pytest_gpu engine_overhead precision gpu_check, 560 s at most) and "models"
+#                  (env gpu_check_fast cnniqa_maniqa vlm editors, 520 s at most)
 #   GPU_SESSION_DEVICE  cuda (default) or cpu: the CPU smoke run (tests/test_gpu_scripts.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,10 @@ OUT=${OUT:-/tmp/gpu-session}
 mkdir -p "$OUT/r"
 device=${GPU_SESSION_DEVICE:-cuda}
 steps=${GPU_SESSION_STEPS:-env pytest_gpu engine_overhead precision gpu_check gpu_check_fast cnniqa_maniqa vlm editors}
+case "$steps" in
+  scoring) steps="env pytest_gpu engine_overhead precision gpu_check" ;;
+  models) steps="env gpu_check_fast cnniqa_maniqa vlm editors" ;;
+esac
 if [ "$device" = cuda ] && [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed" >&2; exit 1; }
@@ -58,7 +65,7 @@ step engine_overhead 100 "$PY" bench/bench_engine_overhead.py --device "$device"
 step precision 80 "$PY" bench/gpu_precision_check.py --device "$device" --out "$OUT/r/precision.json" \
   --card-data "$OUT/r/precision_fast.json" ${GPU_PRECISION_ARGS:---side 512 --n 2 --metrics piqe,niqe,brisque,ilniqe,edit_damage --deep cnniqa,dbcnn,maniqa,liqe,clipiqa}
 # every metric: engine beside pyiqa's loop and the model alone, the projection for 28,000 images
-step gpu_check 240 "$PY" bench/gpu_check.py --device "$device" --out "$OUT/r/gpu_check" \
+step gpu_check 200 "$PY" bench/gpu_check.py --device "$device" --out "$OUT/r/gpu_check" \
   ${GPU_CHECK_ARGS:---metrics all --sizes 2048 --n 32 --max-seconds 9 --vs-cpu off --gpus 1,2,4,8}
 # the deep metrics again under --precision fast: the projection a user who opts in gets (MANIQA's
 # exact float32 caps it near 12 img/s at 2K)

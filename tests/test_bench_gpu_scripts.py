@@ -110,6 +110,12 @@ def test_the_gpu_session_script_runs_its_steps_on_cpu(tmp_path):
                                                                                  "gpu_check_fast"]
     assert all(" rc=0 " in line for line in summary if line), summary
     assert (tmp_path / "results.tar.gz").is_file() and (tmp_path / "r" / "precision.json").is_file()
+    groups = {}  # the two groups that each fit one device call
+    for group in ("scoring", "models"):
+        listed = subprocess.run(["bash", "-c", f"GPU_SESSION_STEPS={group}; source <(sed -n '/^steps=/,/^esac/p' "
+                                 f"{REPO / 'bench' / 'gpu_session.sh'}); echo $steps"], capture_output=True, text=True)
+        groups[group] = listed.stdout.split()
+    assert groups["scoring"][-1] == "gpu_check" and groups["models"][1:] == ["gpu_check_fast", "cnniqa_maniqa", "vlm", "editors"]
     fast = json.loads((tmp_path / "r" / "gpu_check_fast" / "gpu_check.json").read_text())
     assert fast["args"]["precision"] == "fast" and fast["rows"][0]["engine_img_s"] > 0, fast["rows"]
     overhead = json.loads((tmp_path / "r" / "engine_overhead.json").read_text())
