@@ -206,6 +206,25 @@ def test_open_editor_size_policy_is_a_fixed_parameter(tmp_path):
                          DiffusersEditor.option_flags)
 
 
+def test_open_editor_dtype_is_a_fixed_parameter_as_resolved(tmp_path):
+    """The dtype a pipeline runs in is recorded as resolved (bfloat16 on a GPU, float32 elsewhere,
+    unless --dtype): a resume on another kind of device, which would switch it, is refused."""
+    from banana100.chains.editors.diffusion import DiffusersEditor
+    from banana100.chains.settings import get_setting
+    from banana100.chains.store import check_run_file, check_run_parameters, run_parameters
+
+    setting = get_setting("replicate")
+    on_cpu = DiffusersEditor(model="some/model", device="cpu")
+    assert on_cpu.fixed_options()["dtype"] == "float32"
+    assert DiffusersEditor(model="some/model", device="cuda:1").fixed_options()["dtype"] == "bfloat16"
+    check_run_file(tmp_path, run_parameters(on_cpu, setting, 0), False, None, DiffusersEditor.option_flags)
+    with pytest.raises(RunMismatchError, match=r"made with --dtype float32 .* but this command gives --dtype bfloat16"):
+        check_run_parameters(tmp_path, run_parameters(DiffusersEditor(model="some/model", device="cuda"), setting, 0),
+                             DiffusersEditor.option_flags)
+    check_run_parameters(tmp_path, run_parameters(DiffusersEditor(model="some/model", device="cuda", dtype="float32"),
+                                                  setting, 0), DiffusersEditor.option_flags)
+
+
 def test_source_errors(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -83,7 +83,8 @@ class DiffusersEditor(Editor):
     name = "diffusers"
     price = FREE
     option_flags: ClassVar[dict[str, str]] = {"num_inference_steps": "--inference-steps",
-                                              "guidance_scale": "--guidance", "size_policy": "--size"}
+                                              "guidance_scale": "--guidance", "size_policy": "--size",
+                                              "dtype": "--dtype"}
 
     def __init__(self, model: str | None = None, pipeline=None, device: str | None = None, dtype: str | None = None,
                  cpu_offload: bool = False, vae_tiling: bool = False, size: str = "source",
@@ -115,11 +116,19 @@ class DiffusersEditor(Editor):
             self._adopt(pipeline)
 
     def fixed_options(self) -> dict:
-        """Denoising steps, guidance scale (None: the pipeline's default) and the output size policy
-        (--size): fixed for a run folder, as each changes every image."""
+        """Denoising steps, guidance scale (None: the pipeline's default), the output size policy
+        (--size) and the dtype the pipeline runs in (as resolved: a resume on another device would
+        otherwise switch bfloat16 and float32 silently): fixed for a run folder, as each changes
+        every image."""
         steps, guidance = self.num_inference_steps, self.guidance_scale
+        if self._pipe is not None:
+            dtype = getattr(self._pipe, "dtype", None)
+            dtype = None if dtype is None else str(dtype).removeprefix("torch.")
+        else:
+            dtype = resolve_dtype(self.device, self.dtype)
         return {"num_inference_steps": None if steps is None else int(steps),
-                "guidance_scale": None if guidance is None else float(guidance), "size_policy": self.size}
+                "guidance_scale": None if guidance is None else float(guidance), "size_policy": self.size,
+                "dtype": dtype}
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -279,6 +288,17 @@ def _flux2_batch(pipe, images, kwargs):
         del pipe.prepare_image_latents  # back to the class's method
 
 
+def resolve_dtype(device: str | None, dtype: str | None) -> str:
+    """The dtype a pipeline is loaded in: `dtype`, else bfloat16 on a GPU and float32 elsewhere."""
+    if dtype:
+        return dtype
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return "bfloat16" if str(device).startswith("cuda") else "float32"
+
+
 def load_pipeline(model: str, device: str | None = None, dtype: str | None = None, cpu_offload: bool = False,
                   vae_tiling: bool = False):
     """`DiffusionPipeline.from_pretrained(model)` once per process, with one-line errors."""
@@ -289,7 +309,7 @@ def load_pipeline(model: str, device: str | None = None, dtype: str | None = Non
     from diffusers import DiffusionPipeline
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    dtype = resolve_dtype(device, dtype)
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):
         raise UsageError(f"unknown dtype {dtype!r} (bfloat16, float16 or float32)")
