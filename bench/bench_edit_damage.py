@@ -1,7 +1,7 @@
 """Cost of the edit_damage detector against native NIQE, side by side in one process.
 
     nice python bench/bench_edit_damage.py [--sizes 512,1024] [--batches 1,8] [--images 8] [--rounds 3]
-        [--device cpu] [--params ../shared/iqa-params] [--baseline OLD_edit_damage.py]
+        [--device cpu] [--params ../shared/iqa-params] [--baseline COMMIT_OR_FILE]
 
 Both metrics score the same images (steps of a simulated-editor chain of skimage's coffee,
 `bench_native.chain_images`) with the engine (`MetricScorer.score_arrays`), alternating round
@@ -9,9 +9,10 @@ by round so that load on the machine hits both alike; each figure is the best ro
 edit_damage / NIQE is the result (the issue asks for at most NIQE's cost per image); absolute
 seconds depend on the machine. NIQE needs niqe_modelparameters.mat (BANANA100_WEIGHTS or --params).
 
---baseline FILE times an older edit_damage.py beside them, in the same rounds (e.g.
-`git show 1f7770c:banana100/metrics/native/edit_damage.py > /tmp/edit_damage_old.py`): the row's
-`edit_damage_over_baseline` is a change's cost, side by side.
+--baseline COMMIT (or a file of an older edit_damage.py) times that detector beside them, in the
+same rounds: the row's `edit_damage_over_baseline` is a change's cost, side by side.
+--profile SIDE instead prints where one SIDE px image's time goes (torch's profiler, the top
+operators by own CPU time and the convolutions' share), of the current detector or of --baseline.
 """
 
 from __future__ import annotations
@@ -22,25 +23,47 @@ import platform
 import sys
 import time
 
-from benchtools import PARAMS, REPO, write_results
+from benchtools import PARAMS, REPO, module_as_of, write_results
 
 from banana100.testing.images import chain_images
 
 
-def baseline_scorer(path: str, device: str, batch: int):
-    """The engine around the EditDamage module of an older edit_damage.py (guarded as the current one)."""
-    import importlib.util
-
+def baseline_scorer(where: str, device: str, batch: int):
+    """The engine around the EditDamage module of an older edit_damage.py, a commit's or a file's
+    (guarded as the current one)."""
     from banana100.metrics import native
     from banana100.metrics.engine import MetricScorer
 
-    spec = importlib.util.spec_from_file_location("edit_damage_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = module_as_of(where, "banana100/metrics/native/edit_damage.py", "edit_damage_baseline")
     scorer = MetricScorer.from_model("edit_damage", native._exact_forward(module.EditDamage()), device=device,
                                      batch_size=batch)
     scorer.backend = "native"  # batched like the current one (from_model assumes a pyiqa arch)
     return scorer
+
+
+def profile(side: int, baseline: str | None, device: str) -> int:
+    """Where one image's time goes, by operator (own CPU time), and the convolutions' share."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    scorer = baseline_scorer(baseline, device, 1) if baseline else None
+    from banana100.metrics import native
+    from banana100.metrics.engine import to_tensor
+
+    model = scorer.model if scorer else native.build("edit_damage", {}).to(device)
+    x = to_tensor(chain_images(1, side)[0])[None].to(device)
+    with torch.no_grad():
+        model(x)  # warm-up
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            model(x)
+    ops = prof.key_averages()
+    total = sum(o.self_cpu_time_total for o in ops)
+    conv = sum(o.self_cpu_time_total for o in ops if "conv" in o.key)
+    print(ops.table(sort_by="self_cpu_time_total", row_limit=8))
+    print(f"{side}px, {'baseline ' + baseline if baseline else 'current'}: convolutions {conv / total:.0%} of "
+          f"{total / 1e3:.0f} ms own CPU time")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -51,7 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--params", default=str(PARAMS))
-    ap.add_argument("--baseline", default=None, help="an older edit_damage.py to time beside the current one")
+    ap.add_argument("--baseline", default=None, help="a commit (or a file) whose edit_damage.py is timed beside the current one")
+    ap.add_argument("--profile", type=int, default=None, metavar="SIDE", help="profile one SIDE px image and stop")
     ap.add_argument("--out", default=str(REPO / "banana100/metrics/native/edit_damage_cost.json"))
     args = ap.parse_args(argv)
     os.environ.setdefault("BANANA100_WEIGHTS", args.params)
@@ -60,6 +84,8 @@ def main(argv=None) -> int:
 
     from banana100.metrics.engine import MetricScorer
 
+    if args.profile:
+        return profile(args.profile, args.baseline, args.device)
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         images = chain_images(args.images, size)

@@ -24,32 +24,16 @@ this process's own work. On a GPU it is wall time after a synchronize.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchtools import PARAMS, REPO, environment, results_path, write_results
+from benchtools import PARAMS, environment, module_as_of, results_path, write_results
 
 
 def baseline_engine(commit: str):
-    """The engine module of `commit` (its engine.py as it was, importing today's library), or of a
-    file of that source (a copy without git history); None for "none"."""
-    if commit == "none":
-        return None
-    if Path(commit).is_file():
-        source = Path(commit).read_text()
-    else:
-        source = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:banana100/metrics/engine.py"],
-                                capture_output=True, text=True, check=True).stdout
-    path = Path(tempfile.mkdtemp()) / "engine_baseline.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("engine_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The engine module of `commit` (its engine.py as it was), or of a file of that source; None for "none"."""
+    return None if commit == "none" else module_as_of(commit, "banana100/metrics/engine.py", "engine_baseline")
 
 
 def main() -> None:

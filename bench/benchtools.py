@@ -54,3 +54,25 @@ def write_results(path: Path, results: dict) -> Path:
     path = Path(path)
     write_file_atomic(path, (json.dumps(results, indent=1) + "\n").encode())
     return path
+
+
+def module_as_of(where: str, path: str, name: str):
+    """The module at `path` (relative to the repository) as it was at commit `where`, or as the
+    file `where` holds (a copy without git history), importing today's library: the baseline of a
+    side-by-side bench."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    if Path(where).is_file():
+        source = Path(where).read_text()
+    else:
+        source = subprocess.run(["git", "-C", str(REPO), "show", f"{where}:{path}"],
+                                capture_output=True, text=True, check=True).stdout
+    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+

@@ -156,7 +156,7 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 def _taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     """The 1-D correlation of x (padded along `dim`) with k as a sum of shifted copies: on CPU far
-    faster than oneDNN's one-channel convolution, which took three quarters of a 1024 px image's
+    faster than oneDNN's one-channel convolution, which took about 60 % of a 1024 px image's
     time (BENCHMARKS.md, the edit_damage cost); equal to it to float32 rounding."""
     n = x.shape[dim] - k.numel() + 1
     out = x.narrow(dim, 0, n) * k[0]
