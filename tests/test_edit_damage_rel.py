@@ -45,8 +45,20 @@ def test_what_the_source_already_had_does_not_count(scorer, chain):
     from banana100.metrics.engine import MetricScorer
 
     bare = MetricScorer("edit_damage", device="cpu").score_arrays([chain[0], tinted])
-    assert bare[1] > bare[0] + 2  # alone, the source's own grain and tint look like damage
+    assert bare[1] > bare[0] + 1  # alone, the source's own grain and tint look like damage
     assert scorer.score([tinted], tinted)[0] == pytest.approx(0, abs=1e-9)
+
+
+def test_the_bare_score_weighs_a_cast_less_than_the_relative_one():
+    """One image alone: a cast is mostly the scene's light, so the bare score counts it over its fitted
+    unit (8 levels); against a source, the cast that moved is the edit's, over the stated 2 levels."""
+    clean = {"grain": 0.0, "texture": 0.0, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0, "cast": (0.0, 0.0)}
+    cast = {**clean, "colour_cast": 8.0, "cast": (8.0, 0.0)}
+    assert ed.terms(cast)["colour_cast"] == pytest.approx(8.0 / ed.BARE_UNITS["colour_cast"][1]) == pytest.approx(1.0)
+    assert rel.relative_score(cast, clean) == pytest.approx(8.0 / ed.UNITS["colour_cast"][1]) == pytest.approx(4.0)
+    lattice = {**clean, "lattice": 0.45}
+    assert ed.terms(lattice)["lattice"] == pytest.approx(1.0)  # (0.45 - 0.05) / 0.4
+    assert rel.relative_score(lattice, clean) == pytest.approx(0.45 / 0.2)
 
 
 def test_crops_shifts_and_mirrors_count_far_less_than_a_step_of_damage(scorer, chain):

@@ -19,11 +19,12 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   faster than the coarse one) and cancelled softness's rise, and missed grain correlated over a pixel
   or more (it fills the coarse band too); the floor falls only as fast as grain does and sees
   correlated grain, and its cap keeps dense clean texture (grass reads grain 24 levels) from reading
-  as grain. These four constants and softness's offset are the fitted part: bench/fit_edit_damage.py,
-  jointly, on simulated-editor chains and clean skimage.data images with blurred, grainy, gridded
-  and tinted copies counted damaged and JPEG copies clean (first the share of damaged copies that
-  score above their own source, then the ROC AUC); bench/validate_edit_damage.py reports the figures
-  outside that fit.
+  as grain. These four constants, softness's offset and the bare score's units of the cast and the
+  lattice (BARE_UNITS) are the fitted part: bench/fit_edit_damage.py, jointly, on simulated-editor
+  chains and clean skimage.data and drawn images with blurred, grainy, gridded and tinted copies
+  counted damaged and JPEG copies clean (first the share of copies that score above every weaker
+  copy of the same damage and their own source, then the ROC AUC); bench/validate_edit_damage.py
+  reports the figures outside that fit.
 - **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
   (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
   sigma-2 Gaussian blur) at lags from 3 to 32 px, on the flatter half of the tiles (edges would
@@ -31,23 +32,27 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   the component is the largest peak of it over the autocorrelation at half that lag (a period
   peaks there; a smooth fall-off from blur or correlated grain, or a ridge, does not). Mi-Ripple
   measured their plain peak at about 0.05 on a source photograph and 0.07 -> 0.25 over ten Nano
-  Banana Pro steps. Term: max(0, lattice - 0.05) / 0.2.
+  Banana Pro steps. Term: max(0, lattice - 0.05) / 0.2 (bare score: / 0.4, fitted; on one image a
+  lattice may be the content's own, ripples or facades).
 - **colour_cast** (8-bit levels at mid grey): how far the image's greys sit off neutral. The mean BT.601
   chroma (Cb, Cr, divided by luma and times 128) of the near-neutral pixels (chroma within 24 levels of neutral, then within 12
   of that first mean; none clipped), as a
   length; 0 when under 1 % of the pixels are near-neutral. A tint moves every grey the same
   way; in untinted content the near-greys scatter around neutral and average out (the grey-world
   idea of Buchsbaum 1980, restricted to the pixels meant to be grey). Term: colour_cast / 2
-  (2 levels of Cb/Cr at mid grey is about one just-noticeable difference, Delta E*ab ~ 2.3).
+  (2 levels of Cb/Cr at mid grey is about one just-noticeable difference, Delta E*ab ~ 2.3) in
+  edit_damage_rel; in the bare score colour_cast / 8 (fitted): on one image a cast is mostly the
+  scene's light (warm photographs read 7 to 18 levels).
 - **softness** (0-1): the blur effect of Crete et al. ("The blur effect: perception and
   estimation with a new no-reference perceptual blur metric", SPIE 2007: how little the
   differences between neighbours change when the image is blurred again by a 9-tap box), taken
   only on the strongest 5 % of edges so that grain does not read as sharpness. Term:
-  max(0, softness - 0.35) / 0.1 (the offset fitted with the grain term, above; sharp photographs
+  max(0, softness - 0.3) / 0.1 (the offset fitted with the grain term, above; sharp photographs
   read 0.25 to 0.45, so mild blur already counts).
 
-The other constants were set from these stated reasons before any validation and were not tuned
-on the simulated editor's chains (bench/validate_edit_damage.py reports, it does not fit).
+The other constants (and the units edit_damage_rel uses, UNITS) were set from these stated reasons
+before any validation and were not tuned on the simulated editor's chains
+(bench/validate_edit_damage.py reports, it does not fit).
 
 `forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after
 it, `last_components` maps each component's name to a (B,) float64 tensor on the input's device. A batch holds images
@@ -69,19 +74,25 @@ UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / un
     "grain": (0.0, 2.0),  # the bare score's grain term is the ratio below; edit_damage_rel uses this unit
     "lattice": (0.05, 0.2),
     "colour_cast": (0.0, 2.0),
-    "softness": (0.35, 0.1),  # offset fitted with the grain term (see GRAIN_RATIO); the unit is stated
+    "softness": (0.3, 0.1),  # offset fitted with the grain term (see GRAIN_RATIO); the unit is stated
 }
+# The bare score's units where they differ from the stated ones above (edit_damage_rel keeps those): on
+# one image alone, a cast is mostly the scene's light (warm photographs read 7 to 18 levels) and a
+# lattice may be the content's own (ripples, facades), which a chain's source would tell apart and one
+# image cannot; fitted with the grain term (bench/fit_edit_damage.py, see GRAIN_RATIO)
+BARE_UNITS = {**UNITS, "colour_cast": (0.0, 8.0), "lattice": (0.05, 0.4)}
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 DOG_SIGMAS = (0.5, 2.5)
 TEXTURE_SIGMAS = (2.5, 6.0)  # the coarser band: content's energy there predicts its fine-band floor
 # bare grain term = min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit; c is a
 # stated floor (0.3 level) so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS = (cap, unit_a),
-# GRAIN_RATIO = (offset, unit) and softness's offset (UNITS) were fitted jointly, by grid search, by
-# bench/fit_edit_damage.py (results in bench/results_fit_edit_damage.json): first the share of damaged
-# copies scoring above their own clean source, then the ROC AUC clean vs damaged, on simulated-editor
-# chains (steps 5 and 10) and clean skimage.data images with blurred, grainy, gridded and tinted copies
-# counted damaged and JPEG copies clean. Rerun that script to re-fit and print these.
+# GRAIN_RATIO = (offset, unit), softness's offset (UNITS) and BARE_UNITS' cast and lattice units were
+# fitted jointly, by grid search, by bench/fit_edit_damage.py (results in bench/results_fit_edit_damage.json):
+# first the share of damaged copies scoring above their own clean source and every weaker copy of the same
+# damage, then the ROC AUC clean vs damaged, on simulated-editor chains (steps 5 and 10) and clean
+# skimage.data and drawn images with blurred, grainy, gridded and tinted copies counted damaged and JPEG
+# copies clean. Rerun that script to re-fit and print these.
 GRAIN_RATIO_FLOOR = 0.3
 GRAIN_RATIO = (2.0, 1.0)
 # the capped absolute floor: blur lowers the ratio fast, the floor only as fast as grain; correlated
@@ -119,13 +130,13 @@ def _term(name: str, components: Mapping) -> object:
         excess = (value - offset).clamp(min=0) / unit if torch.is_tensor(value) else max(0.0, float(value) - offset) / unit
         return floor + excess if torch.is_tensor(excess) else float(floor) + excess
     else:
-        offset, unit = UNITS[name]
+        offset, unit = BARE_UNITS[name]
         value = components[name]
     return (value - offset).clamp(min=0) / unit if torch.is_tensor(value) else max(0.0, float(value) - offset) / unit
 
 
 def combine(components: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """The score: the sum of each term (grain: GRAIN_RATIO over texture; the others: UNITS)."""
+    """The score: the sum of each term (grain: GRAIN_ABS and GRAIN_RATIO; the others: BARE_UNITS)."""
     total = None
     for name in TERMS:
         term = _term(name, components)

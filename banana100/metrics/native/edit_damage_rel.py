@@ -63,7 +63,8 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
 
 
 def relative_score(stats: dict, ref: dict) -> float:
-    """The damage added since the reference: each component's change over the bare score's unit, summed."""
+    """The damage added since the reference: each component's change over its stated unit (edit_damage.UNITS;
+    not the bare score's BARE_UNITS: against a source, a cast or lattice that moved is the edit's), summed."""
     return sum(v / ed.UNITS[n][1] for n, v in relative_components(stats, ref).items())
 
 
@@ -330,8 +331,10 @@ def _heldout_auc() -> str:
     import json
 
     try:
+        from banana100.metrics.detector_card import heldout_aucs
+
         v = json.loads((Path(__file__).with_name("edit_damage_validation.json")).read_text())
-        return f"{v['heldout_chains']['all']['bare']['auc_clean_vs_step10']:.2f}"
+        return " and ".join(f"{a:.2f}" for a in heldout_aucs(v)) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
 
@@ -357,5 +360,5 @@ def alone_note() -> str:
     """What the bare score is worth on its own, measured: said where a user sees it scored alone
     (`score`'s log and the note under its table)."""
     return ("edit_damage is scored without a reference: alone it separates clean from damaged images only "
-            f"partly (ROC AUC {_heldout_auc()} clean vs step 10 on held-out chains, docs/edit-damage.md); "
+            f"partly (ROC AUC {_heldout_auc()} clean vs step 10 on two held-out draws of chains, docs/edit-damage.md); "
             "within a chain, or with --reference, edit_damage_rel measures the damage added since the source")
