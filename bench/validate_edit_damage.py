@@ -324,8 +324,8 @@ def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) 
 
 # Seeds of the held-out chains and of the drawn sources. Development looked at other seeds (chain
 # seeds 0-13, drawn sources seed 0, which bench/fit_edit_damage.py fits on) only. The first draw was
-# scored for each candidate form named in docs/edit-damage.md; the second was drawn after the bare
-# score's last fit and scored once, for the figures.
+# scored for each candidate form named in docs/edit-damage.md; the second was drawn after the fit's data
+# and form were fixed, and scored for the three last settings of its grid (docs/edit-damage.md).
 HELDOUT_SEED, SOURCE_SEED = 100, 1
 SECOND_DRAW = (200, 2)  # (chain seed, drawn-source seed): results key "heldout_chains_second_draw"
 
