@@ -235,6 +235,19 @@ def auc(neg: list[float], pos: list[float]) -> float:
     return float(mannwhitneyu(pos, neg, alternative="two-sided").statistic / (len(pos) * len(neg)))
 
 
+def auc_interval(neg: list[float], pos: list[float], draws: int = 2000, seed: int = 0) -> list[float]:
+    """A 95 % bootstrap interval of auc(neg, pos), resampling chains (neg[i] and pos[i] are chain i's):
+    with 14 chains one AUC is a rough figure, and this says how rough."""
+    rng = np.random.default_rng(seed)
+    neg, pos = np.asarray(neg), np.asarray(pos)
+    out = []
+    for _ in range(draws):
+        i = rng.integers(0, len(neg), len(neg))
+        d = pos[i][:, None] - neg[i][None, :]
+        out.append(float(np.mean((d > 0) + 0.5 * (d == 0))))
+    return [float(np.percentile(out, 2.5)), float(np.percentile(out, 97.5))]
+
+
 def part_ladders(scorer) -> dict:
     photos = photographs()
     out = {}
@@ -317,6 +330,8 @@ def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) 
                      "scores": {c: {str(k): v for k, v in d.items()} for c, d in score.items()}}
         if kind == "bare":  # one image alone: the clean source against a step-10 copy of another
             out[kind]["auc_clean_vs_step10"] = auc([d[0] for d in score.values()], [d[10] for d in score.values()])
+            out[kind]["auc_clean_vs_step10_ci95"] = auc_interval([d[0] for d in score.values()],
+                                                                 [d[10] for d in score.values()])
             out[kind]["auc_clean_vs_step10_components"] = {
                 c: auc([st[0][c] for st in chains.values()], [st[10][c] for st in chains.values()]) for c in COMPONENTS}
     return out
