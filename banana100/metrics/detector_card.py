@@ -159,8 +159,8 @@ def _heldout(r: dict) -> str:
              "crops the content by a few pixels (resampled back), adds a lattice of period 5-12 px at a random "
              "angle, grain correlated over 0.6-1.2 px, a magenta or blue drift, and pastes new content once; no "
              "JPEG. Neither score was designed or tuned on it. Two draws: the first was scored for each candidate "
-             "form of the bare score that docs/edit-damage.md names, the second was drawn after the bare score's "
-             "last fit."]
+             "form of the bare score that docs/edit-damage.md names, the second was drawn after the fit's data and "
+             "form were fixed and scored for the last three settings of its grid."]
     for title, d in (("First draw", h), ("Second draw", r.get("heldout_chains_second_draw"))):
         if not d:
             continue
