@@ -331,10 +331,10 @@ def _heldout_auc() -> str:
     import json
 
     try:
-        from banana100.metrics.detector_card import heldout_aucs
+        from banana100.metrics.detector_card import heldout_aucs_text
 
         v = json.loads((Path(__file__).with_name("edit_damage_validation.json")).read_text())
-        return " and ".join(f"{a:.2f}" for a in heldout_aucs(v)) or "not measured"
+        return heldout_aucs_text(v) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
 
