@@ -53,7 +53,7 @@ def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
         return capsys.readouterr().out
 
     alone = table()
-    assert "note: edit_damage is scored without a reference" in alone and f"ROC AUC {_heldout_auc()}" in alone
+    assert "note: edit_damage is scored without a reference" in alone and f"one figure a draw: {_heldout_auc()};" in alone
     assert "note:" not in table("--reference", str(images / "0.png"))  # edit_damage_rel beside it
 
 

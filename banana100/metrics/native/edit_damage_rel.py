@@ -360,5 +360,5 @@ def alone_note() -> str:
     """What the bare score is worth on its own, measured: said where a user sees it scored alone
     (`score`'s log and the note under its table)."""
     return ("edit_damage is scored without a reference: alone it separates clean from damaged images only "
-            f"partly (ROC AUC {_heldout_auc()} clean vs step 10 on two held-out draws of chains, docs/edit-damage.md); "
+            f"partly (clean vs step 10 ROC AUC on held-out chains, one figure a draw: {_heldout_auc()}; docs/edit-damage.md); "
             "within a chain, or with --reference, edit_damage_rel measures the damage added since the source")
