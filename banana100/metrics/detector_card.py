@@ -163,7 +163,9 @@ def _heldout(r: dict) -> str:
              "form of the bare score that docs/edit-damage.md names, the second was drawn after the fit's data and "
              "form were fixed and scored for the last three settings of its grid, the third was drawn after "
              "TID2013's I03 (a distorted image, heavy blur) left the clean sources and was scored once, for the "
-             "shipped setting."]
+             "shipped setting. With I03 out, the chains after it in each draw got new seeds (a chain's seed is "
+             "its draw's plus its index), so the tables of the first two are of partly new chains, scored with "
+             "the detector unchanged."]
     for key, title in HELDOUT_DRAWS.items():
         d = r.get(key)
         if not d:
