@@ -35,12 +35,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import skimage.data
+import torch
 from PIL import Image
 
 from benchtools import REPO, write_results
@@ -162,6 +164,12 @@ def pairs_of(labels, group, kind) -> np.ndarray:
     return np.array(out)
 
 
+def pair_share(score: np.ndarray, pairs: np.ndarray) -> float:
+    """The share of ordered pairs (weaker, stronger) that `score` puts in order; a tie counts half."""
+    d = score[pairs[:, 1]] - score[pairs[:, 0]]
+    return float(np.mean((d > 0) + 0.5 * (d == 0)))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--side", type=int, default=256)
@@ -180,18 +188,14 @@ def main(argv=None) -> int:
                                                    "labels": labels, "group": group, "kind": kind}))
     y = np.array(labels)
     pairs = pairs_of(labels, group, kind)
-    comp = {c: np.array([s[c] for s in stats]) for c in ("grain", "texture", "lattice", "colour_cast", "softness")}
-    ratio = ed.grain_ratio(comp["grain"], comp["texture"])
-    lattice_excess = np.maximum(0, comp["lattice"] - ed.UNITS["lattice"][0])
-    soft_unit = ed.UNITS["softness"][1]
+    comp = {c: torch.tensor([s[c] for s in stats], dtype=torch.float64) for c in ed.COMPONENTS}
 
     def figures(cap, abs_unit, off, unit, soft_off, cast_unit, lattice_unit):
-        floor = np.minimum(comp["grain"], cap) if cap else comp["grain"]
-        score = (floor / abs_unit if abs_unit else 0) + np.maximum(0, ratio - off) / unit \
-            + lattice_excess / lattice_unit + comp["colour_cast"] / cast_unit \
-            + np.maximum(0, comp["softness"] - soft_off) / soft_unit
-        d = score[pairs[:, 1]] - score[pairs[:, 0]]
-        return float(np.mean((d > 0) + 0.5 * (d == 0))), auc(list(score[y == 0]), list(score[y == 1]))
+        # the shipped formula (edit_damage.combine) with this setting's constants; None: no cap, no floor term
+        units = {**ed.BARE_UNITS, "softness": (soft_off, ed.UNITS["softness"][1]),
+                 "colour_cast": (ed.UNITS["colour_cast"][0], cast_unit), "lattice": (ed.UNITS["lattice"][0], lattice_unit)}
+        score = ed.combine(comp, floor=(cap or math.inf, abs_unit or math.inf), ratio=(off, unit), units=units).numpy()
+        return pair_share(score, pairs), auc(list(score[y == 0]), list(score[y == 1]))
 
     grid = itertools.product(CAPS, ABS_UNITS, OFFSETS, UNITS, SOFT_OFFSETS, CAST_UNITS, LATTICE_UNITS)
     table = {k: figures(*k) for k in grid}

@@ -33,5 +33,6 @@ def test_stronger_damage_below_a_weaker_one_counts_as_wrong():
     kind, group, labels = ["clean", "blur 1", "blur 2"], ["a"] * 3, [0, 1, 1]
     pairs = fit.pairs_of(labels, group, kind)
     falling = np.array([0.0, 2.0, 1.0])  # both above clean, but blur 2 below blur 1
-    d = falling[pairs[:, 1]] - falling[pairs[:, 0]]
-    assert (d > 0).mean() == pytest.approx(2 / 3)
+    assert fit.pair_share(falling, pairs) == pytest.approx(2 / 3)
+    assert fit.pair_share(np.array([0.0, 1.0, 1.0]), pairs) == pytest.approx(5 / 6)  # a tie counts half
+    assert fit.pair_share(np.array([0.0, 1.0, 2.0]), pairs) == 1.0

@@ -120,33 +120,31 @@ def grain_ratio(grain, texture):
     return (grain + GRAIN_RATIO_FLOOR) / (texture + GRAIN_RATIO_FLOOR)
 
 
-def _term(name: str, components: Mapping) -> object:
-    if name == "grain":
-        offset, unit = GRAIN_RATIO
-        value = grain_ratio(components["grain"], components["texture"])
-        cap, unit_a = GRAIN_ABS
-        g = components["grain"]
-        floor = (g.clamp(max=cap) if torch.is_tensor(g) else min(float(g), cap)) / unit_a
-        excess = (value - offset).clamp(min=0) / unit if torch.is_tensor(value) else max(0.0, float(value) - offset) / unit
-        return floor + excess if torch.is_tensor(excess) else float(floor) + excess
-    else:
-        offset, unit = BARE_UNITS[name]
-        value = components[name]
-    return (value - offset).clamp(min=0) / unit if torch.is_tensor(value) else max(0.0, float(value) - offset) / unit
+def _terms(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
+           units: Mapping[str, tuple[float, float]] = BARE_UNITS) -> dict[str, torch.Tensor]:
+    """Each term, from float64 tensors of the components. Grain's is min(grain, cap) / unit_a +
+    max(0, grain_ratio - offset) / unit (floor = (cap, unit_a), ratio = (offset, unit)); each other's
+    max(0, component - offset) / unit (`units`)."""
+    (cap, unit_a), (offset, unit) = floor, ratio
+    g = components["grain"]
+    out = {"grain": g.clamp(max=cap) / unit_a + (grain_ratio(g, components["texture"]) - offset).clamp(min=0) / unit}
+    for name in TERMS[1:]:
+        off, u = units[name]
+        out[name] = (components[name] - off).clamp(min=0) / u
+    return out
 
 
-def combine(components: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """The score: the sum of each term (grain: GRAIN_ABS and GRAIN_RATIO; the others: BARE_UNITS)."""
-    total = None
-    for name in TERMS:
-        term = _term(name, components)
-        total = term if total is None else total + term
-    return total
+def combine(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
+            units: Mapping[str, tuple[float, float]] = BARE_UNITS) -> torch.Tensor:
+    """The score: the sum of the terms. The defaults are the shipped constants; bench/fit_edit_damage.py
+    passes its grid's (a cap or unit_a of inf: no cap, no floor term)."""
+    return sum(_terms(components, floor, ratio, units).values())
 
 
 def terms(components: Mapping[str, float]) -> dict[str, float]:
     """Each component's share of the score (the term it adds), for one image."""
-    return {n: float(_term(n, components)) for n in TERMS}
+    one = {k: torch.tensor(float(components[k]), dtype=torch.float64) for k in COMPONENTS}
+    return {n: float(v) for n, v in _terms(one).items()}
 
 
 def _gauss_kernel(sigma: float, device, dtype) -> torch.Tensor:

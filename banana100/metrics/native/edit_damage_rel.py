@@ -328,13 +328,10 @@ def chain_sources(source) -> Callable[[dict], tuple[str, object] | None]:
 
 def _heldout_auc() -> str:
     """The bare score's measured clean-vs-damaged AUC on held-out chains (the validation file), for the warning."""
-    import json
+    from banana100.metrics.detector_card import _results, heldout_aucs_text
 
     try:
-        from banana100.metrics.detector_card import heldout_aucs_text
-
-        v = json.loads((Path(__file__).with_name("edit_damage_validation.json")).read_text())
-        return heldout_aucs_text(v) or "not measured"
+        return heldout_aucs_text(_results("edit_damage_validation.json")) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
 
