@@ -13,7 +13,8 @@ FIT_DAMAGES (blur, correlated and white grain, a grid, a green tint) counted as 
 0, the clean images and their JPEG copies; damaged: steps 5 and 10 and the FIT_DAMAGES copies. Left
 out of the fit on purpose, because bench/validate_edit_damage.py holds them out: the damage_model_b
 chains (and their drawn sources, other seeds), the reference photographs of
-../shared/reference-images, and skimage's chelsea (= cat), hubble_deep_field and coins.
+../shared/reference-images, skimage's chelsea (= cat), hubble_deep_field and coins, and the photographs
+that ship in installed packages (validate_edit_damage.PACKAGE_PHOTOGRAPHS).
 
 The bare grain term is min(grain, cap) / abs_unit + max(0, grain_ratio - offset) / unit (grain_ratio
 = (grain + 0.3) / (texture + 0.3)): the capped absolute floor keeps blur's fall of the ratio from

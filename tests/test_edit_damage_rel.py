@@ -260,6 +260,14 @@ def test_every_held_out_draw_is_named_where_the_user_reads_the_figure():
     assert detector_card.heldout_aucs_text(r) == "0.96, 0.88 and 0.89"
     assert detector_card.heldout_aucs_text({"heldout_chains": r["heldout_chains"]}) == "0.96"
     assert detector_card.heldout_aucs_text({}) == ""
+    # by source: the range over the draws that measured the group
+    for key, g, p in zip(detector_card.HELDOUT_DRAWS, (1.0, 0.972, 1.0), (0.85, 0.78, 0.9)):
+        r[key].update({"generated": {"bare": {"auc_clean_vs_step10": g}},
+                       detector_card.PHOTOGRAPHS: {"bare": {"auc_clean_vs_step10": p}}})
+    assert detector_card._group_range(r, "generated") == "0.97-1.00"
+    assert detector_card._group_range(r, detector_card.PHOTOGRAPHS) == "0.78-0.90"
+    assert detector_card._group_range({"heldout_chains": r["heldout_chains"]}, "generated") == "1.00"
+    assert detector_card._group_range(r, "no such group") == ""
 
 
 def test_the_validator_counts_no_distorted_reference_image_as_a_clean_photograph():
@@ -277,3 +285,28 @@ def test_the_validator_counts_no_distorted_reference_image_as_a_clean_photograph
     refs = {k[4:] for k in validate.photographs() if k.startswith("ref:")}
     assert refs == {"ilniqe/pepper_0.png", "piq/I01.BMP", "piq/goldhill.gif", "tid2013/I04.bmp"}
     assert "tid2013/I03.bmp" in validate.DISTORTED_REFERENCES
+
+
+def test_the_package_photographs_are_held_out_of_the_fit_and_a_missing_one_is_said(monkeypatch, capsys):
+    """The photographs that ship in installed packages are held-out sources of the validator's (d): none
+    may be a fit source, and one whose distribution lacks the file is left out with its name said,
+    not a crash halfway through a draw."""
+    import sys
+
+    from repopaths import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    fit = pytest.importorskip("fit_edit_damage", reason="bench/fit_edit_damage.py needs skimage")
+    fit_files = {f"skimage/data/{n}" for n in fit.FIT_SOURCES}
+    held = {path for _, path in validate.PACKAGE_PHOTOGRAPHS.values()}
+    assert not any(p.rsplit(".", 1)[0] in fit_files for p in held)
+    assert "skimage/data/motorcycle_left.png" in held and "motorcycle_left" not in fit.FIT_SOURCES
+    monkeypatch.setattr(validate, "PACKAGE_PHOTOGRAPHS", {
+        "motorcycle": ("scikit-image", "skimage/data/motorcycle_left.png"),
+        "gone": ("scikit-image", "skimage/data/no_such_photograph.png"),
+        "no_dist": ("no-such-distribution-b100", "x.png")})
+    got = validate.package_photographs()
+    assert list(got) == ["motorcycle"] and got["motorcycle"].shape[2] == 3 and max(got["motorcycle"].shape) <= 512
+    out = capsys.readouterr().out
+    assert "'gone' is left out" in out and "no_such_photograph.png" in out and "'no_dist' is left out" in out
