@@ -185,7 +185,7 @@ def _heldout(r: dict) -> str:
 # and the name of the group of every photograph among a draw's sources
 HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "Second draw",
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw"}
-PHOTOGRAPHS = "photographs (the three groups above)"
+PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 
 
 def heldout_aucs(r: dict) -> list[float]:
