@@ -134,6 +134,7 @@ def photographs() -> dict[str, np.ndarray]:
         for p in sorted(REFERENCE_IMAGES.rglob("*")):
             if p.suffix.lower() in (".png", ".bmp", ".gif") and f"{p.parent.name}/{p.name}" not in DISTORTED_REFERENCES:
                 out[f"ref:{p.parent.name}/{p.name}"] = _rgb(np.asarray(Image.open(p).convert("RGB")))
+    out.update({f"pkg:{n}": a for n, a in package_photographs().items()})
     return out
 
 
@@ -207,9 +208,11 @@ def clean_set() -> dict[str, dict[str, np.ndarray]]:
     text.update({f"rendered text {s}": _text_image(s) for s in range(2)})
     flat = {n: _rgb(getattr(skimage.data, n)()) for n in ("logo", "colorwheel", "checkerboard", "horse")}
     flat.update({f"flat shapes {s}": _flat_graphic(s) for s in range(3)})
-    refs = {n: photos.pop(n) for n in [n for n in photos if n.startswith("ref:")]}  # reported on their own
+    # the reference and the package photographs are reported on their own
+    refs = {n: photos.pop(n) for n in [n for n in photos if n.startswith("ref:")]}
+    package = {n: photos.pop(n) for n in [n for n in photos if n.startswith("pkg:")]}
     out = {"photograph": photos, "smooth": smooth, "texture": texture, "text": text, "flat graphics": flat}
-    return {**out, "reference-images": refs} if refs else out
+    return {**out, **({"reference-images": refs} if refs else {}), **({"package photographs": package} if package else {})}
 
 
 # --- degradations at known strengths -------------------------------------------------------

@@ -74,18 +74,26 @@ def _ladders(r: dict) -> str:
     if not lad:
         return "Not measured yet: run `python bench/validate_edit_damage.py --part ladders`."
     n = len(next(iter(lad.values()))["images"])
-    lines = [f"On {n} photographs (skimage.data's, and the reference images in `../shared/reference-images` "
-             f"when present, less its distorted copies: pepper_1..4 and TID2013's I03), each degraded at known "
-             "strengths:", "",
+    lines = [f"On {n} photographs (skimage.data's; the reference images in `../shared/reference-images` "
+             f"when present, less its distorted copies: pepper_1..4 and TID2013's I03; and the photographs that "
+             "ship in installed packages, held out of every fit: `PACKAGE_PHOTOGRAPHS` in the validator), each "
+             "degraded at known strengths:", "",
              "| ladder | strengths | mean Spearman rho (score vs strength) | monotone | last step above clean "
-             "| mean rho, the reference photographs alone |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| mean rho, the reference photographs alone | mean rho (last step above clean), the package photographs alone |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, v in lad.items():
-        refs = [row["rho"] for row in v["images"] if row["image"].startswith("ref:")]  # the photographs alone
-        refs = sum(refs) / len(refs) if refs else None
+        refs = _mean([row["rho"] for row in v["images"] if row["image"].startswith("ref:")])
+        package = [row for row in v["images"] if row["image"].startswith("pkg:")]
+        held = (f"{_mean([row['rho'] for row in package]):.2f} ({_mean([row['rises'] for row in package]):.0%})"
+                if package else "n/a")
         lines.append(f"| {name} | {', '.join(str(s) for s in v['strengths'])} ({v['unit']}) | {v['mean_rho']:.2f} | "
-                     f"{v['share_monotone']:.0%} | {v['share_rises']:.0%} | {'n/a' if refs is None else f'{refs:.2f}'} |")
+                     f"{v['share_monotone']:.0%} | {v['share_rises']:.0%} | {'n/a' if refs is None else f'{refs:.2f}'} | "
+                     f"{held} |")
     return "\n".join(lines)
+
+
+def _mean(values: list) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _clean(r: dict) -> str:
