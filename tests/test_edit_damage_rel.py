@@ -310,3 +310,21 @@ def test_the_package_photographs_are_held_out_of_the_fit_and_a_missing_one_is_sa
     assert list(got) == ["motorcycle"] and got["motorcycle"].shape[2] == 3 and max(got["motorcycle"].shape) <= 512
     out = capsys.readouterr().out
     assert "'gone' is left out" in out and "no_such_photograph.png" in out and "'no_dist' is left out" in out
+
+
+def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():
+    """A fall is a wrong answer, not a weak one: the card names the images (JPEG is not damage, so its
+    ladder is left out), and the held-out package photographs get their own column."""
+    from banana100.metrics import detector_card
+
+    row = lambda name, rho, rises: {"image": name, "rho": rho, "rises": rises}
+    ladder = lambda rows: {"strengths": [0, 1], "unit": "u", "mean_rho": 0.5, "share_monotone": 0.5,
+                           "share_rises": 0.5, "images": rows}
+    text = detector_card._ladders({"ladders": {
+        "correlated grain": ladder([row("astronaut", 1.0, True), row("pkg:grace_hopper", -1.0, False)]),
+        "jpeg": ladder([row("astronaut", -1.0, False)]),
+        "blur": ladder([row("ref:piq/I01.BMP", 0.7, True), row("pkg:lion", 0.5, True)])}})
+    assert "scores below the clean image on: correlated grain: pkg:grace_hopper." in text
+    assert "jpeg: astronaut" not in text
+    assert "| blur | 0, 1 (u) | 0.50 | 50% | 50% | 0.70 | 0.50 (100%) |" in text
+    assert "| correlated grain | 0, 1 (u) | 0.50 | 50% | 50% | n/a | -1.00 (0%) |" in text

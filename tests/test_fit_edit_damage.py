@@ -36,3 +36,44 @@ def test_stronger_damage_below_a_weaker_one_counts_as_wrong():
     assert fit.pair_share(falling, pairs) == pytest.approx(2 / 3)
     assert fit.pair_share(np.array([0.0, 1.0, 1.0]), pairs) == pytest.approx(5 / 6)  # a tie counts half
     assert fit.pair_share(np.array([0.0, 1.0, 2.0]), pairs) == 1.0
+
+
+def test_noisy_base_pairs_keep_one_family_in_the_whole_lists_indices():
+    """The noisy-base report orders each damage family from its own clean base, in the indices of the
+    whole list (other families and other sources interleaved)."""
+    kind = ["clean", "correlated grain 3", "blur 1", "correlated grain 6", "clean", "correlated grain 3"]
+    group = ["a", "a", "a", "a", "b", "b"]
+    got = {tuple(p) for p in fit._family_pairs(group, kind, "correlated grain").tolist()}
+    assert got == {(0, 1), (0, 3), (1, 3), (4, 5)}
+    assert {tuple(p) for p in fit._family_pairs(group, kind, "blur").tolist()} == {(0, 2)}
+
+
+def test_the_weakness_the_docs_state_is_real_more_grain_on_a_grainy_base_lowers_the_bare_score():
+    """docs/edit-damage.md and the card say it, so it must be true of the shipped score: white noise of 4
+    levels on a flat image, then correlated grain on top: the ratio term falls faster than the floor
+    rises, so the bare score drops while the grain it measures rises; edit_damage_rel, which compares
+    grain itself, rises. A form that fixes this flips the bare assertion, with the docs' paragraph."""
+    import numpy as np
+    import torch
+
+    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.native import edit_damage_rel as rel
+
+    flat = np.full((256, 256, 3), 128, np.uint8)
+    base = fit.white(flat, 4, seed=11)
+    grainy = fit.correlated(base, 12, seed=7)
+    model = rel.StatsModel("cpu")
+    s_base, s_grainy = model([base, grainy])
+    assert s_grainy["grain"] > s_base["grain"]
+    comps = lambda s: {k: torch.tensor([s[k]], dtype=torch.float64) for k in ed.COMPONENTS}
+    assert float(ed.combine(comps(s_grainy))) < float(ed.combine(comps(s_base)))
+    assert rel.relative_score(s_grainy, s_base) > rel.relative_score(s_base, s_base)
+
+
+def test_every_fit_source_is_the_same_on_every_run():
+    """skimage's binary_blobs is drawn at random unless seeded: unseeded, each rerun of the fit fitted
+    other data and could choose other constants."""
+    import numpy as np
+
+    for name in fit.FIT_SOURCES:
+        assert np.array_equal(fit.source(name), fit.source(name)), name

@@ -89,6 +89,14 @@ def _ladders(r: dict) -> str:
         lines.append(f"| {name} | {', '.join(str(s) for s in v['strengths'])} ({v['unit']}) | {v['mean_rho']:.2f} | "
                      f"{v['share_monotone']:.0%} | {v['share_rises']:.0%} | {'n/a' if refs is None else f'{refs:.2f}'} | "
                      f"{held} |")
+    # name the images where damage lowered the score: a wrong answer, not a weak one (JPEG is not damage)
+    falls = {name: [row["image"] for row in v["images"] if not row["rises"]] for name, v in lad.items() if name != "jpeg"}
+    falls = {k: v for k, v in falls.items() if v}
+    if falls:
+        lines += ["", "The strongest step scores below the clean image on: " + "; ".join(
+            f"{k}: {', '.join(v)}" for k, v in falls.items()) + ". On a grainy photograph, added correlated grain "
+            "pulls the fine/coarse ratio toward its own, lower one faster than the capped floor rises "
+            "(docs/edit-damage.md); `edit_damage_rel` compares grain itself and rises there."]
     return "\n".join(lines)
 
 
