@@ -209,16 +209,16 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", help="a JSON file of the fit data's statistics: read when present, else written")
     ap.add_argument("--out", default=str(REPO / "bench/results_fit_edit_damage.json"))
     args = ap.parse_args(argv)
-    c = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
-    if "stats" in c:
-        stats, labels, group, kind = c["stats"], c["labels"], c["group"], c["kind"]
+    cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
+    if "stats" in cache:
+        stats, labels, group, kind = cache["stats"], cache["labels"], cache["group"], cache["kind"]
     else:
         stats, labels, group, kind = fit_data(args.side, args.steps)
-    if "noisy" in c:
-        n_stats, n_group, n_kind = c["noisy"]["stats"], c["noisy"]["group"], c["noisy"]["kind"]
+    if "noisy" in cache:  # a cache written before the noisy bases has none: they are measured and added
+        n_stats, n_group, n_kind = cache["noisy"]["stats"], cache["noisy"]["group"], cache["noisy"]["kind"]
     else:
         n_stats, n_group, n_kind = noisy_base_data()
-    if args.cache and set(c) != {"stats", "labels", "group", "kind", "noisy"}:
+    if args.cache and set(cache) != {"stats", "labels", "group", "kind", "noisy"}:
         plain = lambda rows: [{k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} for s in rows]
         Path(args.cache).write_text(json.dumps({"stats": plain(stats), "labels": labels, "group": group, "kind": kind,
                                                 "noisy": {"stats": plain(n_stats), "group": n_group, "kind": n_kind}}))
@@ -226,7 +226,7 @@ def main(argv=None) -> int:
     pairs = pairs_of(labels, group, kind)
     comp = {c: torch.tensor([s[c] for s in stats], dtype=torch.float64) for c in ed.COMPONENTS}
     n_comp = {c: torch.tensor([s[c] for s in n_stats], dtype=torch.float64) for c in ed.COMPONENTS}
-    n_pairs = {f: p for f, p in ((f, _family_pairs(n_group, n_kind, f)) for f in ("correlated grain", "blur", "white noise"))}
+    n_pairs = {f: _family_pairs(n_group, n_kind, f) for f in ("correlated grain", "blur", "white noise")}
 
     def bare(components, cap, abs_unit, off, unit, soft_off, cast_unit, lattice_unit):
         # the shipped formula (edit_damage.combine) with this setting's constants; None: no cap, no floor term
