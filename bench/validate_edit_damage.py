@@ -4,24 +4,24 @@
         [--part ladders,clean,protocol,heldout] [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
 
 (a) ladders: white noise, spatially correlated grain, a periodic grid, JPEG, Gaussian blur and a
-    green tint at known strengths on varied photographs (skimage.data's, and the reference
-    images in ../shared/reference-images when present): Spearman's rho of the score against the
-    strength, per image and ladder.
+    green tint at known strengths on varied photographs (skimage.data's, the reference images in
+    ../shared/reference-images when present, and the photographs that ship in installed packages,
+    PACKAGE_PHOTOGRAPHS): Spearman's rho of the score against the strength, per image and ladder.
 (b) clean content of every kind (photographs, smooth generated-looking images, dense texture,
     text, flat graphics) against the same images with a stand-in for the step-5 effect (noise at
     about its visibility threshold, a faint lattice, a slight green tint): the ROC AUC of clean
     vs damaged across images (a filter judges one image without its chain), per damage and
     pooled, for the score and for each component alone.
     The reference photographs (../shared/reference-images; left out with a message when absent)
-    are reported on their own in (a) and (b).
+    and the package photographs are reported on their own in (a) and (b).
 (c) the paper's protocol on chains of the simulated editor, every setting, for the bare score
     and for edit_damage_rel (against step 0), and the AUCs across chains (step 1 vs step 10;
     the bare score's clean step 0 vs step 10).
 (d) held out: chains of a second damage model (bench/damage_model_b.py: shifts and crops, a
     lattice, correlated grain, a magenta or blue drift, pasted content; none of it in the
-    simulated editor) from drawn sources, the reference photographs and skimage images, by
-    group: the same figures as (c). Two draws (chain and drawn-source seeds): the first, and a
-    second one, drawn after the last fit and reported under its own key.
+    simulated editor) from drawn sources, the reference photographs, skimage images and the
+    package photographs, by group and for every photograph together: the same figures as (c).
+    Four draws (chain and drawn-source seeds, DRAWS), each under its own key.
 
 Nothing is tuned here: the detector's constants are fixed in banana100/metrics/native/edit_damage.py
 and edit_damage_rel.py.
