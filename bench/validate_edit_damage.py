@@ -407,12 +407,13 @@ def heldout_sources(side: int, source_seed: int = SOURCE_SEED) -> dict[str, dict
     """Sources by group: drawn like the paper's, the reference photographs (when present), skimage's."""
     from banana100.synth import GENERATED_SOURCES, generated_source
 
+    photos = photographs()  # one decoding of every photograph; its "ref:" and "pkg:" ones are held out here
     groups = {"generated": {n: generated_source(n, side, seed=source_seed) for n in GENERATED_SOURCES}}
     if REFERENCE_IMAGES.is_dir():
-        groups["reference-images"] = {k[4:]: v for k, v in photographs().items() if k.startswith("ref:")}
-    groups["skimage"] = {n: _rgb(getattr(skimage.data, n)()) for n in ("chelsea", "hubble_deep_field", "coins")}
+        groups["reference-images"] = {k[4:]: v for k, v in photos.items() if k.startswith("ref:")}
+    groups["skimage"] = {n: photos[n] for n in ("chelsea", "hubble_deep_field", "coins")}
     # last, so that the chains before them keep their seeds (a chain's seed is its draw's plus its index)
-    groups["package photographs"] = package_photographs()
+    groups["package photographs"] = {k[4:]: v for k, v in photos.items() if k.startswith("pkg:")}
     return groups
 
 

@@ -328,3 +328,5 @@ def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clea
     assert "jpeg: astronaut" not in text
     assert "| blur | 0, 1 (u) | 0.50 | 50% | 50% | 0.70 | 0.50 (100%) |" in text
     assert "| correlated grain | 0, 1 (u) | 0.50 | 50% | 50% | n/a | -1.00 (0%) |" in text
+    blur_only = detector_card._ladders({"ladders": {"blur": ladder([row("pkg:lion", -0.5, False)])}})
+    assert "below the clean image on: blur: pkg:lion." in blur_only and "correlated grain" not in blur_only

@@ -329,13 +329,13 @@ def chain_sources(source) -> Callable[[dict], tuple[str, object] | None]:
 def _heldout_auc() -> str:
     """The bare score's measured clean-vs-damaged AUC on held-out chains (the validation file), one a
     draw, and by kind of source where measured, for the warning."""
-    from banana100.metrics.detector_card import PHOTOGRAPHS, _group_range, _results, heldout_aucs_text
+    from banana100.metrics.detector_card import _results, heldout_aucs_text, heldout_by_source
 
     try:
         r = _results("edit_damage_validation.json")
-        made, photos = _group_range(r, "generated"), _group_range(r, PHOTOGRAPHS)
-        by_source = f"; {made} on made images, {photos} on photographs" if made and photos else ""
-        return (heldout_aucs_text(r) + by_source) or "not measured"
+        by_source = heldout_by_source(r)
+        return (heldout_aucs_text(r) + (f"; {by_source[0]} on made images, {by_source[1]} on photographs"
+                                        if by_source else "")) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
 
