@@ -100,7 +100,7 @@ def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENC
     by = list(dict.fromkeys(by))
     missing = [c for c in by if c not in df.columns]
     if missing:
-        usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "metric"))
+        usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "components", "metric"))
         raise UsageError(f"--by {','.join(missing)}: no such column in the scores; the scores carry {', '.join(usable)}")
     rows = []
     df = _sources_join_their_chains(df, by)

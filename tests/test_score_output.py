@@ -75,3 +75,84 @@ def test_csv_and_json_put_the_rows_alone_on_stdout(images, tmp_path, capsys):
 def test_only_process_0_of_a_distributed_run_prints(images, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RANK", "1")  # as accelerate / torchrun set it; the scoring itself runs alone here
     assert _score(images, tmp_path, capsys).out == ""
+
+
+def test_the_scores_file_says_what_each_edit_damage_score_is_made_of(images, tmp_path, capsys):
+    """A score read on its own needs its parts: the `components` column holds the detector's, per image, and
+    their terms add up to the score; other metrics' rows, and an image too small to score, hold none."""
+    import pandas as pd
+
+    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.native import edit_damage as ed
+
+    out = tmp_path / "s.parquet"
+    assert main(["score", str(images), "--metrics", "edit_damage,piqe", "--out", str(out), "--device", "cpu"]) == 0
+    df = pd.read_parquet(out)
+    mine = df[df.metric == "edit_damage"].set_index(df[df.metric == "edit_damage"].image.map(lambda p: p.split("/")[-1]))
+    assert mine.loc["small.png", "components"] is None and mine.loc["small.png", "error"]
+    assert df[df.metric == "piqe"].components.isna().all()
+    scorer = MetricScorer("edit_damage", device="cpu")
+    names = ["0.png", "1.png", "2.png"]
+    scorer.score([str(images / n) for n in names])
+    for name, expected in zip(names, scorer.components):
+        got = mine.loc[name, "components"]
+        assert got == pytest.approx(expected, rel=1e-9)
+        assert sum(ed.terms(got).values()) == pytest.approx(mine.loc[name, "score"], rel=1e-9)
+
+
+def _breakdown(text: str, metric: str) -> dict[str, list[float]]:
+    """{image: [score, *terms]} from the breakdown table printed for `metric`."""
+    lines = text.split(f"\n{metric}, each score and ")[1].splitlines()
+    assert lines[1].split() == ["image", "score", "grain", "lattice", "colour_cast", "softness"]
+    rows = {}
+    for line in lines[2:]:
+        cells = line.split()
+        if len(cells) != 6 or not cells[0].endswith(".png"):
+            break
+        rows[cells[0]] = [float(c) for c in cells[1:]]
+    return rows
+
+
+def test_the_table_breaks_each_edit_damage_score_into_its_terms(images, tmp_path, capsys, monkeypatch):
+    import pandas as pd
+
+    from banana100.cli import scoresout
+
+    out = tmp_path / "s.parquet"
+    assert main(["score", str(images), "--metrics", "edit_damage", "--reference", str(images / "0.png"), "--out",
+                 str(out), "--device", "cpu"]) == 0
+    text = capsys.readouterr().out
+    df = pd.read_parquet(out)
+    for metric in ("edit_damage", "edit_damage_rel"):
+        rows = _breakdown(text, metric)
+        assert sorted(rows) == ["0.png", "1.png", "2.png"]  # small.png has no score, so no line
+        for name, (score, *terms) in rows.items():
+            assert sum(terms) == pytest.approx(score, abs=0.021)  # each printed to 0.01
+            want = df[(df.metric == metric) & df.image.str.endswith("/" + name)].score.item()
+            assert score == pytest.approx(want, abs=0.006)
+    assert _breakdown(text, "edit_damage_rel")["0.png"] == [0.0] * 5  # the reference itself added nothing
+    assert "film grain" in text.split("\nedit_damage_rel, ")[0]  # the bare score's caveat, under its own table
+    # many images: where to find them, not a line each
+    monkeypatch.setattr(scoresout, "MAX_BREAKDOWN", 2)
+    assert main(["score", str(images), "--metrics", "edit_damage", "--out", str(out), "--device", "cpu"]) == 0
+    text = capsys.readouterr().out
+    assert "edit_damage: what each of the 3 scores is made of is in the scores file's `components` column" in text
+    assert "each score and its terms" not in text
+
+
+def test_a_scores_file_from_before_the_components_column_resumes_and_says_which_have_none(images, tmp_path, capsys):
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "s.parquet"
+    assert main(["score", str(images / "0.png"), "--metrics", "edit_damage", "--out", str(out), "--device", "cpu"]) == 0
+    pq.write_table(pq.read_table(out).drop(["components"]), out)  # as a version before the column wrote it
+    capsys.readouterr()
+    assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out", str(out),
+                 "--device", "cpu"]) == 0
+    text = capsys.readouterr().out
+    assert list(_breakdown(text, "edit_damage")) == ["1.png"]
+    assert "edit_damage: 1 of the scores were written before the scores file kept their components" in text
+    df = pd.read_parquet(out).set_index("image")
+    assert df.loc[str(images / "0.png"), "components"] is None
+    assert df.loc[str(images / "1.png"), "components"]["grain"] > 0

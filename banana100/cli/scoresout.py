@@ -14,11 +14,16 @@ from typing import TextIO
 ROW_COLUMNS = ("image", "chain_id", "step", "metric", "score", "lower_better", "error")
 
 
+#: at most this many images get a line each in the table of what edit_damage's scores are made of
+MAX_BREAKDOWN = 10
+
+
 def scored_rows(out: Path, metrics: list[str]) -> list[dict]:
-    """The rows of the scores file `out` for `metrics` (this run's), metric by metric in their order."""
+    """The rows of the scores file `out` for `metrics` (this run's), metric by metric in their order
+    (with `components`, the detector's, for the breakdown; --format csv|json writes ROW_COLUMNS only)."""
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(out, columns=list(ROW_COLUMNS)).to_pylist()
+    rows = pq.read_table(out, columns=[*ROW_COLUMNS, "components"]).to_pylist()
     order = {m: i for i, m in enumerate(metrics)}
     return sorted((r for r in rows if r["metric"] in order), key=lambda r: order[r["metric"]])  # stable
 
@@ -42,9 +47,53 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
                                 for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
     from banana100.metrics.native import edit_damage_rel
 
+    for m in (edit_damage_rel.BARE, edit_damage_rel.NAME):
+        if m in metrics:
+            table += breakdown([r for r in rows if r["metric"] == m], m)
     if edit_damage_rel.BARE in metrics and edit_damage_rel.NAME not in metrics:  # the number read alone
-        table += "\nnote: " + edit_damage_rel.alone_note()
+        table += ("\n\n" if "\n\n" in table else "\n") + "note: " + edit_damage_rel.alone_note()
     return table
+
+
+def breakdown(rows: list[dict], metric: str) -> str:
+    """What each image's edit_damage (or edit_damage_rel) score is made of: its terms, which sum to the
+    score, one line per image for up to MAX_BREAKDOWN images; else where to find them. "" without any."""
+    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.native import edit_damage_rel as rel
+
+    scored = [r for r in rows if _finite(r["score"])]
+    rows = [r for r in scored if r.get("components")]
+    # rows written before the scores file had the column (a resumed run) have none
+    older = (f"\n{metric}: {len(scored) - len(rows)} of the scores were written before the scores file kept "
+             "their components; score them into a new --out to see theirs") if len(rows) < len(scored) else ""
+    if not rows:
+        return older and "\n" + older
+    if len(rows) > MAX_BREAKDOWN:
+        return (f"\n\n{metric}: what each of the {len(rows)} scores is made of is in the scores file's `components` "
+                "column (docs/edit-damage.md)" + older)
+    if metric == rel.NAME:  # what each component added since the reference, over its unit
+        terms = [rel.relative_terms({n: r["components"][n] for n in ed.TERMS}) for r in rows]
+        what, tail = "the terms of the damage added since the reference", ""
+    else:
+        terms = [ed.terms(r["components"]) for r in rows]
+        what = "its terms"
+        # what the terms cannot tell on one image (docs/edit-damage.md, "How far to trust it")
+        tail = ("\nalone, a photograph's own film grain or sensor noise reads as grain, and its light as "
+                "colour_cast; a soft or shallow-focus photograph reads softness")
+    head = ("image", "score", *ed.TERMS)
+    lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in ed.TERMS)) for r, t in zip(rows, terms)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    body = "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+                     for line in lines)
+    return (f"\n\n{metric}, each score and {what} (they add up to it; the components are in the scores file):"
+            f"\n{body}{tail}{older}")
+
+
+def _label(row: dict) -> str:
+    """A chain image as `chain step N`, a plain one by its file name."""
+    if row.get("chain_id") is not None:
+        return f"{row['chain_id']} step {row['step']}"
+    return Path(row["image"]).name
 
 
 def write_rows(rows: list[dict], fmt: str, stream: TextIO) -> None:

@@ -274,7 +274,8 @@ to filter millions of images. `{n}` is a cheap, reference-free score for that da
 four interpretable components, each from a published definition or a degradation we can state,
 summed into one score: **higher means more damage** (`lower_better: True`, like the other
 "badness" scores). `compute(..., components=True)` returns every component per image, so a user
-can see why an image scored high.
+can see why an image scored high; `banana100 score` writes them to its scores file (`components`)
+and prints each score's terms under its table for up to 10 images.
 
 - **grain**: the noise floor, band-pass (difference of Gaussians, sigma 0.5 and 2.5 px) energy of
   the luma in the flattest 10 % of 16x16 tiles, in white-noise-equivalent 8-bit levels. Unlike

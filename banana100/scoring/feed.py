@@ -106,8 +106,9 @@ def _score_chunk(chunk: list[Decoded], scorers: dict, uploads: "_SharedUploads |
         scores: dict[int, float] = {}
         shares: dict[int, float | None] = {}
         texts: dict[int, str | None] = {}  # what a language-model evaluator answered (keep_text)
+        comps: dict[int, dict | None] = {}  # what the score is made of (the edit_damage detector)
         for group, shape in (uploads.groups(ok) if hasattr(scorer, "score_uploaded") else [(ok, None)]):
-            _score_group(scorer, group, shape, uploads, scores, shares, texts, errors)
+            _score_group(scorer, group, shape, uploads, scores, shares, texts, errors, comps)
         for i in todo:
             record = chunk[i].record
             rows.append({
@@ -120,6 +121,7 @@ def _score_chunk(chunk: list[Decoded], scorers: dict, uploads: "_SharedUploads |
                 "mode": scorer.mode,
                 "precision": getattr(scorer, "precision", "exact"),
                 "flat_share": shares.get(i),
+                "components": comps.get(i) if i not in errors else None,
                 **({"text": texts[i]} if texts.get(i) is not None else {}),  # not a column: the texts file
             })
     return rows
@@ -166,9 +168,10 @@ class _SharedUploads:
         return self._batches[shape]
 
 
-def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, shares, texts, errors) -> None:
+def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, shares, texts, errors,
+                 comps) -> None:
     """Score the chunk's images `ok` with `scorer` (from the shared upload when `shape` is given,
-    else as arrays), filling scores/shares/texts/errors; a failure is isolated to its image."""
+    else as arrays), filling scores/shares/texts/errors/comps; a failure is isolated to its image."""
     if not ok:
         return
     arrays, chunk = uploads.arrays, uploads.chunk
@@ -181,6 +184,7 @@ def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, 
         scores.update(zip(ok, got))
         shares.update(zip(ok, scorer.flat_shares))
         texts.update(zip(ok, getattr(scorer, "last_texts", ())))
+        comps.update(zip(ok, getattr(scorer, "components", ())))
     except Exception as e:  # noqa: BLE001 - isolate the image that failed; the others go on
         if isinstance(e, Banana100Error) and getattr(e, "errors", None) is not None:
             # some images have no score (uniform, NaN): the engine scored the others and named each
@@ -190,12 +194,14 @@ def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, 
                     errors[i] = str(e.errors[k])  # named by chunk[i].name already
                 else:
                     scores[i], shares[i] = e.scores[k], scorer.flat_shares[k]
+                    comps.update(zip([i], getattr(scorer, "components", ())[k:k + 1]))
         else:
             for i in ok:
                 try:
                     scores[i] = _call(scorer, [arrays[i]], [chunk[i].name], [chunk[i].record])[0]
                     shares[i] = scorer.flat_shares[0]
                     texts.update(zip([i], getattr(scorer, "last_texts", ())))
+                    comps.update(zip([i], getattr(scorer, "components", ())))
                 except Banana100Error as e1:  # reported in the `error` column, named already
                     errors[i] = str(e1)
                 except Exception as e1:  # noqa: BLE001 - reported in the `error` column

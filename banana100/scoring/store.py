@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from banana100.errors import Banana100Error, DatasetError, UsageError
 from banana100.fileio import is_temporary_name, write_file_atomic
+from banana100.metrics.native.edit_damage import COMPONENTS as DAMAGE_COMPONENTS
 from banana100.scoring.inputs import canonical_image_path
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,9 @@ SCORES_SCHEMA = pa.schema(
         # hand-crafted metrics (native backend): share of flat windows, where the score depends on
         # rounding (banana100.metrics.native.FlatRegionWarning; the metric cards say how far)
         ("flat_share", pa.float64()),
+        # what the score is made of, per image: the edit_damage detector's components (edit_damage_rel: what
+        # each added since the reference; docs/edit-damage.md); null for every other metric
+        ("components", pa.struct([(c, pa.float64()) for c in DAMAGE_COMPONENTS])),
     ]
 )
 
@@ -111,9 +115,9 @@ def _conform(table: pa.Table) -> pa.Table:
             table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
     if "precision" not in table.column_names:  # before precision="fast" existed every score was exact
         table = table.append_column("precision", pa.array(["exact"] * len(table), pa.string()))
-    for name, kind in (("flat_share", pa.float64()), ("chat_mode", pa.string()), ("variant", pa.string())):
+    for name in ("flat_share", "chat_mode", "variant", "components"):
         if name not in table.column_names:  # files from before the column: not measured / not recorded
-            table = table.append_column(name, pa.nulls(len(table), kind))
+            table = table.append_column(name, pa.nulls(len(table), SCORES_SCHEMA.field(name).type))
     return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
 
 

@@ -62,10 +62,16 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
     }
 
 
+def relative_terms(added: dict) -> dict[str, float]:
+    """Each component's term of the relative score, from what it added (`relative_components`): the change
+    over its stated unit (edit_damage.UNITS; not the bare score's BARE_UNITS: against a source, a cast or
+    lattice that moved is the edit's)."""
+    return {n: v / ed.UNITS[n][1] for n, v in added.items()}
+
+
 def relative_score(stats: dict, ref: dict) -> float:
-    """The damage added since the reference: each component's change over its stated unit (edit_damage.UNITS;
-    not the bare score's BARE_UNITS: against a source, a cast or lattice that moved is the edit's), summed."""
-    return sum(v / ed.UNITS[n][1] for n, v in relative_components(stats, ref).items())
+    """The damage added since the reference: the sum of the terms."""
+    return sum(relative_terms(relative_components(stats, ref)).values())
 
 
 class StatsModel:
