@@ -77,3 +77,36 @@ def test_every_fit_source_is_the_same_on_every_run():
 
     for name in fit.FIT_SOURCES:
         assert np.array_equal(fit.source(name), fit.source(name)), name
+
+
+def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says():
+    """bench/heldout_sensitivity.py: each change differs from the shipped setting in one place (so its
+    figure is that change's), the shipped one is the code's, and its figures are the AUC and falls asked."""
+    from banana100.metrics.native import edit_damage as ed
+
+    sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
+    shipped = sens.CHANGES["shipped"]
+    assert shipped == {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS}
+    for name, change in sens.CHANGES.items():
+        moved = [k for k in ("floor", "ratio") if change[k] != shipped[k]]
+        moved += [u for u in ed.TERMS[1:] if change["units"][u] != shipped["units"][u]]
+        assert len(moved) == (0 if name == "shipped" else 1), (name, moved)
+
+    def stats(grain):  # texture = grain: no ratio term, the score rises with grain alone
+        return {"grain": grain, "texture": grain, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0}
+
+    # two draws of two chains: in the first, step 10 of one chain scores below the other's clean image
+    chains = {"d1": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
+                     "b": {"group": "photo", "stats": {0: stats(3.0), 10: stats(4.0)}}},
+              "d2": {"a": {"group": "generated", "stats": {0: stats(1.0), 10: stats(0.5)}},
+                     "b": {"group": "photo", "stats": {0: stats(1.0), 10: stats(5.0)}}}}
+    r = sens.figures(chains, shipped)
+    assert r["auc_by_draw"] == {"d1": 0.75, "d2": 0.5}  # d2: 5 above both clean, 0.5 below both
+    assert r["auc_photographs_by_draw"] == {"d1": 1.0, "d2": 1.0}  # chain b alone
+    assert r["chains_step10_at_or_below_clean"] == 1 and r["n_chains"] == 4
+    def score(grain):
+        return sum(ed.terms(stats(grain)).values())
+
+    clean, damaged = [score(0.5), score(3.0), score(1.0), score(1.0)], [score(2.0), score(4.0), score(0.5), score(5.0)]
+    wins = sum((d > c) + 0.5 * (d == c) for d in damaged for c in clean)
+    assert r["auc_pooled"] == pytest.approx(round(wins / 16, 4))
