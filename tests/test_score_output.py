@@ -70,6 +70,7 @@ def test_csv_and_json_put_the_rows_alone_on_stdout(images, tmp_path, capsys):
     assert [(d["image"], d["score"]) for d in data] == [(r["image"], float(r["score"]) if r["score"] else None)
                                                         for r in rows]
     assert data[0]["lower_better"] is True and data[0]["step"] is None
+    assert all(d["components"] is None for d in data)  # PIQE has none; edit_damage's: the next test
 
 
 def test_only_process_0_of_a_distributed_run_prints(images, tmp_path, capsys, monkeypatch):
@@ -98,6 +99,10 @@ def test_the_scores_file_says_what_each_edit_damage_score_is_made_of(images, tmp
         got = mine.loc[name, "components"]
         assert got == pytest.approx(expected, rel=1e-9)
         assert sum(ed.terms(got).values()) == pytest.approx(mine.loc[name, "score"], rel=1e-9)
+    capsys.readouterr()
+    assert main(["score", str(images), "--metrics", "edit_damage", "--out", str(out), "--format", "json"]) == 0
+    piped = {d["image"].split("/")[-1]: d["components"] for d in json.loads(capsys.readouterr().out)}
+    assert piped == {n: mine.loc[n, "components"] for n in [*names, "small.png"]}  # --format json carries them
 
 
 def _breakdown(text: str, metric: str) -> dict[str, list[float]]:

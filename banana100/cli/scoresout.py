@@ -20,7 +20,7 @@ MAX_BREAKDOWN = 10
 
 def scored_rows(out: Path, metrics: list[str]) -> list[dict]:
     """The rows of the scores file `out` for `metrics` (this run's), metric by metric in their order
-    (with `components`, the detector's, for the breakdown; --format csv|json writes ROW_COLUMNS only)."""
+    (with `components`, the detector's: for the breakdown, and in --format json)."""
     import pyarrow.parquet as pq
 
     rows = pq.read_table(out, columns=[*ROW_COLUMNS, "components"]).to_pylist()
@@ -97,14 +97,15 @@ def _label(row: dict) -> str:
 
 
 def write_rows(rows: list[dict], fmt: str, stream: TextIO) -> None:
-    """The rows as CSV (with a header line) or JSON (one array of objects); a NaN score is empty / null."""
+    """The rows as CSV (with a header line) or JSON (one array of objects); a NaN score is empty / null.
+    JSON objects also carry `components` (the edit_damage detector's, else null); CSV keeps its columns."""
     clean = [{c: (None if c == "score" and not _finite(r[c]) else r[c]) for c in ROW_COLUMNS} for r in rows]
     if fmt == "csv":
         writer = csv.DictWriter(stream, fieldnames=ROW_COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(clean)
     elif fmt == "json":
-        json.dump(clean, stream)
+        json.dump([{**c, "components": r.get("components")} for c, r in zip(clean, rows)], stream)
         stream.write("\n")
     else:
         raise ValueError(f"unknown format {fmt!r}")
