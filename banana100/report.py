@@ -92,16 +92,21 @@ def analyse(df: pd.DataFrame, reference_step=DEFAULT_REFERENCE_STEP, check_steps
 COLUMNS = ("chains", "passed", "failed", "incomplete", "failure_rate", "mean_rho")
 
 
+# columns of the scores that are measurements, not labels: no --by groups by them (components holds a dict)
+NOT_GROUPS = ("score", "lower_better", "error", "flat_share", "components", "metric")
+
+
 def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENCE_STEP,
                 check_steps=DEFAULT_CHECK_STEPS) -> pd.DataFrame:
     """One row per metric and group of `by` (any column of the scores: setting, editor, model, ...):
     the leaderboard (banana100.leaderboard writes it) and the report's chat-mode/variant table.
     A column named twice counts once."""
     by = list(dict.fromkeys(by))
-    missing = [c for c in by if c not in df.columns]
+    usable = sorted(c for c in df.columns if c not in NOT_GROUPS)
+    missing = [c for c in by if c not in usable]
     if missing:
-        usable = sorted(c for c in df.columns if c not in ("score", "lower_better", "error", "flat_share", "components", "metric"))
-        raise UsageError(f"--by {','.join(missing)}: no such column in the scores; the scores carry {', '.join(usable)}")
+        raise UsageError(f"--by {','.join(missing)}: no such column to group by in the scores; the scores carry "
+                         f"{', '.join(usable)}")
     rows = []
     df = _sources_join_their_chains(df, by)
     df = df.assign(**{c: df[c].fillna("-") for c in by if df[c].dtype == object})  # not recorded: one group, "-"

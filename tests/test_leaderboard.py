@@ -64,6 +64,17 @@ def test_unknown_group_column(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written before the check
 
 
+def test_a_measurement_column_is_no_group(tmp_path):
+    """`components` (a dict per row: edit_damage's parts) or `score` is a measurement: --by names it as not one
+    to group by (a dict column reached pandas' groupby and failed there, with a traceback)."""
+    a = _scores(tmp_path / "a.parquet", "e", "m", ["s"])
+    df = pd.read_parquet(a).assign(components=lambda d: [{"grain": 1.0}] * len(d))
+    df.to_parquet(a)
+    for column in ("components", "score"):
+        with pytest.raises(UsageError, match=f"--by {column}: no such column to group by.*setting"):
+            write_leaderboard([a], tmp_path / "out", by=[column])
+
+
 def test_files_written(tmp_path):
     a = _scores(tmp_path / "a.parquet", "gemini", "nano-banana-pro", ["replicate", "mirror"])
     b = _scores(tmp_path / "b.parquet", "flux", "flux2-dev", ["replicate"], worse=False)

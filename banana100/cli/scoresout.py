@@ -72,7 +72,7 @@ def breakdown(rows: list[dict], metric: str) -> str:
         return (f"\n\n{metric}: what each of the {len(rows)} scores is made of is in the scores file's `components` "
                 "column (docs/edit-damage.md)" + older)
     if metric == rel.NAME:  # what each component added since the reference, over its unit
-        terms = [rel.relative_terms({n: r["components"][n] for n in ed.TERMS}) for r in rows]
+        terms = [rel.relative_terms(r["components"]) for r in rows]
         what, tail = "the terms of the damage added since the reference", ""
     else:
         terms = [ed.terms(r["components"]) for r in rows]

@@ -65,8 +65,8 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
 def relative_terms(added: dict) -> dict[str, float]:
     """Each component's term of the relative score, from what it added (`relative_components`): the change
     over its stated unit (edit_damage.UNITS; not the bare score's BARE_UNITS: against a source, a cast or
-    lattice that moved is the edit's)."""
-    return {n: v / ed.UNITS[n][1] for n, v in added.items()}
+    lattice that moved is the edit's). `added` may hold more (a scores file's row: texture, null)."""
+    return {n: added[n] / ed.UNITS[n][1] for n in ed.TERMS}
 
 
 def relative_score(stats: dict, ref: dict) -> float:
