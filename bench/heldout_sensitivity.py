@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import damage_model_b
 from benchtools import REPO, write_results
-from validate_edit_damage import DRAWS, auc, heldout_sources
+from validate_edit_damage import DRAWS, auc, heldout_chains
 
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
@@ -55,16 +54,13 @@ CHANGES = {
 
 
 def heldout_components(side: int = 384, steps: int = 20) -> dict:
-    """{draw: {chain: {"group": ..., "stats": {step: components}}}} of the held-out chains."""
+    """{draw: {chain: {"group": ..., "stats": {step: components}}}} of the held-out chains (the validator's
+    heldout_chains, its defaults: 20 steps, drawn sources of 384 px)."""
     model = rel.StatsModel("cpu")
     out = {}
-    for draw, (chain_seed, source_seed) in DRAWS.items():
-        chains = {}
-        for group, sources in heldout_sources(side, source_seed).items():
-            for name, a in sources.items():
-                images = damage_model_b.chain(a, seed=chain_seed + len(chains), steps=steps)
-                chains[name] = {"group": group, "stats": dict(zip(images, model(list(images.values()))))}
-        out[draw] = chains
+    for draw, seeds in DRAWS.items():
+        chains, group_of = heldout_chains(steps, side, *seeds, model=model)
+        out[draw] = {c: {"group": group_of[c], "stats": st} for c, st in chains.items()}
         print(f"{draw}: {len(chains)} chains measured", flush=True)
     return out
 

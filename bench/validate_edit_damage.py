@@ -417,23 +417,31 @@ def heldout_sources(side: int, source_seed: int = SOURCE_SEED) -> dict[str, dict
     return groups
 
 
+def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
+                   model=None) -> tuple[dict[str, dict[int, dict]], dict[str, str]]:
+    """The held-out chains of one draw, measured: ({chain: {step: component statistics}}, {chain: its source
+    group}). A chain's seed is the draw's plus its index (heldout_sources' order)."""
+    import damage_model_b
+
+    model = model or rel.StatsModel("cpu")
+    chains, group_of = {}, {}
+    for g, sources in heldout_sources(side, source_seed).items():
+        for name, a in sources.items():
+            images = damage_model_b.chain(a, seed=chain_seed + len(chains), steps=steps)
+            chains[name] = dict(zip(images, model(list(images.values()))))
+            group_of[name] = g
+    return chains, group_of
+
+
 def part_heldout(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED) -> dict:
     """(d) chains of a second damage model (bench/damage_model_b.py) from sources by group."""
     import damage_model_b
 
-    model = rel.StatsModel("cpu")
-    groups = heldout_sources(side, source_seed)
-    chains, group_of = {}, {}
-    for g, sources in groups.items():
-        for i, (name, a) in enumerate(sources.items()):
-            images = damage_model_b.chain(a, seed=chain_seed + len(chains), steps=steps)
-            stats = model(list(images.values()))
-            chains[name] = dict(zip(images, stats))
-            group_of[name] = g
+    chains, group_of = heldout_chains(steps, side, chain_seed, source_seed)
     out = {"all": _chain_figures(chains), "model": damage_model_b.__doc__.strip().splitlines()[0],
            "params": {c: damage_model_b.chain_params(chain_seed + i) for i, c in enumerate(chains)},
            "seeds": {"chains": chain_seed, "drawn_sources": source_seed}, "steps": steps, "side": side}
-    for g in groups:
+    for g in dict.fromkeys(group_of.values()):
         sub = {c: s for c, s in chains.items() if group_of[c] == g}
         if len(sub) >= 2:
             out[g] = _chain_figures(sub)

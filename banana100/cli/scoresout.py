@@ -42,9 +42,7 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
         stats = [f"{v:.4f}" for v in (sum(scores) / len(scores), min(scores), max(scores))] if scores else ["-"] * 3
         better = ("lower" if mine[0]["lower_better"] else "higher") if mine else "?"
         lines.append((m, str(len(scores)), str(len(mine) - len(scores)), *stats, better))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    table = "\n".join("  ".join(cell.ljust(w) if i in (0, len(head) - 1) else cell.rjust(w)
-                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+    table = _aligned(lines, left=(0, len(head) - 1))
     from banana100.metrics.native import edit_damage_rel
 
     for m in (edit_damage_rel.BARE, edit_damage_rel.NAME):
@@ -82,11 +80,17 @@ def breakdown(rows: list[dict], metric: str) -> str:
                 "colour_cast; a soft or shallow-focus photograph reads softness")
     head = ("image", "score", *ed.TERMS)
     lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in ed.TERMS)) for r, t in zip(rows, terms)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    body = "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
-                     for line in lines)
+    body = _aligned(lines, left=(0,))
     return (f"\n\n{metric}, each score and {what} (they add up to it; the components are in the scores file):"
             f"\n{body}{tail}{older}")
+
+
+def _aligned(lines: list[tuple[str, ...]], left: tuple[int, ...]) -> str:
+    """Rows of cells as text columns two spaces apart: the columns `left` flush left, the others (numbers)
+    flush right; no trailing blanks."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join("  ".join(cell.ljust(w) if i in left else cell.rjust(w)
+                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
 
 
 def _label(row: dict) -> str:
