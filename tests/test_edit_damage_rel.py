@@ -312,6 +312,53 @@ def test_the_package_photographs_are_held_out_of_the_fit_and_a_missing_one_is_sa
     assert "'gone' is left out" in out and "no_such_photograph.png" in out and "'no_dist' is left out" in out
 
 
+def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a_missing_one(
+        monkeypatch, tmp_path, capsys):
+    """(e)'s photographs come from Debian packages a machine may lack: each present one is read (at most
+    512 px) under its package's group, after the drawn sources; a missing one is said with the command that
+    installs it, and the draw goes on."""
+    import sys
+
+    from PIL import Image
+
+    from repopaths import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    fit = pytest.importorskip("fit_edit_damage", reason="bench/fit_edit_damage.py needs skimage")
+    assert not set(validate.DISTRIBUTION_PHOTOGRAPHS) & set(fit.FIT_SOURCES)
+    assert validate.FRESH_DRAW not in validate.DRAWS.values() and validate.FRESH_KEY not in validate.DRAWS
+    (tmp_path / "wall").mkdir()
+    Image.new("RGB", (1200, 800), (90, 120, 60)).save(tmp_path / "wall" / "meadow.jpg")
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
+    monkeypatch.setattr(validate, "DISTRIBUTION_PHOTOGRAPHS", {
+        "meadow": ("some-backgrounds", "wall/meadow.jpg"), "gone": ("other-wallpapers", "wall/gone.jpg")})
+    got = validate.fresh_sources(96)
+    assert list(got) == ["generated", "some-backgrounds"] and list(got["some-backgrounds"]) == ["meadow"]
+    assert got["some-backgrounds"]["meadow"].shape == (341, 512, 3)
+    out = capsys.readouterr().out
+    assert "apt-get install other-wallpapers" in out and "'gone' is left out" in out
+
+
+def test_the_card_says_which_component_tells_the_fifth_draws_photographs_apart():
+    """The fifth draw's sentence is written from the per-component AUCs of the results, beside the other
+    draws' photographs; before the draw is measured, the card says nothing of it."""
+    from banana100.metrics import detector_card as dc
+
+    def draw(grain, softness, n=23):
+        return {dc.PHOTOGRAPHS: {"bare": {"n_chains": n, "auc_clean_vs_step10_components": {
+            "grain": grain, "softness": softness}}}}
+
+    keys = list(dc.HELDOUT_DRAWS)
+    r = {**{k: draw(0.81 + 0.01 * i, 0.83) for i, k in enumerate(keys[:4])}, keys[4]: draw(0.915, 0.58)}
+    text = dc._photographs_differ(r)
+    assert "grain alone tells clean from step 10 at AUC 0.92 and softness at 0.58" in text
+    assert "grain reads 0.81-0.84 and softness 0.83" in text
+    assert dc._fresh_count(r) == "23 "
+    del r[keys[4]]
+    assert dc._photographs_differ(r) == "" and dc._fresh_count(r) == ""
+
+
 def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():
     """A fall is a wrong answer, not a weak one: the card names the images (JPEG is not damage, so its
     ladder is left out), and the held-out package photographs get their own column."""
