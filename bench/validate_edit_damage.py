@@ -22,10 +22,11 @@
     simulated editor) from drawn sources, the reference photographs, skimage images and the
     package photographs, by group and for every photograph together: the same figures as (c).
     Four draws (chain and drawn-source seeds, DRAWS), each under its own key.
-(e) a fifth draw, of the same damage model on other photographs (FRESH_DRAW): the 23 photographs of
-    Debian's mate-backgrounds and plasma-workspace-wallpapers (DISTRIBUTION_PHOTOGRAPHS; left out, and
-    said, when not installed: `apt-get install mate-backgrounds plasma-workspace-wallpapers`) beside
-    drawn sources of their own seed. Scored once, for the shipped setting, before any change.
+    Part `fresh`: a fifth draw of (d), on other photographs (FRESH_DRAW): the 23 photographs of Debian's
+    mate-backgrounds and plasma-workspace-wallpapers (DISTRIBUTION_PHOTOGRAPHS) beside drawn sources of
+    their own seed. Scored once, for the shipped setting. When any of them is not installed (`apt-get
+    install mate-backgrounds plasma-workspace-wallpapers`), the part is skipped, said, and the recorded
+    draw kept: a draw without them would be another draw under the same name.
 
 Nothing is tuned here: the detector's constants are fixed in banana100/metrics/native/edit_damage.py
 and edit_damage_rel.py.
@@ -51,7 +52,7 @@ from scipy.stats import mannwhitneyu, spearmanr
 from benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine import MetricScorer
-from banana100.metrics.detector_card import HELDOUT_DRAWS, PHOTOGRAPHS
+from banana100.metrics.detector_card import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPHS
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
 from banana100.metrics.native.edit_damage import COMPONENTS
@@ -404,14 +405,14 @@ def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) 
 # rescored then, with them.
 HELDOUT_SEED, SOURCE_SEED = 100, 1
 # results key (the card's HELDOUT_DRAWS, in order) -> (chain seed, drawn-source seed)
-DRAWS = dict(zip(list(HELDOUT_DRAWS)[:4], [(HELDOUT_SEED, SOURCE_SEED), (200, 2), (300, 3), (400, 4)], strict=True))
-# (e): photographs no fit and no earlier draw saw (found after the fourth draw; the MATE ones were scored
-# once in scratch with the shipped setting, then the draw was scored once, nothing changed), from the
-# wallpaper packages of Debian 12: (package, path under /usr/share). Wallpapers are taken and finished with
-# care (low noise, shallow depth of field, long exposures), unlike PACKAGE_PHOTOGRAPHS' snapshots; the Plasma
-# ones that are drawings or renders are not among them.
-FRESH_KEY = list(HELDOUT_DRAWS)[4]
-FRESH_DRAW = (500, 5)
+DRAWS = dict(zip([k for k in HELDOUT_DRAWS if k != FRESH_KEY], [(HELDOUT_SEED, SOURCE_SEED), (200, 2), (300, 3), (400, 4)],
+                 strict=True))
+# (d), part `fresh`: photographs no fit and no earlier draw saw (found after the fourth draw; the MATE ones
+# were scored once in scratch with the shipped setting, then the draw was scored once, nothing changed), from
+# the wallpaper packages of Debian 12: (package, path under /usr/share). Finished photographs (macro shots with
+# shallow depth of field, landscapes), unlike PACKAGE_PHOTOGRAPHS' snapshots; the Plasma wallpapers that are
+# drawings or renders are not among them.
+FRESH_DRAW = (500, 5)  # results key: FRESH_KEY
 DISTRIBUTION_ROOT = Path("/usr/share")
 DISTRIBUTION_PHOTOGRAPHS = {
     **{n: ("mate-backgrounds", f"backgrounds/mate/nature/{n}.jpg")
@@ -446,12 +447,14 @@ def distribution_photographs() -> dict[str, dict[str, np.ndarray]]:
         if not f.is_file():
             print(f"{f} is absent (apt-get install {package}): photograph {name!r} is left out", flush=True)
             continue
-        out.setdefault(package, {})[name] = _rgb(np.asarray(Image.open(f).convert("RGB")))
+        with Image.open(f) as im:
+            out.setdefault(package, {})[name] = _rgb(np.asarray(im.convert("RGB")))
     return out
 
 
 def fresh_sources(side: int, source_seed: int = FRESH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
-    """(e)'s sources by group: drawn ones of their own seed, then the distribution photographs by package."""
+    """The sources of part `fresh` (the fifth draw) by group: drawn ones of their own seed, then the
+    distribution photographs by package."""
     from banana100.synth import GENERATED_SOURCES, generated_source
 
     return {"generated": {n: generated_source(n, side, seed=source_seed) for n in GENERATED_SOURCES},
@@ -476,7 +479,7 @@ def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source
 
 def part_heldout(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
                  sources=heldout_sources) -> dict:
-    """(d), and (e) with sources=fresh_sources: chains of a second damage model (bench/damage_model_b.py)
+    """(d); its fifth draw with sources=fresh_sources: chains of a second damage model (bench/damage_model_b.py)
     from sources by group."""
     import damage_model_b
 
@@ -566,7 +569,12 @@ def main(argv=None) -> int:
         for key, seeds in DRAWS.items():
             result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds)
     if "fresh" in parts:
-        result[FRESH_KEY] = part_heldout(args.chain_steps, args.heldout_side, *FRESH_DRAW, sources=fresh_sources)
+        missing = sorted({pkg for pkg, path in DISTRIBUTION_PHOTOGRAPHS.values() if not (DISTRIBUTION_ROOT / path).is_file()})
+        if missing:
+            print(f"part fresh skipped: photographs of {', '.join(missing)} are not installed (apt-get install "
+                  f"{' '.join(missing)}); {FRESH_KEY} in the results is kept as it was", flush=True)
+        else:
+            result[FRESH_KEY] = part_heldout(args.chain_steps, args.heldout_side, *FRESH_DRAW, sources=fresh_sources)
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

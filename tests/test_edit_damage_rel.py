@@ -341,22 +341,52 @@ def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a
 
 
 def test_the_card_says_which_component_tells_the_fifth_draws_photographs_apart():
-    """The fifth draw's sentence is written from the per-component AUCs of the results, beside the other
-    draws' photographs; before the draw is measured, the card says nothing of it."""
+    """The fifth draw's sentence is written from the per-component AUCs of the results, by package and beside
+    the other draws' photographs; before the draw is measured, the card says nothing of it."""
     from banana100.metrics import detector_card as dc
 
-    def draw(grain, softness, n=23):
-        return {dc.PHOTOGRAPHS: {"bare": {"n_chains": n, "auc_clean_vs_step10_components": {
-            "grain": grain, "softness": softness}}}}
+    def draw(grain, softness, n=23, **packages):
+        d = {dc.PHOTOGRAPHS: {"bare": {"n_chains": n, "auc_clean_vs_step10_components": {
+            "grain": grain, "softness": softness}}}, "all": {"bare": {}}, "generated": {"bare": {}}}
+        for name, (g, sft) in packages.items():
+            d[name] = {"bare": {"auc_clean_vs_step10_components": {"grain": g, "softness": sft}}}
+        return d
 
-    keys = list(dc.HELDOUT_DRAWS)
-    r = {**{k: draw(0.81 + 0.01 * i, 0.83) for i, k in enumerate(keys[:4])}, keys[4]: draw(0.915, 0.58)}
-    text = dc._photographs_differ(r)
-    assert "grain alone tells clean from step 10 at AUC 0.92 and softness at 0.58" in text
+    standing = [k for k in dc.HELDOUT_DRAWS if k != dc.FRESH_KEY]
+    r = {**{k: draw(0.81 + 0.01 * i, 0.83) for i, k in enumerate(standing)},
+         dc.FRESH_KEY: draw(0.9149, 0.58, mate=(1.0, 0.52), plasma=(0.826, 0.66))}
+    text = dc._fresh_draw(r)
+    assert "the 23 photographs of Debian's mate and plasma" in text
+    assert "grain alone tells clean from step 10 at AUC 0.91 and softness at 0.58" in text
+    assert "(mate: grain 1.00, softness 0.52; plasma: grain 0.83, softness 0.66)" in text
     assert "grain reads 0.81-0.84 and softness 0.83" in text
-    assert dc._fresh_count(r) == "23 "
-    del r[keys[4]]
-    assert dc._photographs_differ(r) == "" and dc._fresh_count(r) == ""
+    del r[dc.FRESH_KEY]
+    assert dc._fresh_draw(r) == ""
+    # the card's section, from the recorded results: the sentence and the draw's table, or neither
+    recorded = dc._results("edit_damage_validation.json")
+    assert dc._fresh_draw(recorded) in dc._heldout(recorded) and "A fifth draw" in dc._heldout(recorded)
+    del recorded[dc.FRESH_KEY]
+    assert "fifth" not in dc._heldout(recorded).lower()
+
+
+def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photographs_are_missing(
+        monkeypatch, tmp_path, capsys):
+    """Without the Debian packages, a run of the validator must not overwrite the recorded fifth draw with one
+    of drawn sources only under the same name."""
+    import json
+    import sys
+
+    from repopaths import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    out = tmp_path / "validation.json"
+    out.write_text(json.dumps({validate.FRESH_KEY: {"recorded": True}}))
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path / "no-such-root")
+    assert validate.main(["--part", "fresh", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())[validate.FRESH_KEY] == {"recorded": True}
+    said = capsys.readouterr().out
+    assert "part fresh skipped" in said and "apt-get install mate-backgrounds plasma-workspace-wallpapers" in said
 
 
 def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():

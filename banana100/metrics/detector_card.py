@@ -176,19 +176,15 @@ def _heldout(r: dict) -> str:
              f"source ({h.get('side', '?')} px drawn sources; photographs at most 512 px). Per chain it shifts and "
              "crops the content by a few pixels (resampled back), adds a lattice of period 5-12 px at a random "
              "angle, grain correlated over 0.6-1.2 px, a magenta or blue drift, and pastes new content once; no "
-             "JPEG. Neither score was designed or tuned on it. Four draws: the first was scored for each candidate "
-             "form of the bare score that docs/edit-damage.md names, the second was drawn after the fit's data and "
-             "form were fixed and scored for the last three settings of its grid, the third was drawn after "
+             "JPEG. Neither score was designed or tuned on it. The first four draws: the first was scored for each "
+             "candidate form of the bare score that docs/edit-damage.md names, the second was drawn after the fit's "
+             "data and form were fixed and scored for the last three settings of its grid, the third was drawn after "
              "TID2013's I03 (a distorted image, heavy blur) left the clean sources and was scored once, for the "
              "shipped setting, the fourth after 15 photographs that ship in installed packages (matplotlib, "
              "scikit-image, gradio, pyiqa; JPEGs, night shots and video frames among them; no fit saw them) joined "
              "the sources, and was scored once, for the shipped setting. With I03 out, the chains after it in "
              "each draw got new seeds (a chain's seed is its draw's plus its index); the package photographs come "
-             "last. A fifth draw, of the same model on other photographs, came after all that: the " + _fresh_count(r) + "photographs of "
-             "Debian's mate-backgrounds and plasma-workspace-wallpapers (taken and finished with care: low noise, "
-             "shallow depth of field; no fit or earlier draw saw them) beside drawn sources of their own "
-             "seed, scored once, for the shipped setting." + _photographs_differ(r) + " Every table below is of "
-             "today's sources, scored with the shipped detector."]
+             "last." + _fresh_draw(r) + " Every table below is of today's sources, scored with the shipped detector."]
     for key, title in HELDOUT_DRAWS.items():
         d = r.get(key)
         if not d:
@@ -202,11 +198,13 @@ def _heldout(r: dict) -> str:
     return "\n".join(lines)
 
 
-# the held-out draws of bench/validate_edit_damage.py (its DRAWS), by results key, in the order they were made,
-# and the name of the group of every photograph among a draw's sources
+# the held-out draws of bench/validate_edit_damage.py (its DRAWS, then FRESH_KEY: its part `fresh`, on other
+# photographs), by results key, in the order they were made, and the name of the group of every photograph among
+# a draw's sources
+FRESH_KEY = "heldout_chains_fifth_draw"
 HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "Second draw",
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
-                 "heldout_chains_fifth_draw": "Fifth draw, other photographs"}
+                 FRESH_KEY: "Fifth draw, other photographs"}
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 
 
@@ -216,23 +214,26 @@ def _component_range(r: dict, draws, group: str, component: str) -> str:
     return "?" if not v else f"{min(v):.2f}" if round(min(v), 2) == round(max(v), 2) else f"{min(v):.2f}-{max(v):.2f}"
 
 
-def _fresh_count(r: dict) -> str:
-    """ "23 " : how many photographs the fifth draw held ("" before it was measured)."""
-    d = r.get(list(HELDOUT_DRAWS)[4], {}).get(PHOTOGRAPHS)
-    return f"{d['bare']['n_chains']} " if d else ""
-
-
-def _photographs_differ(r: dict) -> str:
-    """What the fifth draw's photographs show beside the other draws', from their per-component AUCs."""
-    fresh, standing = list(HELDOUT_DRAWS)[4:], list(HELDOUT_DRAWS)[:4]
-    if not r.get(fresh[0], {}).get(PHOTOGRAPHS):
+def _fresh_draw(r: dict) -> str:
+    """What the fifth draw is and what its photographs show beside the other draws', from the results'
+    per-component AUCs ("" before it was measured)."""
+    d = r.get(FRESH_KEY, {})
+    if not d.get(PHOTOGRAPHS):
         return ""
-    g = lambda draws, c: _component_range(r, draws, PHOTOGRAPHS, c)
-    return (f" On those photographs grain alone tells clean from step 10 at AUC {g(fresh, 'grain')} and softness at "
-            f"{g(fresh, 'softness')} (a clean wallpaper is soft where the photographer chose); on the other draws' "
-            f"photographs (snapshots, scans and frames with noise of their own) grain reads {g(standing, 'grain')} and "
-            f"softness {g(standing, 'softness')}. What one image's grain or softness means depends on how it was "
-            "taken, which is what holds the bare score near 0.9 on photographs.")
+    packages = [g for g in d if isinstance(d[g], dict) and "bare" in d[g] and g not in ("all", "generated", PHOTOGRAPHS)]
+    standing = [k for k in HELDOUT_DRAWS if k != FRESH_KEY]
+    g = lambda draws, group, c: _component_range(r, draws, group, c)
+    by_package = "; ".join(f"{p}: grain {g([FRESH_KEY], p, 'grain')}, softness {g([FRESH_KEY], p, 'softness')}"
+                           for p in packages)
+    return (f" A fifth draw, of the same model on other photographs, came after all that: the "
+            f"{d[PHOTOGRAPHS]['bare']['n_chains']} photographs of Debian's {' and '.join(packages)} (finished "
+            "photographs: macro shots with shallow depth of field, landscapes; no fit or earlier draw saw them, the "
+            "MATE ones were looked at once in scratch before the draw) beside drawn sources of their own seed, "
+            f"scored once, for the shipped setting. On those photographs grain alone tells clean from step 10 at "
+            f"AUC {g([FRESH_KEY], PHOTOGRAPHS, 'grain')} and softness at {g([FRESH_KEY], PHOTOGRAPHS, 'softness')} "
+            f"({by_package}); on the other draws' photographs (snapshots, scans and frames) grain reads "
+            f"{g(standing, PHOTOGRAPHS, 'grain')} and softness {g(standing, PHOTOGRAPHS, 'softness')}. Which "
+            "component tells a clean photograph from a damaged one depends on how it was taken.")
 
 
 def heldout_aucs(r: dict) -> list[float]:
