@@ -14,7 +14,9 @@ FIT_DAMAGES (blur, correlated and white grain, a grid, a green tint) counted as 
 out of the fit on purpose, because bench/validate_edit_damage.py holds them out: the damage_model_b
 chains (and their drawn sources, other seeds), the reference photographs of
 ../shared/reference-images, skimage's chelsea (= cat), hubble_deep_field and coins, and the photographs
-that ship in installed packages (validate_edit_damage.PACKAGE_PHOTOGRAPHS).
+that ship in installed packages (validate_edit_damage.PACKAGE_PHOTOGRAPHS) and the photographs of its fifth
+draw. `--with-photographs` (a trial, not the shipped fit; write it elsewhere with `--out`) adds the 12
+photographs of Debian's mate-backgrounds as further fit sources (docs/edit-damage.md says what it chose).
 
 The bare grain term is min(grain, cap) / abs_unit + max(0, grain_ratio - offset) / unit (grain_ratio
 = (grain + 0.3) / (texture + 0.3)): the capped absolute floor keeps blur's fall of the ratio from
@@ -73,7 +75,33 @@ CAST_UNITS = (2.0, 4.0, 8.0, 16.0)
 LATTICE_UNITS = (0.2, 0.4, 0.8)
 
 
+# --with-photographs: natural photographs in the fit beside skimage's, the 12 of Debian's mate-backgrounds
+# (finished photographs, macro shots with shallow depth of field among them), tried after the fifth held-out
+# draw of bench/validate_edit_damage.py had scored them; the Plasma photographs of that draw stay out, so that
+# the trial's setting can be scored on photographs no fit saw
+FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
+
+
+def fit_photographs() -> list[str]:
+    """The fit's distribution photographs as source names ("deb:Aqua", ...); exits naming the package to
+    install when any is absent."""
+    from validate_edit_damage import DISTRIBUTION_PHOTOGRAPHS, DISTRIBUTION_ROOT
+
+    paths = {n: DISTRIBUTION_ROOT / path for n, (pkg, path) in DISTRIBUTION_PHOTOGRAPHS.items()
+             if pkg == FIT_PHOTOGRAPHS_PACKAGE}
+    missing = [str(f) for f in paths.values() if not f.is_file()]
+    if missing:
+        raise SystemExit(f"bench/fit_edit_damage.py: {len(missing)} fit photographs are absent ({missing[0]}, ...): "
+                         f"apt-get install {FIT_PHOTOGRAPHS_PACKAGE}")
+    return [f"deb:{n}" for n in paths]
+
+
 def source(name: str) -> np.ndarray:
+    if name.startswith("deb:"):
+        from validate_edit_damage import DISTRIBUTION_PHOTOGRAPHS, DISTRIBUTION_ROOT
+
+        with Image.open(DISTRIBUTION_ROOT / DISTRIBUTION_PHOTOGRAPHS[name[4:]][1]) as im:
+            return _rgb(np.asarray(im.convert("RGB")))
     if name.startswith("drawn:"):
         from banana100.synth import generated_source
 
@@ -82,10 +110,10 @@ def source(name: str) -> np.ndarray:
     return _rgb((a * 255).round().astype(np.uint8) if a.dtype.kind == "f" else a)
 
 
-def fit_sources() -> list[str]:
+def fit_sources(with_photographs: bool = False) -> list[str]:
     from banana100.synth import GENERATED_SOURCES
 
-    return list(FIT_SOURCES) + [f"drawn:{n}" for n in GENERATED_SOURCES]
+    return list(FIT_SOURCES) + [f"drawn:{n}" for n in GENERATED_SOURCES] + (fit_photographs() if with_photographs else [])
 
 
 # Damages put on the clean fit images (the same generators as the validation ladders, other strengths'
@@ -100,7 +128,7 @@ FIT_DAMAGES = {
 }
 
 
-def fit_data(side: int, steps: int) -> tuple[list[dict], list[int], list[str], list[str]]:
+def fit_data(side: int, steps: int, with_photographs: bool = False) -> tuple[list[dict], list[int], list[str], list[str]]:
     """(component statistics, 1 = damaged, source image, what was done) of every fit image."""
     from banana100.chains.editors import make_editor
     from banana100.chains.manifest import image_path, read_manifest
@@ -112,7 +140,7 @@ def fit_data(side: int, steps: int) -> tuple[list[dict], list[int], list[str], l
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "sources"
         src.mkdir()
-        for n in fit_sources():
+        for n in fit_sources(with_photographs):
             a = source(n)
             h, w = a.shape[:2]
             s = side / min(h, w)
@@ -126,7 +154,7 @@ def fit_data(side: int, steps: int) -> tuple[list[dict], list[int], list[str], l
             labels += [int(r["step"] > 0) for r in recs]
             group += [f"{setting}/{r['chain_id']}" for r in recs]
             kind += [f"{setting} step {r['step']}" for r in recs]
-    for n in fit_sources():
+    for n in fit_sources(with_photographs):
         a = source(n)
         stats += model([jpeg(a, q) for q in (None, 90, 70, 50, 30)])
         labels += [0] * 5
@@ -148,11 +176,11 @@ NOISY_DAMAGES = {k: FIT_DAMAGES[k] for k in ("correlated grain 3", "correlated g
                                               "blur 1", "blur 2", "blur 3", "white noise 6")}
 
 
-def noisy_base_data() -> tuple[list[dict], list[str], list[str]]:
+def noisy_base_data(with_photographs: bool = False) -> tuple[list[dict], list[str], list[str]]:
     """(component statistics, source image, what was done) of every noisy base and its damaged copies."""
     model = rel.StatsModel("cpu")
     stats, group, kind = [], [], []
-    for n in fit_sources():
+    for n in fit_sources(with_photographs):
         base = white(source(n), NOISY_BASE, seed=11)
         stats += model([base] + [fn(base) for fn in NOISY_DAMAGES.values()])
         group += [n] * (1 + len(NOISY_DAMAGES))
@@ -208,16 +236,20 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--cache", help="a JSON file of the fit data's statistics: read when present, else written")
     ap.add_argument("--out", default=str(REPO / "bench/results_fit_edit_damage.json"))
+    ap.add_argument("--with-photographs", action="store_true",
+                    help=f"a trial: add the photographs of Debian's {FIT_PHOTOGRAPHS_PACKAGE} to the fit sources")
     args = ap.parse_args(argv)
+    if args.with_photographs and args.out == ap.get_default("out"):
+        ap.error("--with-photographs is a trial: give it its own --out (the default is the shipped fit's)")
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
     if "stats" in cache:
         stats, labels, group, kind = cache["stats"], cache["labels"], cache["group"], cache["kind"]
     else:
-        stats, labels, group, kind = fit_data(args.side, args.steps)
+        stats, labels, group, kind = fit_data(args.side, args.steps, args.with_photographs)
     if "noisy" in cache:  # a cache written before the noisy bases has none: they are measured and added
         n_stats, n_group, n_kind = cache["noisy"]["stats"], cache["noisy"]["group"], cache["noisy"]["kind"]
     else:
-        n_stats, n_group, n_kind = noisy_base_data()
+        n_stats, n_group, n_kind = noisy_base_data(args.with_photographs)
     if args.cache and set(cache) != {"stats", "labels", "group", "kind", "noisy"}:
         plain = lambda rows: [{k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} for s in rows]
         Path(args.cache).write_text(json.dumps({"stats": plain(stats), "labels": labels, "group": group, "kind": kind,
@@ -273,7 +305,7 @@ def main(argv=None) -> int:
                                                                               figures(*stated))),
                              "noisy_base_pair_share": {"level": NOISY_BASE, "chosen": noisy(chosen), "code": noisy(now)},
                              "n_clean": int((y == 0).sum()), "n_damaged": int(y.sum()), "n_pairs": len(pairs),
-                             "sources": fit_sources(), "generated_seed": FIT_GENERATED_SEED,
+                             "sources": fit_sources(args.with_photographs), "generated_seed": FIT_GENERATED_SEED,
                              "settings": FIT_SETTINGS, "damages": list(FIT_DAMAGES),
                              # the grid's 40 rows nearest the top (of grid_size), by share and then AUC
                              "grid_size": len(table),

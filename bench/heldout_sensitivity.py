@@ -6,7 +6,8 @@ The held-out chains of bench/validate_edit_damage.py (d) (damage model B, the fo
 each) are measured once; the bare score is then recomputed from their components with one change at a
 time (edit_damage.combine's arguments), and the clean-vs-step-10 ROC AUC is reported per draw, pooled
 over the 112 chains, and on the photographs alone, with how many chains score step 10 at or below
-their clean step 0.
+their clean step 0; and on the validator's fifth draw (part `fresh`, other photographs, when installed)
+per source group, kept apart from the pooled figure.
 
 Nothing is chosen here: the shipped constants are the fit's (bench/fit_edit_damage.py). This asks
 whether the bare score's 0.9 on held-out photographs is a matter of its weights (it would move) or of
@@ -26,7 +27,8 @@ import numpy as np
 import torch
 
 from benchtools import REPO, write_results
-from validate_edit_damage import DRAWS, auc, heldout_chains
+from validate_edit_damage import (DISTRIBUTION_PHOTOGRAPHS, DISTRIBUTION_ROOT, DRAWS, FRESH_DRAW, auc,
+                                  fresh_sources, heldout_chains)
 
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
@@ -39,17 +41,23 @@ def _units(**changed) -> dict:
     return {**ed.BARE_UNITS, **changed}
 
 
-# name -> combine()'s arguments; one change from the shipped setting each
+# what bench/fit_edit_damage.py --with-photographs chose (bench/results_fit_edit_damage_with_photographs.json):
+# the fit's rule with the 12 MATE photographs among its sources; it moves two constants
+WITH_PHOTOGRAPHS = "refit with mate-backgrounds' photographs (cap 8, cast unit 16)"
+
+# name -> combine()'s arguments; one change from the shipped setting each (WITH_PHOTOGRAPHS: its two)
 CHANGES = {
     "shipped": SHIPPED,
     "no ratio term (the capped floor alone)": {**SHIPPED, "ratio": (ed.GRAIN_RATIO[0], INF)},
     "no cap on the floor": {**SHIPPED, "floor": (INF, ed.GRAIN_ABS[1])},
+    "grain cap 8": {**SHIPPED, "floor": (8.0, ed.GRAIN_ABS[1])},
     "cast unit 16": {**SHIPPED, "units": _units(colour_cast=(0.0, 16.0))},
     "cast unit 32": {**SHIPPED, "units": _units(colour_cast=(0.0, 32.0))},
     "no cast term": {**SHIPPED, "units": _units(colour_cast=(0.0, INF))},
     "no lattice term": {**SHIPPED, "units": _units(lattice=(0.05, INF))},
     "softness from 0.25": {**SHIPPED, "units": _units(softness=(0.25, 0.1))},
     "softness from 0.35": {**SHIPPED, "units": _units(softness=(0.35, 0.1))},
+    WITH_PHOTOGRAPHS: {**SHIPPED, "floor": (8.0, ed.GRAIN_ABS[1]), "units": _units(colour_cast=(0.0, 16.0))},
 }
 
 
@@ -62,6 +70,28 @@ def heldout_components(side: int = 384, steps: int = 20) -> dict:
         chains, group_of = heldout_chains(steps, side, *seeds, model=model)
         out[draw] = {c: {"group": group_of[c], "stats": st} for c, st in chains.items()}
         print(f"{draw}: {len(chains)} chains measured", flush=True)
+    return out
+
+
+def fresh_components(side: int = 384, steps: int = 20) -> dict | None:
+    """The validator's fifth draw (its part `fresh`: other photographs), measured like heldout_components'
+    draws; None when its photographs are not installed (said)."""
+    if any(not (DISTRIBUTION_ROOT / path).is_file() for _, path in DISTRIBUTION_PHOTOGRAPHS.values()):
+        print("the fifth draw's photographs are not installed (apt-get install "
+              f"{' '.join(sorted({pkg for pkg, _ in DISTRIBUTION_PHOTOGRAPHS.values()}))}): it is left out", flush=True)
+        return None
+    chains, group_of = heldout_chains(steps, side, *FRESH_DRAW, sources=fresh_sources)
+    print(f"fifth draw: {len(chains)} chains measured", flush=True)
+    return {c: {"group": group_of[c], "stats": st} for c, st in chains.items()}
+
+
+def fresh_figures(chains: dict, change: dict) -> dict:
+    """The clean-vs-step-10 ROC AUC on the fifth draw: every chain, and each source group."""
+    out = {}
+    for group in ["all", *dict.fromkeys(c["group"] for c in chains.values())]:
+        sub = [c for c in chains.values() if group == "all" or c["group"] == group]
+        out[group] = round(auc(list(_score([c["stats"][0] for c in sub], change)),
+                               list(_score([c["stats"][10] for c in sub], change))), 3)
     return out
 
 
@@ -103,16 +133,20 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-cache", help="fit_edit_damage.py's --cache file: also report each change in-fit")
     args = ap.parse_args(argv)
     chains = heldout_components()
+    fresh = fresh_components()
     cache = json.loads(Path(args.fit_cache).read_text()) if args.fit_cache else None
     results = {}
     for name, change in CHANGES.items():
         results[name] = figures(chains, change)
         if cache is not None:
             results[name]["in_fit"] = in_fit(cache, change)
+        if fresh is not None:
+            results[name]["fifth_draw"] = fresh_figures(fresh, change)
         r = results[name]
         print(f"{name}: pooled {r['auc_pooled']:.3f}, by draw {list(r['auc_by_draw'].values())}, photographs "
               f"{list(r['auc_photographs_by_draw'].values())}, step 10 <= clean in {r['chains_step10_at_or_below_clean']} "
-              f"of {r['n_chains']}" + (f"; in-fit {r['in_fit']}" if cache is not None else ""), flush=True)
+              f"of {r['n_chains']}" + (f"; in-fit {r['in_fit']}" if cache is not None else "")
+              + (f"; fifth draw {r['fifth_draw']}" if fresh is not None else ""), flush=True)
     write_results(args.out, {"command": "python bench/heldout_sensitivity.py " + " ".join(argv or sys.argv[1:]),
                              "draws": {d: list(s) for d, s in DRAWS.items()}, "changes": results})
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -90,7 +91,14 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     for name, change in sens.CHANGES.items():
         moved = [k for k in ("floor", "ratio") if change[k] != shipped[k]]
         moved += [u for u in ed.TERMS[1:] if change["units"][u] != shipped["units"][u]]
-        assert len(moved) == (0 if name == "shipped" else 1), (name, moved)
+        assert len(moved) == (0 if name == "shipped" else 2 if name == sens.WITH_PHOTOGRAPHS else 1), (name, moved)
+    # the refit's two are what the trial fit chose, as its results file says
+    trial = REPO / "bench/results_fit_edit_damage_with_photographs.json"
+    chosen = json.loads(trial.read_text())["chosen"]
+    refit = sens.CHANGES[sens.WITH_PHOTOGRAPHS]
+    assert refit["floor"] == tuple(chosen["grain_abs"]) and refit["ratio"] == tuple(chosen["grain_ratio"])
+    assert refit["units"]["colour_cast"][1] == chosen["cast_unit"] and refit["units"]["lattice"][1] == chosen["lattice_unit"]
+    assert refit["units"]["softness"][0] == chosen["softness_offset"]
 
     def stats(grain):  # texture = grain: no ratio term, the score rises with grain alone
         return {"grain": grain, "texture": grain, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0}
@@ -110,3 +118,23 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     clean, damaged = [score(0.5), score(3.0), score(1.0), score(1.0)], [score(2.0), score(4.0), score(0.5), score(5.0)]
     wins = sum((d > c) + 0.5 * (d == c) for d in damaged for c in clean)
     assert r["auc_pooled"] == pytest.approx(round(wins / 16, 4))
+
+
+def test_the_photographs_trial_is_kept_out_of_the_shipped_fit_and_names_its_package(monkeypatch, tmp_path):
+    """The shipped constants come from the fit without the distribution photographs; the trial adds only
+    MATE's (the Plasma ones stay held out), and without the package it stops and says what to install."""
+    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    assert not any(n.startswith("deb:") for n in fit.fit_sources())
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
+    with pytest.raises(SystemExit, match="apt-get install mate-backgrounds"):
+        fit.fit_sources(with_photographs=True)
+    mate = [n for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg == fit.FIT_PHOTOGRAPHS_PACKAGE]
+    for n in mate:
+        f = tmp_path / validate.DISTRIBUTION_PHOTOGRAPHS[n][1]
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"")
+    assert fit.fit_sources(with_photographs=True)[-len(mate):] == [f"deb:{n}" for n in mate]
+    trial = json.loads((REPO / "bench/results_fit_edit_damage_with_photographs.json").read_text())
+    assert trial["sources"][-len(mate):] == [f"deb:{n}" for n in mate]
+    assert not any(pkg != fit.FIT_PHOTOGRAPHS_PACKAGE for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items()
+                   if f"deb:{n}" in trial["sources"])
