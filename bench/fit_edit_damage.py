@@ -239,9 +239,18 @@ def main(argv=None) -> int:
     ap.add_argument("--with-photographs", action="store_true",
                     help=f"a trial: add the photographs of Debian's {FIT_PHOTOGRAPHS_PACKAGE} to the fit sources")
     args = ap.parse_args(argv)
-    if args.with_photographs and args.out == ap.get_default("out"):
+    if args.with_photographs and Path(args.out).resolve() == Path(ap.get_default("out")).resolve():
         ap.error("--with-photographs is a trial: give it its own --out (the default is the shipped fit's)")
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
+    # a cache of the other source list (with or without the photographs) would fit the wrong data under this
+    # run's name: its clean rows name their sources
+    sources = set(fit_sources(args.with_photographs))
+    for rows in (cache, cache.get("noisy", {})):
+        cached = {g for g, k in zip(rows.get("group", []), rows.get("kind", [])) if k == "clean"}
+        if cached and cached != sources:
+            ap.error(f"--cache {args.cache} holds the fit data of other sources ({len(cached)}, this run has "
+                     f"{len(sources)}{' with' if args.with_photographs else ' without'} --with-photographs): "
+                     "give each its own cache file")
     if "stats" in cache:
         stats, labels, group, kind = cache["stats"], cache["labels"], cache["group"], cache["kind"]
     else:

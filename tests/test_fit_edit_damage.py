@@ -138,3 +138,35 @@ def test_the_photographs_trial_is_kept_out_of_the_shipped_fit_and_names_its_pack
     assert trial["sources"][-len(mate):] == [f"deb:{n}" for n in mate]
     assert not any(pkg != fit.FIT_PHOTOGRAPHS_PACKAGE for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items()
                    if f"deb:{n}" in trial["sources"])
+
+
+def test_the_trial_cannot_overwrite_the_shipped_fit_nor_reuse_the_other_sources_cache(tmp_path, monkeypatch):
+    """--with-photographs refuses the shipped results file however it is spelled, and a --cache of the other
+    source list is refused before any fitting (it would fit the wrong data under this run's name)."""
+    assert fit.fit_sources() == json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["sources"]
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit):
+        fit.main(["--with-photographs", "--out", "bench/results_fit_edit_damage.json"])
+    cache = tmp_path / "cache.json"
+    cache.write_text(json.dumps({"stats": [{}], "labels": [0], "group": ["deb:Aqua"], "kind": ["clean"]}))
+    with pytest.raises(SystemExit):
+        fit.main(["--cache", str(cache), "--out", str(tmp_path / "out.json")])
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_the_sensitivity_keeps_the_recorded_fifth_draw_when_its_photographs_are_missing(tmp_path, monkeypatch):
+    """Rerun on a machine without the Debian photographs, heldout_sensitivity.py keeps each change's
+    recorded fifth-draw figures and recomputes the rest."""
+    sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
+    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    stats = lambda g: {"grain": g, "texture": g, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0}
+    chains = {"d": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
+                    "b": {"group": "photo", "stats": {0: stats(1.0), 10: stats(3.0)}}}}
+    monkeypatch.setattr(sens, "heldout_components", lambda: chains)
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path / "absent")
+    out = tmp_path / "sens.json"
+    out.write_text(json.dumps({"changes": {"shipped": {"fifth_draw": {"all": 0.881}}}}))
+    assert sens.main(["--out", str(out)]) == 0
+    got = json.loads(out.read_text())["changes"]
+    assert got["shipped"]["fifth_draw"] == {"all": 0.881} and got["shipped"]["n_chains"] == 2
+    assert "fifth_draw" not in got["grain cap 8"]

@@ -227,8 +227,9 @@ def _fresh_draw(r: dict) -> str:
                            for p in packages)
     return (f" A fifth draw, of the same model on other photographs, came after all that: the "
             f"{d[PHOTOGRAPHS]['bare']['n_chains']} photographs of Debian's {' and '.join(packages)} (finished "
-            "photographs: macro shots with shallow depth of field, landscapes; no fit or earlier draw saw them, the "
-            "MATE ones were looked at once in scratch before the draw) beside drawn sources of their own seed, "
+            "photographs: macro shots with shallow depth of field, landscapes; neither the shipped fit nor an earlier "
+            "draw saw them; the MATE ones were looked at once in scratch before the draw, and fitted on after it in a "
+            "trial that was not shipped) beside drawn sources of their own seed, "
             f"scored once, for the shipped setting. On those photographs grain alone tells clean from step 10 at "
             f"AUC {g([FRESH_KEY], PHOTOGRAPHS, 'grain')} and softness at {g([FRESH_KEY], PHOTOGRAPHS, 'softness')} "
             f"({by_package}); on the other draws' photographs (snapshots, scans and frames) grain reads "
