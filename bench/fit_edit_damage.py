@@ -85,23 +85,19 @@ FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
 def fit_photographs() -> list[str]:
     """The fit's distribution photographs as source names ("deb:Aqua", ...); exits naming the package to
     install when any is absent."""
-    from validate_edit_damage import DISTRIBUTION_PHOTOGRAPHS, DISTRIBUTION_ROOT
+    import validate_edit_damage as validate
 
-    paths = {n: DISTRIBUTION_ROOT / path for n, (pkg, path) in DISTRIBUTION_PHOTOGRAPHS.items()
-             if pkg == FIT_PHOTOGRAPHS_PACKAGE}
-    missing = [str(f) for f in paths.values() if not f.is_file()]
-    if missing:
-        raise SystemExit(f"bench/fit_edit_damage.py: {len(missing)} fit photographs are absent ({missing[0]}, ...): "
+    if validate.missing_distribution_packages(FIT_PHOTOGRAPHS_PACKAGE):
+        raise SystemExit(f"bench/fit_edit_damage.py: the --with-photographs photographs are not installed: "
                          f"apt-get install {FIT_PHOTOGRAPHS_PACKAGE}")
-    return [f"deb:{n}" for n in paths]
+    return [f"deb:{n}" for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg == FIT_PHOTOGRAPHS_PACKAGE]
 
 
 def source(name: str) -> np.ndarray:
     if name.startswith("deb:"):
-        from validate_edit_damage import DISTRIBUTION_PHOTOGRAPHS, DISTRIBUTION_ROOT
+        from validate_edit_damage import distribution_photograph
 
-        with Image.open(DISTRIBUTION_ROOT / DISTRIBUTION_PHOTOGRAPHS[name[4:]][1]) as im:
-            return _rgb(np.asarray(im.convert("RGB")))
+        return distribution_photograph(name[4:])
     if name.startswith("drawn:"):
         from banana100.synth import generated_source
 

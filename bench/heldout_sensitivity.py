@@ -27,8 +27,7 @@ import numpy as np
 import torch
 
 from benchtools import REPO, write_results
-import validate_edit_damage
-from validate_edit_damage import DISTRIBUTION_PHOTOGRAPHS, DRAWS, FRESH_DRAW, auc, fresh_sources, heldout_chains
+from validate_edit_damage import DRAWS, FRESH_DRAW, auc, fresh_sources, heldout_chains, missing_distribution_packages
 
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
@@ -76,10 +75,9 @@ def heldout_components(side: int = 384, steps: int = 20) -> dict:
 def fresh_components(side: int = 384, steps: int = 20) -> dict | None:
     """The validator's fifth draw (its part `fresh`: other photographs), measured like heldout_components'
     draws; None when its photographs are not installed (said)."""
-    root = validate_edit_damage.DISTRIBUTION_ROOT  # read now, as fresh_sources does
-    if any(not (root / path).is_file() for _, path in DISTRIBUTION_PHOTOGRAPHS.values()):
-        print("the fifth draw's photographs are not installed (apt-get install "
-              f"{' '.join(sorted({pkg for pkg, _ in DISTRIBUTION_PHOTOGRAPHS.values()}))}): it is left out", flush=True)
+    if missing := missing_distribution_packages():
+        print(f"the fifth draw's photographs are not installed (apt-get install {' '.join(missing)}): it is left out",
+              flush=True)
         return None  # main keeps the fifth-draw figures the results file already holds
     chains, group_of = heldout_chains(steps, side, *FRESH_DRAW, sources=fresh_sources)
     print(f"fifth draw: {len(chains)} chains measured", flush=True)

@@ -438,6 +438,19 @@ def heldout_sources(side: int, source_seed: int = SOURCE_SEED) -> dict[str, dict
     return groups
 
 
+def missing_distribution_packages(package: str | None = None) -> list[str]:
+    """The packages (only `package`, if given) of which some DISTRIBUTION_PHOTOGRAPHS file is absent, sorted;
+    [] when all are installed. Reads DISTRIBUTION_ROOT now (tests point it elsewhere)."""
+    return sorted({pkg for pkg, path in DISTRIBUTION_PHOTOGRAPHS.values()
+                   if package in (None, pkg) and not (DISTRIBUTION_ROOT / path).is_file()})
+
+
+def distribution_photograph(name: str) -> np.ndarray:
+    """One of DISTRIBUTION_PHOTOGRAPHS as an RGB array (at most MAX_SIDE px)."""
+    with Image.open(DISTRIBUTION_ROOT / DISTRIBUTION_PHOTOGRAPHS[name][1]) as im:
+        return _rgb(np.asarray(im.convert("RGB")))
+
+
 def distribution_photographs() -> dict[str, dict[str, np.ndarray]]:
     """DISTRIBUTION_PHOTOGRAPHS as RGB arrays (at most MAX_SIDE px), by package; those not installed are left
     out, and said."""
@@ -447,8 +460,7 @@ def distribution_photographs() -> dict[str, dict[str, np.ndarray]]:
         if not f.is_file():
             print(f"{f} is absent (apt-get install {package}): photograph {name!r} is left out", flush=True)
             continue
-        with Image.open(f) as im:
-            out.setdefault(package, {})[name] = _rgb(np.asarray(im.convert("RGB")))
+        out.setdefault(package, {})[name] = distribution_photograph(name)
     return out
 
 
@@ -569,8 +581,7 @@ def main(argv=None) -> int:
         for key, seeds in DRAWS.items():
             result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds)
     if "fresh" in parts:
-        missing = sorted({pkg for pkg, path in DISTRIBUTION_PHOTOGRAPHS.values() if not (DISTRIBUTION_ROOT / path).is_file()})
-        if missing:
+        if missing := missing_distribution_packages():
             print(f"part fresh skipped: photographs of {', '.join(missing)} are not installed (apt-get install "
                   f"{' '.join(missing)}); {FRESH_KEY} in the results is kept as it was", flush=True)
         else:

@@ -211,7 +211,13 @@ PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 def _component_range(r: dict, draws, group: str, component: str) -> str:
     """One component's clean-vs-step-10 AUC alone, for one source group over some draws: "0.81-0.84"."""
     v = [d[group]["bare"]["auc_clean_vs_step10_components"][component] for d in map(r.get, draws) if d and group in d]
-    return "?" if not v else f"{min(v):.2f}" if round(min(v), 2) == round(max(v), 2) else f"{min(v):.2f}-{max(v):.2f}"
+    return _span(v) or "?"
+
+
+def _span(v: list[float]) -> str:
+    """Values as "0.81-0.84" at two decimals, one figure when they round alike, "" when there are none."""
+    lo, hi = (f"{min(v):.2f}", f"{max(v):.2f}") if v else ("", "")
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def _fresh_draw(r: dict) -> str:
@@ -244,8 +250,7 @@ def heldout_aucs(r: dict) -> list[float]:
 
 def _group_range(r: dict, group: str) -> str:
     """The bare clean-vs-step-10 AUC of one source group over the held-out draws, as "0.97-1.00" ("" if none)."""
-    v = [d[group]["bare"]["auc_clean_vs_step10"] for d in map(r.get, HELDOUT_DRAWS) if d and group in d]
-    return "" if not v else f"{min(v):.2f}" if min(v) == max(v) else f"{min(v):.2f}-{max(v):.2f}"
+    return _span([d[group]["bare"]["auc_clean_vs_step10"] for d in map(r.get, HELDOUT_DRAWS) if d and group in d])
 
 
 def heldout_by_source(r: dict) -> tuple[str, str] | None:
