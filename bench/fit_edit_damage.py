@@ -1,35 +1,41 @@
 """Re-fit (and print) the fitted constants of edit_damage's bare score: the grain term's GRAIN_ABS =
 (cap, unit) and GRAIN_RATIO = (offset, unit), softness's offset (UNITS["softness"][0]), and the bare
-score's units of the colour cast and the lattice (BARE_UNITS).
+score's units of the colour cast and the lattice (BARE_UNITS), and whether the grain term is weighed by
+evenness.
 
     nice python bench/fit_edit_damage.py [--side 256] [--steps 10] [--cache FILE.json]
         [--out bench/results_fit_edit_damage.json]
 
 The fit data, and only these: chains of the simulated editor (settings FIT_SETTINGS, 10 steps, sources
-resized to `--side` px on the short side) from skimage.data images (FIT_SOURCES) and the drawn sources
-of banana100.synth (seed FIT_GENERATED_SEED), and those clean images themselves at up to 512 px, with
+resized to `--side` px on the short side) from skimage.data images (FIT_SOURCES), the drawn sources
+of banana100.synth (seed FIT_GENERATED_SEED) and the 12 photographs of Debian's mate-backgrounds
+(FIT_PHOTOGRAPHS_PACKAGE: finished photographs with a scene's colour and shallow depth of field, which
+skimage's images lack; `apt-get install mate-backgrounds`, or the fit stops and says so), and those clean
+images themselves at up to 512 px, with
 JPEG copies (quality 90, 70, 50, 30) counted as clean, so that compression is not "damage", and with
 FIT_DAMAGES (blur, correlated and white grain, a grid, a green tint) counted as damaged. Clean: step
 0, the clean images and their JPEG copies; damaged: steps 5 and 10 and the FIT_DAMAGES copies. Left
 out of the fit on purpose, because bench/validate_edit_damage.py holds them out: the damage_model_b
 chains (and their drawn sources, other seeds), the reference photographs of
-../shared/reference-images, skimage's chelsea (= cat), hubble_deep_field and coins, and the photographs
-that ship in installed packages (validate_edit_damage.PACKAGE_PHOTOGRAPHS) and the photographs of its fifth
-draw. `--with-photographs` (a trial, not the shipped fit; write it elsewhere with `--out`) adds the 12
-photographs of Debian's mate-backgrounds as further fit sources (docs/edit-damage.md says what it chose).
+../shared/reference-images, skimage's chelsea (= cat), hubble_deep_field and coins, the photographs
+that ship in installed packages (validate_edit_damage.PACKAGE_PHOTOGRAPHS), the Plasma photographs of its
+fifth draw and the photographs of its sixth (the MATE ones of the fifth draw are in this fit since the
+evenness refit: docs/edit-damage.md).
 
 The bare grain term is min(grain, cap) / abs_unit + max(0, grain_ratio - offset) / unit (grain_ratio
 = (grain + 0.3) / (texture + 0.3)): the capped absolute floor keeps blur's fall of the ratio from
 outweighing softness's rise and lets correlated grain (which also fills the coarse band) count; the
 cap keeps dense texture (grass reads 24 levels) from counting as grain; the ratio adds what content
 cannot account for. Softness's term is max(0, softness - soft_offset) / 0.1, the cast's colour_cast /
-cast_unit, the lattice's max(0, lattice - 0.05) / lattice_unit. Criterion, in this order: (1) the share
+cast_unit, the lattice's max(0, lattice - 0.05) / lattice_unit; the grain term is weighed by evenness or
+not (EVENNESS). Criterion, in this order: (1) the share
 of ordered pairs in order: each damaged copy against its clean source and against every weaker copy of
 the same damage (blur 1 < 2 < 3, grain 3 < 6 < 12, step 5 < step 10): a damaged copy scoring below its
 source, or a stronger damage below a weaker one, is a silently wrong answer; only the settings with the
 best share are kept; (2) among those, the highest ROC AUC clean against damaged across images; settings
 within 0.002 of it are kept; (3) the softness offset nearest the stated 0.5, the cast and lattice
-units nearest the stated 2 and 0.2, then the largest grain units. The figures printed are in-fit:
+units nearest the stated 2 and 0.2, then the largest grain units, then the form without evenness. The
+figures printed are in-fit:
 bench/validate_edit_damage.py reports the held-out ones.
 """
 
@@ -73,12 +79,15 @@ SOFT_OFFSETS = (0.3, 0.35, 0.4, 0.45, 0.5)
 # the stated ones
 CAST_UNITS = (2.0, 4.0, 8.0, 16.0)
 LATTICE_UNITS = (0.2, 0.4, 0.8)
+# whether the grain term is weighed by evenness (the floor of the flattest 2 % of tiles over the floor's:
+# grain an edit adds covers every tile, content's floor sits over flatter tiles); False is the form before it
+EVENNESS = (False, True)
 
 
-# --with-photographs: natural photographs in the fit beside skimage's, the 12 of Debian's mate-backgrounds
-# (finished photographs, macro shots with shallow depth of field among them), tried after the fifth held-out
-# draw of bench/validate_edit_damage.py had scored them; the Plasma photographs of that draw stay out, so that
-# the trial's setting can be scored on photographs no fit saw
+# natural photographs in the fit beside skimage's: the 12 of Debian's mate-backgrounds (finished photographs,
+# macro shots with shallow depth of field, a scene's colour), first a trial after the fifth held-out draw of
+# bench/validate_edit_damage.py had scored them, in the fit since the evenness refit; the Plasma photographs
+# of that draw and those of the sixth stay out, so that the setting is scored on photographs no fit saw
 FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
 
 
@@ -88,7 +97,7 @@ def fit_photographs() -> list[str]:
     import validate_edit_damage as validate
 
     if validate.missing_distribution_packages(FIT_PHOTOGRAPHS_PACKAGE):
-        raise SystemExit(f"bench/fit_edit_damage.py: the --with-photographs photographs are not installed: "
+        raise SystemExit(f"bench/fit_edit_damage.py: the fit's photographs are not installed: "
                          f"apt-get install {FIT_PHOTOGRAPHS_PACKAGE}")
     return [f"deb:{n}" for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg == FIT_PHOTOGRAPHS_PACKAGE]
 
@@ -106,10 +115,10 @@ def source(name: str) -> np.ndarray:
     return _rgb((a * 255).round().astype(np.uint8) if a.dtype.kind == "f" else a)
 
 
-def fit_sources(with_photographs: bool = False) -> list[str]:
+def fit_sources() -> list[str]:
     from banana100.synth import GENERATED_SOURCES
 
-    return list(FIT_SOURCES) + [f"drawn:{n}" for n in GENERATED_SOURCES] + (fit_photographs() if with_photographs else [])
+    return list(FIT_SOURCES) + [f"drawn:{n}" for n in GENERATED_SOURCES] + fit_photographs()
 
 
 # Damages put on the clean fit images (the same generators as the validation ladders, other strengths'
@@ -124,7 +133,7 @@ FIT_DAMAGES = {
 }
 
 
-def fit_data(side: int, steps: int, with_photographs: bool = False) -> tuple[list[dict], list[int], list[str], list[str]]:
+def fit_data(side: int, steps: int) -> tuple[list[dict], list[int], list[str], list[str]]:
     """(component statistics, 1 = damaged, source image, what was done) of every fit image."""
     from banana100.chains.editors import make_editor
     from banana100.chains.manifest import image_path, read_manifest
@@ -136,7 +145,7 @@ def fit_data(side: int, steps: int, with_photographs: bool = False) -> tuple[lis
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "sources"
         src.mkdir()
-        for n in fit_sources(with_photographs):
+        for n in fit_sources():
             a = source(n)
             h, w = a.shape[:2]
             s = side / min(h, w)
@@ -150,7 +159,7 @@ def fit_data(side: int, steps: int, with_photographs: bool = False) -> tuple[lis
             labels += [int(r["step"] > 0) for r in recs]
             group += [f"{setting}/{r['chain_id']}" for r in recs]
             kind += [f"{setting} step {r['step']}" for r in recs]
-    for n in fit_sources(with_photographs):
+    for n in fit_sources():
         a = source(n)
         stats += model([jpeg(a, q) for q in (None, 90, 70, 50, 30)])
         labels += [0] * 5
@@ -172,11 +181,11 @@ NOISY_DAMAGES = {k: FIT_DAMAGES[k] for k in ("correlated grain 3", "correlated g
                                               "blur 1", "blur 2", "blur 3", "white noise 6")}
 
 
-def noisy_base_data(with_photographs: bool = False) -> tuple[list[dict], list[str], list[str]]:
+def noisy_base_data() -> tuple[list[dict], list[str], list[str]]:
     """(component statistics, source image, what was done) of every noisy base and its damaged copies."""
     model = rel.StatsModel("cpu")
     stats, group, kind = [], [], []
-    for n in fit_sources(with_photographs):
+    for n in fit_sources():
         base = white(source(n), NOISY_BASE, seed=11)
         stats += model([base] + [fn(base) for fn in NOISY_DAMAGES.values()])
         group += [n] * (1 + len(NOISY_DAMAGES))
@@ -232,29 +241,24 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--cache", help="a JSON file of the fit data's statistics: read when present, else written")
     ap.add_argument("--out", default=str(REPO / "bench/results_fit_edit_damage.json"))
-    ap.add_argument("--with-photographs", action="store_true",
-                    help=f"a trial: add the photographs of Debian's {FIT_PHOTOGRAPHS_PACKAGE} to the fit sources")
     args = ap.parse_args(argv)
-    if args.with_photographs and Path(args.out).resolve() == Path(ap.get_default("out")).resolve():
-        ap.error("--with-photographs is a trial: give it its own --out (the default is the shipped fit's)")
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
-    # a cache of the other source list (with or without the photographs) would fit the wrong data under this
-    # run's name: its clean rows name their sources
-    sources = set(fit_sources(args.with_photographs))
+    # a cache of another source list (one written before the photographs joined, say) would fit the wrong
+    # data under this run's name: its clean rows name their sources
+    sources = set(fit_sources())
     for rows in (cache, cache.get("noisy", {})):
         cached = {g for g, k in zip(rows.get("group", []), rows.get("kind", [])) if k == "clean"}
         if cached and cached != sources:
             ap.error(f"--cache {args.cache} holds the fit data of other sources ({len(cached)}, this run has "
-                     f"{len(sources)}{' with' if args.with_photographs else ' without'} --with-photographs): "
-                     "give each its own cache file")
+                     f"{len(sources)}): give each its own cache file")
     if "stats" in cache:
         stats, labels, group, kind = cache["stats"], cache["labels"], cache["group"], cache["kind"]
     else:
-        stats, labels, group, kind = fit_data(args.side, args.steps, args.with_photographs)
+        stats, labels, group, kind = fit_data(args.side, args.steps)
     if "noisy" in cache:  # a cache written before the noisy bases has none: they are measured and added
         n_stats, n_group, n_kind = cache["noisy"]["stats"], cache["noisy"]["group"], cache["noisy"]["kind"]
     else:
-        n_stats, n_group, n_kind = noisy_base_data(args.with_photographs)
+        n_stats, n_group, n_kind = noisy_base_data()
     if args.cache and set(cache) != {"stats", "labels", "group", "kind", "noisy"}:
         plain = lambda rows: [{k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} for s in rows]
         Path(args.cache).write_text(json.dumps({"stats": plain(stats), "labels": labels, "group": group, "kind": kind,
@@ -265,11 +269,12 @@ def main(argv=None) -> int:
     n_comp = {c: torch.tensor([s[c] for s in n_stats], dtype=torch.float64) for c in ed.COMPONENTS}
     n_pairs = {f: _family_pairs(n_group, n_kind, f) for f in ("correlated grain", "blur", "white noise")}
 
-    def bare(components, cap, abs_unit, off, unit, soft_off, cast_unit, lattice_unit):
+    def bare(components, cap, abs_unit, off, unit, soft_off, cast_unit, lattice_unit, even):
         # the shipped formula (edit_damage.combine) with this setting's constants; None: no cap, no floor term
         units = {**ed.BARE_UNITS, "softness": (soft_off, ed.UNITS["softness"][1]),
                  "colour_cast": (ed.UNITS["colour_cast"][0], cast_unit), "lattice": (ed.UNITS["lattice"][0], lattice_unit)}
-        return ed.combine(components, floor=(cap or math.inf, abs_unit or math.inf), ratio=(off, unit), units=units).numpy()
+        return ed.combine(components, floor=(cap or math.inf, abs_unit or math.inf), ratio=(off, unit), units=units,
+                          even=even).numpy()
 
     def figures(*setting):
         score = bare(comp, *setting)
@@ -280,7 +285,7 @@ def main(argv=None) -> int:
         score = bare(n_comp, *setting)
         return {f: round(pair_share(score, p), 3) for f, p in n_pairs.items()}
 
-    grid = itertools.product(CAPS, ABS_UNITS, OFFSETS, UNITS, SOFT_OFFSETS, CAST_UNITS, LATTICE_UNITS)
+    grid = itertools.product(CAPS, ABS_UNITS, OFFSETS, UNITS, SOFT_OFFSETS, CAST_UNITS, LATTICE_UNITS, EVENNESS)
     table = {k: figures(*k) for k in grid}
     best_share = max(v[0] for v in table.values())
     # the best share only: a tolerance of 0.005 (about 4 of 875 pairs) let the AUC buy a grain cap of 4 that
@@ -288,29 +293,32 @@ def main(argv=None) -> int:
     kept = {k: v for k, v in table.items() if v[0] >= best_share}
     best_auc = max(v[1] for v in kept.values())
     kept = [k for k, v in kept.items() if v[1] >= best_auc - 0.002]
-    # ties: nearest the stated values (softness from 0.5, cast 2 levels, lattice 0.2), then the largest grain units
-    chosen = min(kept, key=lambda k: (abs(k[4] - 0.5), k[5], k[6], -(k[1] or 1e9), -k[3]))
+    # ties: nearest the stated values (softness from 0.5, cast 2 levels, lattice 0.2), then the largest grain
+    # units, then the form without evenness (the simpler one)
+    chosen = min(kept, key=lambda k: (abs(k[4] - 0.5), k[5], k[6], -(k[1] or 1e9), -k[3], k[7]))
     now = (*ed.GRAIN_ABS, *ed.GRAIN_RATIO, ed.UNITS["softness"][0], ed.BARE_UNITS["colour_cast"][1],
-           ed.BARE_UNITS["lattice"][1])
-    stated = (*now[:5], ed.UNITS["colour_cast"][1], ed.UNITS["lattice"][1])
-    print(f"GRAIN_ABS, GRAIN_RATIO, softness offset, cast unit, lattice unit = {chosen[:2]}, {chosen[2:4]}, "
-          f"{chosen[4]}, {chosen[5]}, {chosen[6]}: pairs above their source {table[chosen][0]:.3f}, in-fit ROC AUC "
+           ed.BARE_UNITS["lattice"][1], True)
+    stated = (*now[:5], ed.UNITS["colour_cast"][1], ed.UNITS["lattice"][1], True)
+    print(f"GRAIN_ABS, GRAIN_RATIO, softness offset, cast unit, lattice unit, evenness = {chosen[:2]}, {chosen[2:4]}, "
+          f"{chosen[4]}, {chosen[5]}, {chosen[6]}, {chosen[7]}: pairs above their source {table[chosen][0]:.3f}, in-fit ROC AUC "
           f"{table[chosen][1]:.3f} (best share {best_share:.3f}, best AUC there {best_auc:.3f}); the code has {now}: "
           f"{figures(*now)[0]:.3f}, {figures(*now)[1]:.3f}; with the stated cast and lattice units {stated}: "
           f"{figures(*stated)[0]:.3f}, {figures(*stated)[1]:.3f}; {int((y == 0).sum())} clean, {int(y.sum())} damaged, "
           f"{len(pairs)} pairs; on noisy bases (white noise {NOISY_BASE:g} first, not fitted on), pairs in order: "
           f"chosen {noisy(chosen)}, the code {noisy(now)}")
-    names = ("grain_abs_cap", "grain_abs_unit", "offset", "unit", "softness_offset", "cast_unit", "lattice_unit")
+    names = ("grain_abs_cap", "grain_abs_unit", "offset", "unit", "softness_offset", "cast_unit", "lattice_unit",
+             "evenness")
     write_results(args.out, {"command": "python bench/fit_edit_damage.py " + " ".join(argv or sys.argv[1:]),
                              "chosen": {"grain_abs": list(chosen[:2]), "grain_ratio": list(chosen[2:4]),
                                         "softness_offset": chosen[4], "cast_unit": chosen[5],
-                                        "lattice_unit": chosen[6]},
+                                        "lattice_unit": chosen[6], "evenness": chosen[7]},
                              "pair_share_in_fit": table[chosen][0], "auc_in_fit": table[chosen][1],
+                             "without_evenness_in_fit": dict(zip(("pair_share", "auc"), figures(*chosen[:7], False))),
                              "stated_cast_and_lattice_units_in_fit": dict(zip(("pair_share", "auc"),
                                                                               figures(*stated))),
                              "noisy_base_pair_share": {"level": NOISY_BASE, "chosen": noisy(chosen), "code": noisy(now)},
                              "n_clean": int((y == 0).sum()), "n_damaged": int(y.sum()), "n_pairs": len(pairs),
-                             "sources": fit_sources(args.with_photographs), "generated_seed": FIT_GENERATED_SEED,
+                             "sources": fit_sources(), "generated_seed": FIT_GENERATED_SEED,
                              "settings": FIT_SETTINGS, "damages": list(FIT_DAMAGES),
                              # the grid's 40 rows nearest the top (of grid_size), by share and then AUC
                              "grid_size": len(table),

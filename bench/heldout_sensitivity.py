@@ -7,12 +7,13 @@ each) are measured once; the bare score is then recomputed from their components
 time (edit_damage.combine's arguments), and the clean-vs-step-10 ROC AUC is reported per draw, pooled
 over the 112 chains, and on the photographs alone, with how many chains score step 10 at or below
 their clean step 0; and on the validator's fifth draw (part `fresh`, other photographs, when installed)
-per source group, kept apart from the pooled figure.
+per source group, kept apart from the pooled figure; and on its sixth draw (part `sixth`) the same way.
 
-Nothing is chosen here: the shipped constants are the fit's (bench/fit_edit_damage.py). This asks
-whether the bare score's 0.9 on held-out photographs is a matter of its weights (it would move) or of
-what its components see (it does not), and reports the in-fit figures of each change beside it when a
-fit cache (`--fit-cache`, as written by fit_edit_damage.py --cache) is given.
+Nothing is chosen here: the shipped constants are the fit's (bench/fit_edit_damage.py). This asks how
+far the bare score's held-out AUC is a matter of each weight, scores the setting before the evenness refit
+and the refit without the fit's photographs on the same chains (SEVERAL), and reports the in-fit figures
+of each change beside it when a fit cache (`--fit-cache`, as written by fit_edit_damage.py --cache) is
+given.
 """
 
 from __future__ import annotations
@@ -27,36 +28,42 @@ import numpy as np
 import torch
 
 from benchtools import REPO, write_results
-from validate_edit_damage import DRAWS, FRESH_DRAW, auc, fresh_sources, heldout_chains, missing_distribution_packages
+from validate_edit_damage import (DRAWS, FRESH_DRAW, FRESH_PACKAGES, SIXTH_DRAW, SIXTH_PACKAGES, auc, fresh_sources,
+                                  heldout_chains, missing_distribution_packages, sixth_sources)
 
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
 
 INF = math.inf
-SHIPPED = {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS}
+SHIPPED = {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS, "even": True}
 
 
 def _units(**changed) -> dict:
     return {**ed.BARE_UNITS, **changed}
 
 
-# what bench/fit_edit_damage.py --with-photographs chose (bench/results_fit_edit_damage_with_photographs.json):
-# the fit's rule with the 12 MATE photographs among its sources; it moves two constants
-WITH_PHOTOGRAPHS = "refit with mate-backgrounds' photographs (cap 8, cast unit 16)"
+# settings that move more than one thing: the shipped one before the evenness refit, and what the fit's rule
+# chose with evenness but without the 12 MATE photographs among its sources (bench/fit_edit_damage.py before
+# they joined the fit; the figures in docs/edit-damage.md)
+BEFORE = "before the evenness refit (cap 6, floor unit 1.5, cast unit 8, no evenness)"
+WITHOUT_PHOTOGRAPHS = "refit without the photographs (cap 6, cast unit 4)"
+SEVERAL = {BEFORE: 4, WITHOUT_PHOTOGRAPHS: 2}  # name -> how many things it moves
 
-# name -> combine()'s arguments; one change from the shipped setting each (WITH_PHOTOGRAPHS: its two)
+# name -> combine()'s arguments; one change from the shipped setting each (SEVERAL: theirs)
 CHANGES = {
     "shipped": SHIPPED,
+    BEFORE: {**SHIPPED, "floor": (6.0, 1.5), "units": _units(colour_cast=(0.0, 8.0)), "even": False},
+    WITHOUT_PHOTOGRAPHS: {**SHIPPED, "floor": (6.0, 1.0), "units": _units(colour_cast=(0.0, 4.0))},
+    "no evenness": {**SHIPPED, "even": False},
     "no ratio term (the capped floor alone)": {**SHIPPED, "ratio": (ed.GRAIN_RATIO[0], INF)},
     "no cap on the floor": {**SHIPPED, "floor": (INF, ed.GRAIN_ABS[1])},
-    "grain cap 8": {**SHIPPED, "floor": (8.0, ed.GRAIN_ABS[1])},
-    "cast unit 16": {**SHIPPED, "units": _units(colour_cast=(0.0, 16.0))},
+    "grain cap 6": {**SHIPPED, "floor": (6.0, ed.GRAIN_ABS[1])},
+    "cast unit 8": {**SHIPPED, "units": _units(colour_cast=(0.0, 8.0))},
     "cast unit 32": {**SHIPPED, "units": _units(colour_cast=(0.0, 32.0))},
     "no cast term": {**SHIPPED, "units": _units(colour_cast=(0.0, INF))},
     "no lattice term": {**SHIPPED, "units": _units(lattice=(0.05, INF))},
     "softness from 0.25": {**SHIPPED, "units": _units(softness=(0.25, 0.1))},
     "softness from 0.35": {**SHIPPED, "units": _units(softness=(0.35, 0.1))},
-    WITH_PHOTOGRAPHS: {**SHIPPED, "floor": (8.0, ed.GRAIN_ABS[1]), "units": _units(colour_cast=(0.0, 16.0))},
 }
 
 
@@ -72,20 +79,26 @@ def heldout_components(side: int = 384, steps: int = 20) -> dict:
     return out
 
 
-def fresh_components(side: int = 384, steps: int = 20) -> dict | None:
-    """The validator's fifth draw (its part `fresh`: other photographs), measured like heldout_components'
-    draws; None when its photographs are not installed (said)."""
-    if missing := missing_distribution_packages():
-        print(f"the fifth draw's photographs are not installed (apt-get install {' '.join(missing)}): it is left out",
-              flush=True)
-        return None  # main keeps the fifth-draw figures the results file already holds
-    chains, group_of = heldout_chains(steps, side, *FRESH_DRAW, sources=fresh_sources)
-    print(f"fifth draw: {len(chains)} chains measured", flush=True)
+# results key -> the validator's draw on distribution photographs: (seeds, packages, sources)
+DISTRIBUTION_DRAWS = {"fifth_draw": (FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
+                      "sixth_draw": (SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources)}
+
+
+def fresh_components(draw: str = "fifth_draw", side: int = 384, steps: int = 20) -> dict | None:
+    """One of the validator's draws on distribution photographs (DISTRIBUTION_DRAWS: its parts `fresh` and
+    `sixth`), measured like heldout_components' draws; None when its photographs are not installed (said)."""
+    seeds, packages, sources = DISTRIBUTION_DRAWS[draw]
+    if missing := missing_distribution_packages(*packages):
+        print(f"the {draw.replace('_', ' ')}'s photographs are not installed (apt-get install {' '.join(missing)}): "
+              "it is left out", flush=True)
+        return None  # main keeps the figures the results file already holds
+    chains, group_of = heldout_chains(steps, side, *seeds, sources=sources)
+    print(f"{draw.replace('_', ' ')}: {len(chains)} chains measured", flush=True)
     return {c: {"group": group_of[c], "stats": st} for c, st in chains.items()}
 
 
 def fresh_figures(chains: dict, change: dict) -> dict:
-    """The clean-vs-step-10 ROC AUC on the fifth draw: every chain, and each source group."""
+    """The clean-vs-step-10 ROC AUC on a draw of DISTRIBUTION_DRAWS: every chain, and each source group."""
     out = {}
     for group in ["all", *dict.fromkeys(c["group"] for c in chains.values())]:
         sub = [c for c in chains.values() if group == "all" or c["group"] == group]
@@ -132,25 +145,26 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-cache", help="fit_edit_damage.py's --cache file: also report each change in-fit")
     args = ap.parse_args(argv)
     chains = heldout_components()
-    fresh = fresh_components()
+    fresh = {d: fresh_components(d) for d in DISTRIBUTION_DRAWS}
     cache = json.loads(Path(args.fit_cache).read_text()) if args.fit_cache else None
-    # without the fifth draw's photographs, its recorded figures are kept, not dropped
+    # without a draw's photographs, its recorded figures are kept, not dropped
     out = Path(args.out)
-    recorded = json.loads(out.read_text()).get("changes", {}) if fresh is None and out.is_file() else {}
+    recorded = json.loads(out.read_text()).get("changes", {}) if out.is_file() else {}
     results = {}
     for name, change in CHANGES.items():
         results[name] = figures(chains, change)
         if cache is not None:
             results[name]["in_fit"] = in_fit(cache, change)
-        if fresh is not None:
-            results[name]["fifth_draw"] = fresh_figures(fresh, change)
-        elif "fifth_draw" in recorded.get(name, {}):
-            results[name]["fifth_draw"] = recorded[name]["fifth_draw"]
+        for d, measured in fresh.items():
+            if measured is not None:
+                results[name][d] = fresh_figures(measured, change)
+            elif d in recorded.get(name, {}):
+                results[name][d] = recorded[name][d]
         r = results[name]
         print(f"{name}: pooled {r['auc_pooled']:.3f}, by draw {list(r['auc_by_draw'].values())}, photographs "
               f"{list(r['auc_photographs_by_draw'].values())}, step 10 <= clean in {r['chains_step10_at_or_below_clean']} "
               f"of {r['n_chains']}" + (f"; in-fit {r['in_fit']}" if cache is not None else "")
-              + (f"; fifth draw {r['fifth_draw']}" if fresh is not None else ""), flush=True)
+              + "".join(f"; {d.replace('_', ' ')} {r[d]}" for d in fresh if fresh[d] is not None), flush=True)
     write_results(args.out, {"command": "python bench/heldout_sensitivity.py " + " ".join(argv or sys.argv[1:]),
                              "draws": {d: list(s) for d, s in DRAWS.items()}, "changes": results})
     return 0

@@ -82,26 +82,30 @@ def test_every_fit_source_is_the_same_on_every_run():
 
 def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says():
     """bench/heldout_sensitivity.py: each change differs from the shipped setting in one place (so its
-    figure is that change's), the shipped one is the code's, and its figures are the AUC and falls asked."""
+    figure is that change's; the named settings of SEVERAL in theirs), the shipped one is the code's, and its
+    figures are the AUC and falls asked."""
     from banana100.metrics.native import edit_damage as ed
 
     sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
     shipped = sens.CHANGES["shipped"]
-    assert shipped == {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS}
+    assert shipped == {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS, "even": True}
     for name, change in sens.CHANGES.items():
-        moved = [k for k in ("floor", "ratio") if change[k] != shipped[k]]
+        moved = [k for k in ("floor", "ratio", "even") if change[k] != shipped[k]]
+        moved += [k for k in ("floor",) if change["floor"][0] != shipped["floor"][0] and change["floor"][1] != shipped["floor"][1]]
         moved += [u for u in ed.TERMS[1:] if change["units"][u] != shipped["units"][u]]
-        assert len(moved) == (0 if name == "shipped" else 2 if name == sens.WITH_PHOTOGRAPHS else 1), (name, moved)
-    # the refit's two are what the trial fit chose, as its results file says
-    trial = REPO / "bench/results_fit_edit_damage_with_photographs.json"
-    chosen = json.loads(trial.read_text())["chosen"]
-    refit = sens.CHANGES[sens.WITH_PHOTOGRAPHS]
-    assert refit["floor"] == tuple(chosen["grain_abs"]) and refit["ratio"] == tuple(chosen["grain_ratio"])
-    assert refit["units"]["colour_cast"][1] == chosen["cast_unit"] and refit["units"]["lattice"][1] == chosen["lattice_unit"]
-    assert refit["units"]["softness"][0] == chosen["softness_offset"]
+        assert len(moved) == (0 if name == "shipped" else sens.SEVERAL.get(name, 1)), (name, moved)
+    # the setting before the evenness refit is the one the fit's results recorded then
+    before = sens.CHANGES[sens.BEFORE]
+    assert before["floor"] == (6.0, 1.5) and before["units"]["colour_cast"] == (0.0, 8.0) and not before["even"]
+    # the shipped setting is the fit's choice, as its results file says
+    chosen = json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["chosen"]
+    assert shipped["floor"] == tuple(chosen["grain_abs"]) and shipped["ratio"] == tuple(chosen["grain_ratio"])
+    assert shipped["units"]["colour_cast"][1] == chosen["cast_unit"]
+    assert shipped["units"]["lattice"][1] == chosen["lattice_unit"]
+    assert shipped["units"]["softness"][0] == chosen["softness_offset"] and chosen["evenness"] is True
 
     def stats(grain):  # texture = grain: no ratio term, the score rises with grain alone
-        return {"grain": grain, "texture": grain, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0}
+        return {"grain": grain, "texture": grain, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0, "evenness": 1.0}
 
     # two draws of two chains: in the first, step 10 of one chain scores below the other's clean image
     chains = {"d1": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
@@ -120,53 +124,57 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     assert r["auc_pooled"] == pytest.approx(round(wins / 16, 4))
 
 
-def test_the_photographs_trial_is_kept_out_of_the_shipped_fit_and_names_its_package(monkeypatch, tmp_path):
-    """The shipped constants come from the fit without the distribution photographs; the trial adds only
-    MATE's (the Plasma ones stay held out), and without the package it stops and says what to install."""
+def test_the_fit_takes_the_mate_photographs_only_and_names_their_package(monkeypatch, tmp_path):
+    """The fit's sources end with MATE's 12 photographs (the Plasma ones and the sixth draw's stay held out);
+    without the package the fit stops and says what to install."""
     validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
-    assert not any(n.startswith("deb:") for n in fit.fit_sources())
+    mate = [n for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg == fit.FIT_PHOTOGRAPHS_PACKAGE]
+    assert len(mate) == 12
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
     with pytest.raises(SystemExit, match="apt-get install mate-backgrounds"):
-        fit.fit_sources(with_photographs=True)
-    mate = [n for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg == fit.FIT_PHOTOGRAPHS_PACKAGE]
+        fit.fit_sources()
     for n in mate:
         f = tmp_path / validate.DISTRIBUTION_PHOTOGRAPHS[n][1]
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(b"")
-    assert fit.fit_sources(with_photographs=True)[-len(mate):] == [f"deb:{n}" for n in mate]
-    trial = json.loads((REPO / "bench/results_fit_edit_damage_with_photographs.json").read_text())
-    assert trial["sources"][-len(mate):] == [f"deb:{n}" for n in mate]
-    assert not any(pkg != fit.FIT_PHOTOGRAPHS_PACKAGE for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items()
-                   if f"deb:{n}" in trial["sources"])
+    sources = fit.fit_sources()
+    assert sources[-len(mate):] == [f"deb:{n}" for n in mate]
+    held = [n for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg != fit.FIT_PHOTOGRAPHS_PACKAGE]
+    assert held and not any(f"deb:{n}" in sources for n in held)
+    assert set(validate.SIXTH_PACKAGES).isdisjoint({fit.FIT_PHOTOGRAPHS_PACKAGE, *validate.FRESH_PACKAGES})
+    shipped = json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["sources"]
+    assert shipped == sources  # the shipped fit is of these sources
 
 
-def test_the_trial_cannot_overwrite_the_shipped_fit_nor_reuse_the_other_sources_cache(tmp_path, monkeypatch):
-    """--with-photographs refuses the shipped results file however it is spelled, and a --cache of the other
-    source list is refused before any fitting (it would fit the wrong data under this run's name)."""
-    assert fit.fit_sources() == json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["sources"]
-    monkeypatch.chdir(REPO)
-    with pytest.raises(SystemExit):
-        fit.main(["--with-photographs", "--out", "bench/results_fit_edit_damage.json"])
+def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch):
+    """A --cache written for another source list (before the photographs joined, say) is refused before any
+    fitting: it would fit the wrong data under this run's name."""
+    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
+    for n, (pkg, path) in validate.DISTRIBUTION_PHOTOGRAPHS.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"")
     cache = tmp_path / "cache.json"
-    cache.write_text(json.dumps({"stats": [{}], "labels": [0], "group": ["deb:Aqua"], "kind": ["clean"]}))
+    cache.write_text(json.dumps({"stats": [{}], "labels": [0], "group": ["astronaut"], "kind": ["clean"]}))
     with pytest.raises(SystemExit):
         fit.main(["--cache", str(cache), "--out", str(tmp_path / "out.json")])
     assert not (tmp_path / "out.json").exists()
 
 
-def test_the_sensitivity_keeps_the_recorded_fifth_draw_when_its_photographs_are_missing(tmp_path, monkeypatch):
+def test_the_sensitivity_keeps_the_recorded_photograph_draws_when_their_photographs_are_missing(tmp_path, monkeypatch):
     """Rerun on a machine without the Debian photographs, heldout_sensitivity.py keeps each change's
-    recorded fifth-draw figures and recomputes the rest."""
+    recorded fifth- and sixth-draw figures and recomputes the rest."""
     sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
     validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
-    stats = lambda g: {"grain": g, "texture": g, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0}
+    stats = lambda g: {"grain": g, "texture": g, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0, "evenness": 1.0}
     chains = {"d": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
                     "b": {"group": "photo", "stats": {0: stats(1.0), 10: stats(3.0)}}}}
     monkeypatch.setattr(sens, "heldout_components", lambda: chains)
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path / "absent")
     out = tmp_path / "sens.json"
-    out.write_text(json.dumps({"changes": {"shipped": {"fifth_draw": {"all": 0.881}}}}))
+    out.write_text(json.dumps({"changes": {"shipped": {"fifth_draw": {"all": 0.881}, "sixth_draw": {"all": 0.95}}}}))
     assert sens.main(["--out", str(out)]) == 0
     got = json.loads(out.read_text())["changes"]
-    assert got["shipped"]["fifth_draw"] == {"all": 0.881} and got["shipped"]["n_chains"] == 2
-    assert "fifth_draw" not in got["grain cap 8"]
+    assert got["shipped"]["fifth_draw"] == {"all": 0.881} and got["shipped"]["sixth_draw"] == {"all": 0.95}
+    assert got["shipped"]["n_chains"] == 2
+    assert "fifth_draw" not in got["grain cap 6"] and "sixth_draw" not in got["grain cap 6"]

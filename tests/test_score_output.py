@@ -53,7 +53,8 @@ def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
         return capsys.readouterr().out
 
     alone = table()
-    assert "note: edit_damage is scored without a reference" in alone and f"one figure a draw: {_heldout_auc()};" in alone
+    assert "note: edit_damage is scored without a reference" in alone and f"one figure a draw: {_heldout_auc()})" in alone
+    assert "faint damage far less (step-5 stand-ins: 0." in alone
     assert "note:" not in table("--reference", str(images / "0.png"))  # edit_damage_rel beside it
 
 
@@ -146,18 +147,55 @@ def test_the_table_breaks_each_edit_damage_score_into_its_terms(images, tmp_path
 
 
 def test_a_scores_file_from_before_the_components_column_resumes_and_says_which_have_none(images, tmp_path, capsys):
+    """edit_damage_rel rows written before the scores file kept components resume (the relative score has not
+    changed since), and the breakdown says which have none."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "s.parquet"
+    ref = ["--reference", str(images / "2.png"), "--device", "cpu"]
+    assert main(["score", str(images / "0.png"), "--metrics", "edit_damage", "--out", str(out), *ref]) == 0
+    t = pq.read_table(out)
+    is_rel = pa.compute.equal(t["metric"], "edit_damage_rel")
+    comps = pa.compute.if_else(is_rel, pa.nulls(len(t), t.schema.field("components").type), t["components"])
+    pq.write_table(t.set_column(t.schema.get_field_index("components"), "components", comps), out)  # as before the column
+    capsys.readouterr()
+    assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out", str(out),
+                 *ref]) == 0
+    text = capsys.readouterr().out
+    assert list(_breakdown(text, "edit_damage_rel")) == ["1.png"]
+    assert "edit_damage_rel: 1 of the scores were written before the scores file kept their components" in text
+    df = pd.read_parquet(out)
+    rel = df[df["metric"] == "edit_damage_rel"].set_index("image")
+    assert rel.loc[str(images / "0.png"), "components"] is None
+    assert rel.loc[str(images / "1.png"), "components"]["grain"] >= 0
+
+
+def test_edit_damage_scores_of_an_earlier_detector_are_refused_not_mixed(images, tmp_path, capsys):
+    """The bare score's grain term is weighed by evenness since the evenness refit: rows scored before it (no
+    evenness among their components, or no components at all) would not compare with new ones, so resuming
+    edit_damage into such a file stops, naming it, and the file is left as it was."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     out = tmp_path / "s.parquet"
     assert main(["score", str(images / "0.png"), "--metrics", "edit_damage", "--out", str(out), "--device", "cpu"]) == 0
-    pq.write_table(pq.read_table(out).drop(["components"]), out)  # as a version before the column wrote it
-    capsys.readouterr()
-    assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out", str(out),
+    t = pq.read_table(out)
+    fields = [f for f in t.schema.field("components").type if f.name != "evenness"]
+    old = pa.array([None if c is None else {f.name: c[f.name] for f in fields} for c in t["components"].to_pylist()],
+                   pa.struct(fields))
+    for before in (t.set_column(t.schema.get_field_index("components"), "components", old), t.drop(["components"])):
+        pq.write_table(before, out)
+        capsys.readouterr()
+        assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out",
+                     str(out), "--device", "cpu"]) != 0
+        err = capsys.readouterr().err
+        assert str(out) in err and "1 edit_damage score(s) from an earlier version of the detector" in err
+        assert "another --out" in err
+        assert pq.read_table(out).num_rows == 1  # nothing added, nothing lost
+    # a file of this version resumes
+    assert main(["score", str(images / "0.png"), "--metrics", "edit_damage", "--out", str(tmp_path / "new.parquet"),
                  "--device", "cpu"]) == 0
-    text = capsys.readouterr().out
-    assert list(_breakdown(text, "edit_damage")) == ["1.png"]
-    assert "edit_damage: 1 of the scores were written before the scores file kept their components" in text
-    df = pd.read_parquet(out).set_index("image")
-    assert df.loc[str(images / "0.png"), "components"] is None
-    assert df.loc[str(images / "1.png"), "components"]["grain"] > 0
+    assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out",
+                 str(tmp_path / "new.parquet"), "--device", "cpu"]) == 0

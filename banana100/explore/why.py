@@ -116,7 +116,8 @@ def damage_table(damage: dict | None, reference_step: int, step: int) -> str:
 
     rows = [f"| what | step {reference_step} | step {step} |", "| --- | --- | --- |"]
     units = {"grain": "levels", "lattice": "correlation", "colour_cast": "levels", "softness": "0-1",
-             "texture": "levels of the coarse band; normalises grain"}
+             "texture": "levels of the coarse band; normalises grain",
+             "evenness": "0-1: how evenly the grain floor covers the image; weighs grain"}
     for name, (a, b) in damage.items():
         label = "**edit damage** (sum of the terms)" if name == "score" else f"{name} ({units.get(name, '')})"
         rows.append(f"| {label} | {a:.3g} | {b:.3g} |")

@@ -30,7 +30,8 @@ from banana100.scoring.feed import Decoded, _score_chunk, decoded_images, upload
 from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
 from banana100.metrics.athand import metrics_at_hand
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
-from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_same_method, _done_keys,
+from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_current_detector,
+                                     _check_same_method, _done_keys,
                                      _drop_temporary_files, _merge, _parts_dir, _write_part, check_out, read_scores)
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, pr
     texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
     before = read_scores(out)
     _check_same_method(before, scorers, out)
+    _check_current_detector(before, scorers, out)
     done = _done_keys(before)
     parts = _parts_dir(out)
     prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"

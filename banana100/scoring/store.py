@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 from banana100.errors import Banana100Error, DatasetError, UsageError
@@ -150,6 +151,22 @@ def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
                 f"precision={precision!r}; this run asks for backend={now[0]!r}, mode={now[1]!r}, "
                 f"precision={now[2]!r}. Use another --out, or the same backend, mode and precision to resume."
             )
+
+
+def _check_current_detector(table: pa.Table, scorers: dict, out: Path) -> None:
+    """Refuse to resume edit_damage into `out` when its rows were scored by a detector before the evenness
+    component (their components lack it): those bare scores were combined another way, and rows of both
+    kinds in one file would not compare."""
+    if "edit_damage" not in scorers or "components" not in table.column_names:
+        return
+    rows = table.filter(pa.compute.equal(table["metric"], "edit_damage")).select(["score", "components"]).to_pylist()
+    stale = sum(1 for r in rows if r["score"] is not None and r["score"] == r["score"]
+                and (r["components"] or {}).get("evenness") is None)
+    if stale:
+        raise Banana100Error(
+            f"{out} holds {stale} edit_damage score(s) from an earlier version of the detector (before its "
+            f"evenness component, which now weighs the grain term): they would not compare with new ones. "
+            f"Score into another --out (or remove that file) to score edit_damage again.")
 
 
 def _key(record: dict, metric: str) -> tuple:

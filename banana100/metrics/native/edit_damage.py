@@ -13,18 +13,26 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
 - **texture** (8-bit levels, no term of its own): the same floor one octave coarser (DoG sigma 2.5
   and 6 px, the flattest 10 % of tiles by that band). Content puts energy into both bands (natural
   texture falls off smoothly with frequency), noise almost only into the fine one. The bare grain
-  term has two parts: min(grain, 6) / 1.5, a capped absolute floor, plus
+  term has two parts: min(grain, 8) / 1, a capped absolute floor, plus
   max(0, (grain + 0.3) / (texture + 0.3) - 2) / 1, the fine-band energy that the coarse band does not
   account for. The ratio alone (as fitted before) fell fast under blur (blur removes the fine band
   faster than the coarse one) and cancelled softness's rise, and missed grain correlated over a pixel
   or more (it fills the coarse band too); the floor falls only as fast as grain does and sees
   correlated grain, and its cap keeps dense clean texture (grass reads grain 24 levels) from reading
-  as grain. These four constants, softness's offset and the bare score's units of the cast and the
-  lattice (BARE_UNITS) are the fitted part: bench/fit_edit_damage.py, jointly, on simulated-editor
-  chains and clean skimage.data and drawn images with blurred, grainy, gridded and tinted copies
-  counted damaged and JPEG copies clean (first the share of copies that score above every weaker
-  copy of the same damage and their own source, then the ROC AUC); bench/validate_edit_damage.py
+  as grain; the sum is weighed by evenness (below). These four constants, softness's offset, the bare
+  score's units of the cast and the lattice (BARE_UNITS) and the weighing by evenness are the fitted
+  part: bench/fit_edit_damage.py, jointly, on simulated-editor chains and clean skimage.data, drawn
+  images and 12 photographs (Debian's mate-backgrounds) with blurred, grainy, gridded and tinted
+  copies counted damaged and JPEG copies clean (first the share of copies that score above every
+  weaker copy of the same damage and their own source, then the ROC AUC); bench/validate_edit_damage.py
   reports the figures outside that fit.
+- **evenness** (0-1, no term of its own): how even the grain floor is, sqrt of the mean energy of the
+  flattest 2 % of the tiles over that of the flattest 10 % (the floor). Grain an edit adds covers every
+  tile, so no tile is much flatter than the floor (about 1); a floor that is content's (a photograph's
+  fine detail, dense texture) sits over tiles flatter still, a sky or an out-of-focus background (towards
+  0). The bare grain term is multiplied by it: what makes a floor grain is that it covers the image.
+  Weighing by it was chosen by bench/fit_edit_damage.py's rule among the forms with and without it;
+  edit_damage_rel compares grain itself.
 - **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
   (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
   sigma-2 Gaussian blur) at lags from 3 to 32 px, on the flatter half of the tiles (edges would
@@ -41,8 +49,8 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   way; in untinted content the near-greys scatter around neutral and average out (the grey-world
   idea of Buchsbaum 1980, restricted to the pixels meant to be grey). Term: colour_cast / 2
   (2 levels of Cb/Cr at mid grey is about one just-noticeable difference, Delta E*ab ~ 2.3) in
-  edit_damage_rel; in the bare score colour_cast / 8 (fitted): on one image a cast is mostly the
-  scene's light (warm photographs read 7 to 18 levels).
+  edit_damage_rel; in the bare score colour_cast / 16 (fitted): on one image a cast is mostly the
+  scene's light (warm photographs read 7 to 18 levels, flowers and foliage up to 30).
 - **softness** (0-1): the blur effect of Crete et al. ("The blur effect: perception and
   estimation with a new no-reference perceptual blur metric", SPIE 2007: how little the
   differences between neighbours change when the image is blurred again by a 9-tap box), taken
@@ -68,8 +76,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-COMPONENTS = ("grain", "lattice", "colour_cast", "softness", "texture")
-TERMS = ("grain", "lattice", "colour_cast", "softness")  # texture adds no term: it normalises grain's
+COMPONENTS = ("grain", "lattice", "colour_cast", "softness", "texture", "evenness")
+# texture and evenness add no term of their own: they weigh grain's (bare score only)
+TERMS = ("grain", "lattice", "colour_cast", "softness")
 UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / unit (grain: see GRAIN_RATIO)
     "grain": (0.0, 2.0),  # the bare score's grain term is the ratio below; edit_damage_rel uses this unit
     "lattice": (0.05, 0.2),
@@ -77,28 +86,33 @@ UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / un
     "softness": (0.3, 0.1),  # offset fitted with the grain term (see GRAIN_RATIO); the unit is stated
 }
 # The bare score's units where they differ from the stated ones above (edit_damage_rel keeps those): on
-# one image alone, a cast is mostly the scene's light (warm photographs read 7 to 18 levels) and a
+# one image alone, a cast is mostly the scene's light (warm photographs read 7 to 18 levels, foliage 30) and a
 # lattice may be the content's own (ripples, facades), which a chain's source would tell apart and one
 # image cannot; fitted with the grain term (bench/fit_edit_damage.py, see GRAIN_RATIO)
-BARE_UNITS = {**UNITS, "colour_cast": (0.0, 8.0), "lattice": (0.05, 0.4)}
+BARE_UNITS = {**UNITS, "colour_cast": (0.0, 16.0), "lattice": (0.05, 0.4)}
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
+# evenness: the floor of the flattest EVEN_SHARE of the tiles over the floor (FLATTEST), in levels. Grain an
+# edit adds covers every tile, so the flattest tiles cannot be much flatter than the floor (about 1); a floor
+# that is content's (texture, a photograph's own detail) sits over tiles flatter still (towards 0)
+EVEN_SHARE = 0.02
 DOG_SIGMAS = (0.5, 2.5)
 TEXTURE_SIGMAS = (2.5, 6.0)  # the coarser band: content's energy there predicts its fine-band floor
-# bare grain term = min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit; c is a
-# stated floor (0.3 level) so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS = (cap, unit_a),
-# GRAIN_RATIO = (offset, unit), softness's offset (UNITS) and BARE_UNITS' cast and lattice units were
-# fitted jointly, by grid search, by bench/fit_edit_damage.py (results in bench/results_fit_edit_damage.json):
-# first the share of damaged copies scoring above their own clean source and every weaker copy of the same
-# damage, then the ROC AUC clean vs damaged, on simulated-editor chains (steps 5 and 10) and clean
-# skimage.data and drawn images with blurred, grainy, gridded and tinted copies counted damaged and JPEG
-# copies clean. Rerun that script to re-fit and print these.
+# bare grain term = (min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit) x
+# evenness; c is a stated floor (0.3 level) so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS =
+# (cap, unit_a), GRAIN_RATIO = (offset, unit), softness's offset (UNITS), BARE_UNITS' cast and lattice units
+# and the weighing by evenness were fitted jointly, by grid search, by bench/fit_edit_damage.py (results in
+# bench/results_fit_edit_damage.json): first the share of damaged copies scoring above their own clean source
+# and every weaker copy of the same damage, then the ROC AUC clean vs damaged, on simulated-editor chains
+# (steps 5 and 10) and clean skimage.data, drawn images and 12 photographs (mate-backgrounds) with blurred,
+# grainy, gridded and tinted copies counted damaged and JPEG copies clean. Rerun that script to re-fit and
+# print these.
 GRAIN_RATIO_FLOOR = 0.3
 GRAIN_RATIO = (2.0, 1.0)
 # the capped absolute floor: blur lowers the ratio fast, the floor only as fast as grain; correlated
 # grain fills the coarse band too, so the ratio misses it, the floor does not; past the cap, a floor
 # is dense texture's (grass reads 24 levels), not grain
-GRAIN_ABS = (6.0, 1.5)
+GRAIN_ABS = (8.0, 1.0)
 RESIDUAL_SIGMA = 2.0  # passes periods of 8 px at 71 %, 4 px at 99 % (1 - exp(-2 pi^2 sigma^2 / p^2))
 MIN_LAG, MAX_LAG = 3, 32
 EDGE_SHARE = 0.05  # strongest edges on which softness is measured
@@ -121,13 +135,15 @@ def grain_ratio(grain, texture):
 
 
 def _terms(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
-           units: Mapping[str, tuple[float, float]] = BARE_UNITS) -> dict[str, torch.Tensor]:
-    """Each term, from float64 tensors of the components. Grain's is min(grain, cap) / unit_a +
-    max(0, grain_ratio - offset) / unit (floor = (cap, unit_a), ratio = (offset, unit)); each other's
-    max(0, component - offset) / unit (`units`)."""
+           units: Mapping[str, tuple[float, float]] = BARE_UNITS, even: bool = True) -> dict[str, torch.Tensor]:
+    """Each term, from float64 tensors of the components. Grain's is (min(grain, cap) / unit_a +
+    max(0, grain_ratio - offset) / unit) x evenness (floor = (cap, unit_a), ratio = (offset, unit); `even`
+    False leaves evenness out, as before it was measured); each other's max(0, component - offset) / unit
+    (`units`)."""
     (cap, unit_a), (offset, unit) = floor, ratio
     g = components["grain"]
-    out = {"grain": g.clamp(max=cap) / unit_a + (grain_ratio(g, components["texture"]) - offset).clamp(min=0) / unit}
+    grain = g.clamp(max=cap) / unit_a + (grain_ratio(g, components["texture"]) - offset).clamp(min=0) / unit
+    out = {"grain": grain * components["evenness"] if even else grain}
     for name in TERMS[1:]:
         off, u = units[name]
         out[name] = (components[name] - off).clamp(min=0) / u
@@ -135,10 +151,11 @@ def _terms(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_
 
 
 def combine(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
-            units: Mapping[str, tuple[float, float]] = BARE_UNITS) -> torch.Tensor:
+            units: Mapping[str, tuple[float, float]] = BARE_UNITS, even: bool = True) -> torch.Tensor:
     """The score: the sum of the terms. The defaults are the shipped constants; bench/fit_edit_damage.py
-    passes its grid's (a cap or unit_a of inf: no cap, no floor term)."""
-    return sum(_terms(components, floor, ratio, units).values())
+    passes its grid's (a cap or unit_a of inf: no cap, no floor term; even=False: grain not weighed by
+    evenness)."""
+    return sum(_terms(components, floor, ratio, units, even).values())
 
 
 def terms(components: Mapping[str, float]) -> dict[str, float]:
@@ -224,7 +241,7 @@ class EditDamage(torch.nn.Module):
         shared = gauss(luma, DOG_SIGMAS[1])  # the fine band's low edge is the coarse band's high one
         band = gauss(luma, DOG_SIGMAS[0]) - shared
         energy, usable = self._tiles(band, clipped)
-        grain, flat_half = self._grain(energy, usable)
+        grain, evenness, flat_half = self._grain(energy, usable)
         high = shared if TEXTURE_SIGMAS[0] == DOG_SIGMAS[1] else gauss(luma, TEXTURE_SIGMAS[0])
         coarse, _ = self._tiles(high - gauss(luma, TEXTURE_SIGMAS[1]), clipped)
         texture = self._floor(*self._ranked(coarse, usable)).sqrt()
@@ -239,6 +256,7 @@ class EditDamage(torch.nn.Module):
             "colour_cast": cast.pow(2).sum(1).sqrt(),
             "softness": self._softness(luma, smooth),
             "texture": texture,
+            "evenness": evenness,
         }
         self.last_components = {k: v.detach().to(torch.float64) for k, v in comps.items()}
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
@@ -259,22 +277,27 @@ class EditDamage(torch.nn.Module):
         return torch.where(usable, energy, inf).sort(dim=1)[0], usable.sum(dim=1)
 
     @staticmethod
-    def _floor(ranked: torch.Tensor, n_usable: torch.Tensor) -> torch.Tensor:
-        """Mean energy of the flattest FLATTEST share of the usable tiles (0 when none is usable)."""
-        k = (n_usable.to(torch.float64) * FLATTEST).ceil().clamp(min=1).long()
+    def _floor(ranked: torch.Tensor, n_usable: torch.Tensor, share: float = FLATTEST) -> torch.Tensor:
+        """Mean energy of the flattest `share` of the usable tiles (at least one; 0 when none is usable)."""
+        k = (n_usable.to(torch.float64) * share).ceil().clamp(min=1).long()
         pos = torch.arange(ranked.shape[1], device=ranked.device)
         take = (pos[None] < k[:, None]) & torch.isfinite(ranked)
         return torch.where(take, ranked, torch.zeros_like(ranked)).sum(1) / take.sum(1).clamp(min=1)
 
     def _grain(self, energy: torch.Tensor, usable: torch.Tensor):
-        """Noise floor (8-bit levels, white-noise equivalent) and the mask of the flatter half of the tiles."""
+        """Noise floor (8-bit levels, white-noise equivalent), its evenness (0-1) and the mask of the flatter
+        half of the tiles."""
         ranked, n_usable = self._ranked(energy, usable)
-        grain = self._floor(ranked, n_usable).sqrt() / self.white_gain
+        floor = self._floor(ranked, n_usable)
+        grain = floor.sqrt() / self.white_gain
+        # 1 where the floor is 0 (no energy at all: nothing to weigh)
+        evenness = torch.where(floor > 0, (self._floor(ranked, n_usable, EVEN_SHARE) / floor.clamp(min=1e-30)).sqrt(),
+                               torch.ones_like(floor)).clamp(max=1)
         # the flatter half of the usable tiles with any variation: where the lattice is looked for
         half = (n_usable.to(torch.float64) / 2).ceil().clamp(min=1).long()
         median = ranked.gather(1, (half - 1).clamp(min=0, max=ranked.shape[1] - 1)[:, None])
         flat_half = usable & (energy <= median) & (energy > 1e-6)
-        return grain, flat_half
+        return grain, evenness, flat_half
 
     @staticmethod
     def _lattice(residual: torch.Tensor, flat_half: torch.Tensor) -> torch.Tensor:

@@ -65,7 +65,7 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
 def relative_terms(added: dict) -> dict[str, float]:
     """Each component's term of the relative score, from what it added (`relative_components`): the change
     over its stated unit (edit_damage.UNITS; not the bare score's BARE_UNITS: against a source, a cast or
-    lattice that moved is the edit's). `added` may hold more (a scores file's row: texture, null)."""
+    lattice that moved is the edit's). `added` may hold more (a scores file's row: texture and evenness, null)."""
     return {n: added[n] / ed.UNITS[n][1] for n in ed.TERMS}
 
 
@@ -366,6 +366,17 @@ def attach(scorers: dict, source, reference=None) -> None:
 def alone_note() -> str:
     """What the bare score is worth on its own, measured: said where a user sees it scored alone
     (`score`'s log and the note under its table)."""
-    return ("edit_damage is scored without a reference: alone it separates clean from damaged images only "
-            f"partly (clean vs step 10 ROC AUC on held-out chains, one figure a draw: {_heldout_auc()}; docs/edit-damage.md); "
-            "within a chain, or with --reference, edit_damage_rel measures the damage added since the source")
+    return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images "
+            f"(clean vs step 10 ROC AUC on held-out chains, one figure a draw: {_heldout_auc()}), faint damage far "
+            f"less ({_faint_auc()}; docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel "
+            "measures the damage added since the source")
+
+
+def _faint_auc() -> str:
+    """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins, for the warning."""
+    from banana100.metrics.detector_card import _results
+
+    try:
+        return f"step-5 stand-ins: {_results('edit_damage_validation.json')['clean_vs_step5']['pooled_auc']:.2f}"
+    except (OSError, KeyError, ValueError, TypeError):
+        return "step-5 stand-ins: not measured"
