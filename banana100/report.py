@@ -315,7 +315,7 @@ def _side_by_side(results: dict) -> list[str]:
     words = {DETECTOR: "edit_damage (alone)", RELATIVE: "edit_damage_rel (the damage added since step 0)"}
     return ["", "**Side by side**: " + "; ".join(f"{label(m)} saw the damage in {seen(results[m])}" for m in metrics)
             + ". This toolkit's detector: " + "; ".join(f"{words[m]} in {seen(results[m])}" for m in detectors)
-            + " (docs/edit-damage.md: what it measures, and how weak the bare score is on an image alone)."]
+            + " (docs/edit-damage.md: what it measures, and how far the bare score holds on an image alone)."]
 
 
 def short_chains_note(df: pd.DataFrame, reference_step: int = DEFAULT_REFERENCE_STEP,

@@ -57,6 +57,7 @@ from PIL import Image
 from benchtools import REPO, write_results
 from validate_edit_damage import _rgb, auc, blur, correlated, green_tint, grid, jpeg, white
 
+from banana100.metrics.detector_card import FIT_PHOTOGRAPHS_PACKAGE
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
 
@@ -84,11 +85,11 @@ LATTICE_UNITS = (0.2, 0.4, 0.8)
 EVENNESS = (False, True)
 
 
-# natural photographs in the fit beside skimage's: the 12 of Debian's mate-backgrounds (finished photographs,
-# macro shots with shallow depth of field, a scene's colour), first a trial after the fifth held-out draw of
-# bench/validate_edit_damage.py had scored them, in the fit since the evenness refit; the Plasma photographs
-# of that draw and those of the sixth stay out, so that the setting is scored on photographs no fit saw
-FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
+# FIT_PHOTOGRAPHS_PACKAGE (named in detector_card, which marks them in-fit): natural photographs in the fit
+# beside skimage's, the 12 of Debian's mate-backgrounds (finished photographs, macro shots with shallow depth
+# of field, a scene's colour), first a trial after the fifth held-out draw of bench/validate_edit_damage.py
+# had scored them, in the fit since the evenness refit; the Plasma photographs of that draw and those of the
+# sixth stay out, so that the setting is scored on photographs no fit saw
 
 
 def fit_photographs() -> list[str]:

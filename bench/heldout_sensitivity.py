@@ -43,8 +43,8 @@ def _units(**changed) -> dict:
 
 
 # settings that move more than one thing: the shipped one before the evenness refit, and what the fit's rule
-# chose with evenness but without the 12 MATE photographs among its sources (bench/fit_edit_damage.py before
-# they joined the fit; the figures in docs/edit-damage.md)
+# chose with evenness but without the 12 MATE photographs among its sources
+# (bench/results_fit_edit_damage_without_photographs.json)
 BEFORE = "before the evenness refit (cap 6, floor unit 1.5, cast unit 8, no evenness)"
 WITHOUT_PHOTOGRAPHS = "refit without the photographs (cap 6, cast unit 4)"
 SEVERAL = {BEFORE: 4, WITHOUT_PHOTOGRAPHS: 2}  # name -> how many things it moves

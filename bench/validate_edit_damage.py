@@ -526,7 +526,7 @@ def part_heldout(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_s
         sub = {c: s for c, s in chains.items() if group_of[c] == g}
         if len(sub) >= 2:
             out[g] = _chain_figures(sub)
-    # every photograph together, against the drawn sources (the release's kind of source): where alone it is weak
+    # every photograph together, against the drawn sources (the release's kind of source): where alone it is weakest
     photos = {c: s for c, s in chains.items() if group_of[c] != "generated"}
     if len(photos) >= 2 and len(photos) < len(chains):
         out[PHOTOGRAPHS] = _chain_figures(photos)

@@ -521,3 +521,18 @@ def test_chain_info_names_variant_and_chat_mode():
     assert plain.kind == "" and plain.choice == 0 and "same chat" not in plain.label
     assert same.kind == "flux, same chat" and same.choice == "flux, same chat, repeat 1"
     assert same.label == "c | replicate | flux, same chat | repeat 1 (2 images)"
+
+
+def test_caches_of_edit_damage_scores_name_the_detector_version(tmp_path):
+    """A demo set or an on-demand cache scored by an earlier edit_damage is not served after a refit: both
+    names carry the detector's version (edit_damage.DETECTOR_VERSION); other metrics' names do not."""
+    from banana100.explore.demoset import demo_set_name
+    from banana100.explore.ondemand import ChainScores
+    from banana100.metrics.native import edit_damage as ed
+
+    v = ed.DETECTOR_VERSION
+    assert f"-ed{v}-" in demo_set_name(["piqe", "edit_damage", "edit_damage_rel"], 4, 20, 768)
+    assert "-ed" not in demo_set_name(["piqe"], 4, 20, 768)
+    cache = ChainScores(tmp_path)
+    assert cache.path("c", "edit_damage").name == f"edit_damage__native__v{v}.parquet"
+    assert cache.path("c", "edit_damage_rel").name.endswith("__native.parquet")

@@ -97,6 +97,11 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     # the setting before the evenness refit is the one the fit's results recorded then
     before = sens.CHANGES[sens.BEFORE]
     assert before["floor"] == (6.0, 1.5) and before["units"]["colour_cast"] == (0.0, 8.0) and not before["even"]
+    # the refit without the photographs is what that fit chose, as its results file says
+    without = json.loads((REPO / "bench/results_fit_edit_damage_without_photographs.json").read_text())["chosen"]
+    refit = sens.CHANGES[sens.WITHOUT_PHOTOGRAPHS]
+    assert refit["floor"] == tuple(without["grain_abs"]) and refit["ratio"] == tuple(without["grain_ratio"])
+    assert refit["units"]["colour_cast"][1] == without["cast_unit"] and refit["even"] is without["evenness"]
     # the shipped setting is the fit's choice, as its results file says
     chosen = json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["chosen"]
     assert shipped["floor"] == tuple(chosen["grain_abs"]) and shipped["ratio"] == tuple(chosen["grain_ratio"])
@@ -146,7 +151,7 @@ def test_the_fit_takes_the_mate_photographs_only_and_names_their_package(monkeyp
     assert shipped == sources  # the shipped fit is of these sources
 
 
-def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch):
+def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch, capsys):
     """A --cache written for another source list (before the photographs joined, say) is refused before any
     fitting: it would fit the wrong data under this run's name."""
     validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
@@ -158,6 +163,7 @@ def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch):
     cache.write_text(json.dumps({"stats": [{}], "labels": [0], "group": ["astronaut"], "kind": ["clean"]}))
     with pytest.raises(SystemExit):
         fit.main(["--cache", str(cache), "--out", str(tmp_path / "out.json")])
+    assert "holds the fit data of other sources" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
 
 

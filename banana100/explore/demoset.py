@@ -11,6 +11,16 @@ from banana100.explore.common import DETECTORS, RELATIVE, metric_label, with_det
 from banana100.explore.explorer import Explorer
 
 
+def demo_set_name(metrics: list[str], chains: int, steps: int, side: int) -> str:
+    """The demo set's folder name: banana100's version, the detector's when edit_damage is among the metrics
+    (a set scored by an earlier edit_damage is not reused), the set's size and its metrics."""
+    from banana100 import __version__
+    from banana100.metrics.native import edit_damage as ed
+
+    detector = f"-ed{ed.DETECTOR_VERSION}" if "edit_damage" in metrics else ""
+    return f"demo-v{__version__}{detector}-{chains}x{steps}-{side}-{'+'.join(metrics)}"
+
+
 def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 20, metrics: str = "auto",
                    side: int = 768, progress: bool = False, log=None) -> tuple[Path, Path]:
     """Make (or reuse) a small offline set in `cache_dir`: (dataset folder, scores file).
@@ -39,7 +49,7 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
         chosen = with_detector([*chosen, RELATIVE])
     if not chosen:
         raise Banana100Error("no metric available for the demo set")
-    root = Path(cache_dir) / f"demo-v{__version__}-{chains}x{steps}-{side}-{'+'.join(chosen)}"
+    root = Path(cache_dir) / demo_set_name(chosen, chains, steps, side)
     dataset, scores = root / "dataset", root / "scores.parquet"
     done = root / "DONE"
     if done.is_file() and dataset.is_dir() and scores.is_file():
@@ -82,7 +92,7 @@ def demo_note(explorer: Explorer, chains: int, steps: int, side: int) -> str:
     detectors = [metric_label(m) for m in DETECTORS if m in explorer.results]
     if detectors:  # ours: what it caught here, and where its own limits are written
         caveat += (f" This toolkit's detector ({', '.join(detectors)}; the black curves) needs no file; "
-                   "docs/edit-damage.md says what it was validated on and how weak the bare score is on one "
+                   "docs/edit-damage.md says what it was validated on and how far the bare score holds on one "
                    "image alone.")
     return (f"**Simulated demo set** (no internet, so not the real Banana100 chains).{_skipped(explorer)} "
             f"{chains} chains of {steps} "

@@ -39,7 +39,8 @@ def _scorer(metric: str, device: str, backend: str):
 class ChainScores:
     """Scores of one chain and metric, computed when first asked for and cached on disk.
 
-    The cache key is (chain, metric, backend): `<root>/<chain_id>/<metric>__<backend>.parquet`,
+    The cache key is (chain, metric, backend): `<root>/<chain_id>/<metric>__<backend>.parquet` (the bare
+    edit_damage's also names its detector version: `...__native__v2.parquet`),
     one row per scored step in the columns of a `banana100 score` table. Scoring goes through
     the library's engine (`engine.MetricScorer`, each metric's default backend unless told),
     a few images at a time so that `progress(fraction, text)` can follow it; a later call for
@@ -64,7 +65,7 @@ class ChainScores:
         if not chain_id or "/" in chain_id or chain_id.startswith("."):
             raise Banana100Error(f"unusable chain id {chain_id!r}")
         safe = re.sub(r"[^\w.+-]", "_", metric)  # a user's metric may be a path or a Hub id
-        return self.root / chain_id / f"{safe}__{self.backend_of(metric)}.parquet"
+        return self.root / chain_id / f"{safe}__{self.backend_of(metric)}{_version_tag(metric)}.parquet"
 
     def cached(self, chain_id: str, metric: str) -> pd.DataFrame | None:
         path = self.path(chain_id, metric)
@@ -113,6 +114,14 @@ class ChainScores:
             table.to_parquet(sink, index=False)
             write_file_atomic(path, sink.getvalue())  # banana100.fileio: one way to write a file whole
         return table
+
+
+def _version_tag(metric: str) -> str:
+    """"__v2" for the bare edit_damage (its DETECTOR_VERSION: a cache of an earlier detector's scores is not
+    read), "" for every other metric."""
+    from banana100.metrics.native import edit_damage as ed
+
+    return f"__v{ed.DETECTOR_VERSION}" if metric == "edit_damage" else ""
 
 
 def _reference(scorer, images: dict):

@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 from banana100.errors import Banana100Error, DatasetError, UsageError
@@ -156,10 +155,13 @@ def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
 def _check_current_detector(table: pa.Table, scorers: dict, out: Path) -> None:
     """Refuse to resume edit_damage into `out` when its rows were scored by a detector before the evenness
     component (their components lack it): those bare scores were combined another way, and rows of both
-    kinds in one file would not compare."""
+    kinds in one file would not compare. (The rows keep no version: a later change of constants alone
+    needs a check of its own, or a version column.)"""
     if "edit_damage" not in scorers or "components" not in table.column_names:
         return
-    rows = table.filter(pa.compute.equal(table["metric"], "edit_damage")).select(["score", "components"]).to_pylist()
+    import pyarrow.compute as pc  # here: not every import of banana100.scoring needs it
+
+    rows = table.filter(pc.equal(table["metric"], "edit_damage")).select(["score", "components"]).to_pylist()
     stale = sum(1 for r in rows if r["score"] is not None and r["score"] == r["score"]
                 and (r["components"] or {}).get("evenness") is None)
     if stale:

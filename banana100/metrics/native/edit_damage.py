@@ -77,6 +77,9 @@ import torch
 import torch.nn.functional as F
 
 COMPONENTS = ("grain", "lattice", "colour_cast", "softness", "texture", "evenness")
+# the bare score's version: bump it whenever its form or fitted constants change. Caches of its scores name it
+# (the Space's demo set, its on-demand scores), so that none serves scores of an earlier detector. 2: evenness
+DETECTOR_VERSION = 2
 # texture and evenness add no term of their own: they weigh grain's (bare score only)
 TERMS = ("grain", "lattice", "colour_cast", "softness")
 UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / unit (grain: see GRAIN_RATIO)
@@ -96,6 +99,7 @@ FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 # edit adds covers every tile, so the flattest tiles cannot be much flatter than the floor (about 1); a floor
 # that is content's (texture, a photograph's own detail) sits over tiles flatter still (towards 0)
 EVEN_SHARE = 0.02
+NO_FLOOR = 0.01  # grain (levels) below which there is no floor to weigh (a flat image's rounding): evenness 1
 DOG_SIGMAS = (0.5, 2.5)
 TEXTURE_SIGMAS = (2.5, 6.0)  # the coarser band: content's energy there predicts its fine-band floor
 # bare grain term = (min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit) x
@@ -290,8 +294,10 @@ class EditDamage(torch.nn.Module):
         ranked, n_usable = self._ranked(energy, usable)
         floor = self._floor(ranked, n_usable)
         grain = floor.sqrt() / self.white_gain
-        # 1 where the floor is 0 (no energy at all: nothing to weigh)
-        evenness = torch.where(floor > 0, (self._floor(ranked, n_usable, EVEN_SHARE) / floor.clamp(min=1e-30)).sqrt(),
+        # 1 where there is no floor to weigh (NO_FLOOR), and, in effect, where too few tiles are usable for
+        # the flattest 2 % and 10 % to differ (10 or fewer: both are the flattest tile)
+        evenness = torch.where(grain > NO_FLOOR,
+                               (self._floor(ranked, n_usable, EVEN_SHARE) / floor.clamp(min=1e-30)).sqrt(),
                                torch.ones_like(floor)).clamp(max=1)
         # the flatter half of the usable tiles with any variation: where the lattice is looked for
         half = (n_usable.to(torch.float64) / 2).ceil().clamp(min=1).long()
