@@ -28,8 +28,7 @@ import numpy as np
 import torch
 
 from benchtools import REPO, write_results
-from validate_edit_damage import (DRAWS, FRESH_DRAW, FRESH_PACKAGES, SIXTH_DRAW, SIXTH_PACKAGES, auc, fresh_sources,
-                                  heldout_chains, missing_distribution_packages, sixth_sources)
+from validate_edit_damage import DRAWS, PHOTOGRAPH_PARTS, auc, heldout_chains, missing_distribution_packages
 
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
@@ -79,15 +78,14 @@ def heldout_components(side: int = 384, steps: int = 20) -> dict:
     return out
 
 
-# results key -> the validator's draw on distribution photographs: (seeds, packages, sources)
-DISTRIBUTION_DRAWS = {"fifth_draw": (FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
-                      "sixth_draw": (SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources)}
+# this file's key -> the validator's part on distribution photographs (PHOTOGRAPH_PARTS)
+DISTRIBUTION_DRAWS = {"fifth_draw": "fresh", "sixth_draw": "sixth"}
 
 
 def fresh_components(draw: str = "fifth_draw", side: int = 384, steps: int = 20) -> dict | None:
     """One of the validator's draws on distribution photographs (DISTRIBUTION_DRAWS: its parts `fresh` and
     `sixth`), measured like heldout_components' draws; None when its photographs are not installed (said)."""
-    seeds, packages, sources = DISTRIBUTION_DRAWS[draw]
+    _, seeds, packages, sources = PHOTOGRAPH_PARTS[DISTRIBUTION_DRAWS[draw]]
     if missing := missing_distribution_packages(*packages):
         print(f"the {draw.replace('_', ' ')}'s photographs are not installed (apt-get install {' '.join(missing)}): "
               "it is left out", flush=True)

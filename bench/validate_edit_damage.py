@@ -55,7 +55,7 @@ from scipy.stats import mannwhitneyu, spearmanr
 from benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine import MetricScorer
-from banana100.metrics.detector_card import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPHS, SIXTH_KEY
+from banana100.metrics.detector_card import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
 from banana100.metrics.native import edit_damage as ed
 from banana100.metrics.native import edit_damage_rel as rel
 from banana100.metrics.native.edit_damage import COMPONENTS
@@ -408,7 +408,7 @@ def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) 
 # rescored then, with them.
 HELDOUT_SEED, SOURCE_SEED = 100, 1
 # results key (the card's HELDOUT_DRAWS, in order) -> (chain seed, drawn-source seed)
-DRAWS = dict(zip([k for k in HELDOUT_DRAWS if k not in (FRESH_KEY, SIXTH_KEY)], [(HELDOUT_SEED, SOURCE_SEED), (200, 2), (300, 3), (400, 4)],
+DRAWS = dict(zip([k for k in HELDOUT_DRAWS if k not in PHOTOGRAPH_DRAWS], [(HELDOUT_SEED, SOURCE_SEED), (200, 2), (300, 3), (400, 4)],
                  strict=True))
 # (d), part `fresh`: photographs no fit and no earlier draw saw (found after the fourth draw; the MATE ones
 # were scored once in scratch with the shipped setting, then the draw was scored once, nothing changed), from
@@ -494,6 +494,11 @@ def fresh_sources(side: int, source_seed: int = FRESH_DRAW[1], packages=FRESH_PA
 def sixth_sources(side: int, source_seed: int = SIXTH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
     """The sources of part `sixth`: drawn ones of their own seed, then the photographs of SIXTH_PACKAGES."""
     return fresh_sources(side, source_seed, SIXTH_PACKAGES)
+
+
+# the parts of (d) on distribution photographs: part -> (results key, seeds, packages, sources)
+PHOTOGRAPH_PARTS = {"fresh": (FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
+                    "sixth": (SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources)}
 
 
 def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
@@ -603,8 +608,7 @@ def main(argv=None) -> int:
     if "heldout" in parts:
         for key, seeds in DRAWS.items():
             result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds)
-    for part, key, seeds, packages, sources in (("fresh", FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
-                                                ("sixth", SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources)):
+    for part, (key, seeds, packages, sources) in PHOTOGRAPH_PARTS.items():
         if part not in parts:
             continue
         if missing := missing_distribution_packages(*packages):

@@ -208,6 +208,7 @@ def _heldout(r: dict) -> str:
 # a draw's sources
 FRESH_KEY = "heldout_chains_fifth_draw"
 SIXTH_KEY = "heldout_chains_sixth_draw"  # its part `sixth`: photographs found after the evenness refit
+PHOTOGRAPH_DRAWS = (FRESH_KEY, SIXTH_KEY)  # the draws on distribution photographs; the others are its DRAWS
 HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "Second draw",
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
                  FRESH_KEY: "Fifth draw, other photographs",
@@ -237,7 +238,7 @@ def _fresh_draw(r: dict) -> str:
     if not d.get(PHOTOGRAPHS):
         return ""
     packages = [g for g in d if isinstance(d[g], dict) and "bare" in d[g] and g not in ("all", "generated", PHOTOGRAPHS)]
-    standing = [k for k in HELDOUT_DRAWS if k not in (FRESH_KEY, SIXTH_KEY)]
+    standing = [k for k in HELDOUT_DRAWS if k not in PHOTOGRAPH_DRAWS]
     g = lambda draws, group, c: _component_range(r, draws, group, c)
     by_package = "; ".join(f"{p}: grain {g([FRESH_KEY], p, 'grain')}, softness {g([FRESH_KEY], p, 'softness')}"
                            for p in packages)
