@@ -34,7 +34,7 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q -e ".${extras}"
 # The editable install is an import hook that runs after the path search: a script beside the
 # clone (the clone at ~/banana100, the script in ~) imported the clone folder as an empty
-# namespace package `banana100` and failed with "No module named 'banana100.metrics.module'".
+# namespace package `banana100` and failed with "No module named 'banana100.metrics.hub.module'".
 # This .pth file (read after the hook's own, by name) moves the hook to the front.
 .venv/bin/python - <<'PY'
 import sysconfig, pathlib

@@ -25,10 +25,10 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it (one home each; see docs/architecture.md)
 _PUBLIC = {
-    "MetricScorer": "banana100.metrics.engine",
+    "MetricScorer": "banana100.metrics.engine.scorer",
     "get_metric": "banana100.metrics.table",
-    "metric_path": "banana100.metrics.publish",
-    "sensitivity": "banana100.metrics.protocol",
+    "metric_path": "banana100.metrics.hub.publish",
+    "sensitivity": "banana100.protocol",
     "make_editor": "banana100.chains.editors",
     "Editor": "banana100.chains.editors.base",
     "generate_chains": "banana100.chains.runner",

@@ -96,7 +96,7 @@ def run_demo(out: Path = Path("demo_output"), steps: int = 20, chains: int = 4, 
     """Every stage on the sample images; return the report's path. Each stage is logged (INFO)."""
     from banana100.dataset.build import build_dataset
     from banana100.chains.editors import make_editor
-    from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
+    from banana100.protocol import DEFAULT_CHECK_STEPS, check_steps_for
     from banana100.report import write_report
     from banana100.chains.runner import generate_chains
     from banana100.schema import chain_id

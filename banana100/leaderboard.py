@@ -3,7 +3,7 @@
 Several scores files merge (one per editor, or per run); a chain is its `chain_id` within one
 editor and model, so the same source, setting and repeat made by two editors are two chains.
 For every metric and every combination of the `--by` columns the paper's protocol
-(`banana100.metrics.protocol.sensitivity`) gives chains, failed, failure rate and mean rho:
+(`banana100.protocol.sensitivity`) gives chains, failed, failure rate and mean rho:
 
     leaderboard.csv   one row per (metric, group)
     leaderboard.md    the same as a table, metrics ranked by failure rate (best first)
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from banana100.errors import Banana100Error, UsageError
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
+from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 # the grouped protocol lives in report.py (its chat-mode table uses it too): this module only
 # imports report, never the other way round
 from banana100.report import COLUMNS, _fmt, leaderboard, load_scores, md_cell, write_report

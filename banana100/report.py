@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from banana100 import about
 from banana100.errors import Banana100Error, DatasetError, UsageError
-from banana100.metrics.native.edit_damage_rel import BARE as DETECTOR, NAME as RELATIVE
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for, sensitivity
+from banana100.metrics.detector.relative import BARE as DETECTOR, NAME as RELATIVE
+from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for, sensitivity
 from banana100.metrics.resolve import label
 from banana100.metrics.table import METRICS
 from banana100.schema import DEFAULT_CHAT_MODE

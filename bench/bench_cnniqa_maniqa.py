@@ -1,4 +1,4 @@
-"""CNNIQA and MANIQA: pyiqa's own forward against the engine's (banana100/metrics/fastpaths.py), side by side.
+"""CNNIQA and MANIQA: pyiqa's own forward against the engine's (banana100/metrics/engine/fastpaths.py), side by side.
 
     python bench/bench_cnniqa_maniqa.py                                   # CPU: CNNIQA 1024 and 2048, MANIQA 1 crop at 1024
     python bench/bench_cnniqa_maniqa.py --device cuda --maniqa-crops 20 --batch 8   # on a GPU
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
 
-    from banana100.metrics import fastpaths
+    from banana100.metrics.engine import fastpaths
     from banana100.testing.untrained import build_untrained
 
     dev = torch.device(args.device)

@@ -39,8 +39,8 @@ def main() -> None:
     from banana100.testing.images import chain_images
 
     from banana100.metrics import native
-    from banana100.metrics.engine import keep_freed_memory, to_tensor
-    from banana100.metrics.native import matlab
+    from banana100.metrics.engine.scorer import keep_freed_memory, to_tensor
+    from banana100.metrics.native.matlab import core as matlab_core
     from banana100.metrics.table import get_metric
 
     keep_freed_memory()  # as the engine runs
@@ -53,7 +53,7 @@ def main() -> None:
                 x = torch.stack([to_tensor(a) for a in chain_images(batch, size)])
 
                 def run(policy: bool) -> torch.Tensor:
-                    matlab.CPU_CONV_POLICY = policy
+                    matlab_core.CPU_CONV_POLICY = policy
                     with torch.no_grad():
                         return model(x)
 
@@ -64,7 +64,7 @@ def main() -> None:
                         t0 = time.perf_counter()
                         run(p)
                         times[p].append(time.perf_counter() - t0)
-                matlab.CPU_CONV_POLICY = True
+                matlab_core.CPU_CONV_POLICY = True
                 plain, policy = (statistics.median(times[p]) / batch for p in (False, True))
                 a, b = scores[True].double(), scores[False].double()
                 diff = float(((a - b).abs() / b.abs().clamp(min=1)).max())

@@ -32,9 +32,9 @@ def baseline_scorer(where: str, device: str, batch: int):
     """The engine around the EditDamage module of an older edit_damage.py, a commit's or a file's
     (guarded as the current one)."""
     from banana100.metrics import native
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
-    module = module_as_of(where, "banana100/metrics/native/edit_damage.py", "edit_damage_baseline")
+    module = module_as_of(where, "banana100/metrics/detector/model.py", "edit_damage_baseline")
     scorer = MetricScorer.from_model("edit_damage", native._exact_forward(module.EditDamage()), device=device,
                                      batch_size=batch)
     scorer.backend = "native"  # batched like the current one (from_model assumes a pyiqa arch)
@@ -49,7 +49,7 @@ def profile(side: int, baseline: str | None, device: str) -> int:
 
     scorer = baseline_scorer(baseline, device, 1) if baseline else None
     from banana100.metrics import native
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
 
     model = scorer.model if scorer else native.build("edit_damage", {}).to(device)
     x = to_tensor(chain_images(1, side)[0])[None].to(device)
@@ -76,13 +76,13 @@ def main(argv=None) -> int:
     ap.add_argument("--params", default=str(PARAMS))
     ap.add_argument("--baseline", default=None, help="a commit (or a file) whose edit_damage.py is timed beside the current one")
     ap.add_argument("--profile", type=int, default=None, metavar="SIDE", help="profile one SIDE px image and stop")
-    ap.add_argument("--out", default=str(REPO / "banana100/metrics/native/edit_damage_cost.json"))
+    ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_cost.json"))
     args = ap.parse_args(argv)
     os.environ.setdefault("BANANA100_WEIGHTS", args.params)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     if args.profile:
         return profile(args.profile, args.baseline, args.device)

@@ -33,7 +33,7 @@ def main() -> None:
     import torch
 
     from banana100 import scoring
-    from banana100.metrics.native import edit_damage_rel as rel
+    from banana100.metrics.detector import relative as rel
     from banana100.testing.runfolder import make_run_folder
 
     torch.set_num_threads(1)

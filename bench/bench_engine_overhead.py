@@ -33,7 +33,7 @@ from benchtools import PARAMS, environment, module_as_of, results_path, write_re
 
 def baseline_engine(commit: str):
     """The engine module of `commit` (its engine.py as it was), or of a file of that source; None for "none"."""
-    return None if commit == "none" else module_as_of(commit, "banana100/metrics/engine.py", "engine_baseline")
+    return None if commit == "none" else module_as_of(commit, "banana100/metrics/engine/scorer.py", "engine_baseline")
 
 
 def main() -> None:
@@ -55,7 +55,7 @@ def main() -> None:
 
     import torch
 
-    from banana100.metrics.engine import MetricScorer, to_tensor
+    from banana100.metrics.engine.scorer import MetricScorer, to_tensor
     from banana100.testing.images import chain_images
 
     os.environ.setdefault("BANANA100_WEIGHTS", str(PARAMS))

@@ -60,7 +60,7 @@ import numpy as np
 saved = np.load({images!r})
 try:
     from banana100.metrics import native
-    from banana100.metrics.engine import keep_freed_memory, to_tensor
+    from banana100.metrics.engine.scorer import keep_freed_memory, to_tensor
 except ImportError:  # a checkout from before the regroup of issue 14
     from banana100 import native
     from banana100.engine import keep_freed_memory, to_tensor
@@ -89,7 +89,7 @@ import numpy as np
 saved = np.load({images!r})
 try:
     from banana100.metrics import native
-    from banana100.metrics.engine import keep_freed_memory, to_tensor
+    from banana100.metrics.engine.scorer import keep_freed_memory, to_tensor
 except ImportError:  # a checkout from before the regroup of issue 14
     from banana100 import native
     from banana100.engine import keep_freed_memory, to_tensor

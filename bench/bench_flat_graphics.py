@@ -42,7 +42,7 @@ def main() -> None:
     torch.set_num_threads(1)
     import pyiqa
 
-    from banana100.metrics.engine import keep_freed_memory, to_tensor
+    from banana100.metrics.engine.scorer import keep_freed_memory, to_tensor
     from banana100.metrics.native import brisque, build
 
     keep_freed_memory()

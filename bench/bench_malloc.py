@@ -31,7 +31,7 @@ def child(metric: str, backend: str, folder: str, repeats: int) -> None:
     """Runs in the subprocess: print one JSON line with best seconds, faults per image, scores."""
     import torch
 
-    from banana100.metrics.engine import MetricScorer, keep_freed_memory
+    from banana100.metrics.engine.scorer import MetricScorer, keep_freed_memory
     from banana100.imageio import list_images
 
     torch.set_num_threads(2)

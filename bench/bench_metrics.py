@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     import torch
 
     from banana100.metrics import weights
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.metrics.weights import files_in_place
     from banana100.metrics.table import get_metric
 

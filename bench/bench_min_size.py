@@ -37,7 +37,7 @@ from scipy.stats import spearmanr
 
 from benchtools import REPO, write_results
 
-from banana100.metrics.engine import MetricScorer, to_tensor
+from banana100.metrics.engine.scorer import MetricScorer, to_tensor
 from banana100.errors import Banana100Error
 from banana100.metrics.table import get_metric
 

@@ -31,7 +31,7 @@ SLOW_IN_PYIQA = ("ilniqe", "nrqm", "pi")
 
 
 def per_image(metric: str, backend: str, images, batch: int, device: str, repeats: int) -> tuple[float, list[float]]:
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     scorer = MetricScorer(metric, device=device, batch_size=batch, backend=backend)
     seconds, scores = best_time(lambda: scorer.score_arrays(images), repeats)

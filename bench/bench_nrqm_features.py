@@ -38,7 +38,7 @@ def main() -> None:
     from banana100.testing.images import chain_images
     from banana100.testing.nrqm_reference import pyiqa_nrqm_features
 
-    from banana100.metrics.engine import keep_freed_memory, to_tensor
+    from banana100.metrics.engine.scorer import keep_freed_memory, to_tensor
     from banana100.metrics.native import nrqm
 
     keep_freed_memory()  # as the engine runs; pyiqa's code runs under it too

@@ -29,7 +29,7 @@ def main() -> None:
 
     from banana100.testing.images import flat_chain_images
 
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.metrics.native import build, ilniqe, matlab, repair
 
     params = PARAMS

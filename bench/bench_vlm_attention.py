@@ -1,5 +1,5 @@
 """Qwen2.5-VL's vision tower on CPU (tiny random model): transformers' loop over windows against
-banana100.metrics.vlm_attention's batched windows, side by side in one run.
+banana100.metrics.vlm.attention's batched windows, side by side in one run.
 
 For one 1024 px image and a batch of four odd-sized images it measures, per path: SDPA calls
 (vision tower; and the whole model's forward, language prefill included), the tower's wall and
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
     from torch.profiler import ProfilerActivity, profile
     from transformers.vision_utils import get_vision_position_ids, get_vision_window_index
 
-    from banana100.metrics.vlm import VLMScorer
-    from banana100.metrics.vlm_attention import ATTENTION, set_vision_attention
+    from banana100.metrics.vlm.scorer import VLMScorer
+    from banana100.metrics.vlm.attention import ATTENTION, set_vision_attention
     from banana100.testing.tiny_qwen import tiny_model, tiny_processor
 
     torch.set_num_threads(args.threads)

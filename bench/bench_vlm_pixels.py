@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import Qwen2VLImageProcessor
 
-    from banana100.metrics.vlm import MIN_PIXELS, visual_tokens
+    from banana100.metrics.vlm.scorer import MIN_PIXELS, visual_tokens
 
     torch.set_num_threads(2)
     processor = Qwen2VLImageProcessor()

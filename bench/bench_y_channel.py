@@ -38,7 +38,7 @@ def main() -> None:
 
     from banana100.testing.images import chain_images
 
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.metrics.native import matlab
 
     rows = []

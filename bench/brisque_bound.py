@@ -27,7 +27,7 @@ def main() -> None:
     import skimage.data as data
 
     from banana100.imageio import load_rgb
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.metrics.native import brisque
 
     torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """A second damage model for bench/validate_edit_damage.py, unlike the simulated editor's.
 
-Nothing in banana100/metrics/native/edit_damage*.py was designed or tuned on it: it exists to
+Nothing in banana100/metrics/detector/model*.py was designed or tuned on it: it exists to
 check the detector on damage it has not seen. Per chain it draws its own parameters (seeded);
 per step it:
 

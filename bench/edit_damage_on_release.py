@@ -25,7 +25,7 @@ from collections import defaultdict
 from benchtools import BENCH, write_results
 
 from banana100 import explore as ex
-from banana100.metrics.protocol import sensitivity
+from banana100.protocol import sensitivity
 
 
 def main(argv=None) -> int:

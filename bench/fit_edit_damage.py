@@ -57,9 +57,9 @@ from PIL import Image
 from benchtools import REPO, write_results
 from validate_edit_damage import _rgb, auc, blur, correlated, green_tint, grid, jpeg, white
 
-from banana100.metrics.detector_card import FIT_PHOTOGRAPHS_PACKAGE
-from banana100.metrics.native import edit_damage as ed
-from banana100.metrics.native import edit_damage_rel as rel
+from banana100.metrics.detector.card import FIT_PHOTOGRAPHS_PACKAGE
+from banana100.metrics.detector import model as ed
+from banana100.metrics.detector import relative as rel
 
 FIT_SOURCES = ("astronaut", "coffee", "rocket", "camera", "immunohistochemistry", "retina", "clock", "moon", "grass",
                "gravel", "brick", "page", "text", "logo", "colorwheel", "horse", "cell", "shepp_logan_phantom",

@@ -111,7 +111,7 @@ def main() -> None:
     import pyiqa
 
     from banana100.metrics import native
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
 
     t0 = time.time()
     results = {"command": "python bench/flat_regime.py " + " ".join(sys.argv[1:]), "metrics": {}}

@@ -74,8 +74,9 @@ def select(text: str) -> list[str]:
 
 def build(name: str, device: str, tmp: Path, precision: str = "exact"):
     """(engine scorer, pyiqa's own model for its loop or None, weights) for `name` on `device`."""
-    from banana100.metrics import fastpaths, weights
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics import weights
+from banana100.metrics.engine import fastpaths
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.metrics.table import get_metric
     from banana100.testing.untrained import UNTRAINED_KWARGS, build_untrained
 
@@ -126,7 +127,7 @@ def first_score(out) -> float:
 
 def measure_side(row: dict, scorer, pyiqa_model, imgs, clock: Clock, torch, dev) -> None:
     """The engine, the model alone, the upload and pyiqa's loop on `imgs`, into `row`."""
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
 
     n = len(imgs)
     cuda = dev.type == "cuda"
@@ -177,7 +178,7 @@ def measure_side(row: dict, scorer, pyiqa_model, imgs, clock: Clock, torch, dev)
 
 def vs_pyiqa_cpu(name: str, scorer, pyiqa_model, tmp: Path, torch) -> float | None:
     """max |engine on its device - pyiqa on CPU| on two small images (same weights)."""
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
 
     small = images(2, SMALL, seed=1)
     ours = scorer.score_arrays(small)

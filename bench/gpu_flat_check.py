@@ -63,7 +63,7 @@ def main() -> None:
     from pyiqa.utils.color_util import to_y_channel
 
     from banana100.metrics import native
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
 
     images = flat_images() + ([] if args.quick else synthetic_images())
     metrics = ["brisque", "niqe", "piqe"] + (["ilniqe"] if args.ilniqe else [])

@@ -70,7 +70,7 @@ def main() -> None:
     import torch
 
     from banana100.metrics import weights
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.testing.images import chain_images
 
     os.environ.setdefault("BANANA100_WEIGHTS", str(PARAMS))

@@ -16,7 +16,7 @@ next to the 1,369 (1K) or 5,329 (2K) visual tokens.
     python bench/gpu_vlm_check.py --tiny                   # the tiny random model on CPU (plumbing)
 
 Paths: "loop" = transformers' SDPA once per window (the default without flash-attn), "batched" =
-banana100.metrics.vlm_attention (all windows of a batch in one SDPA call per layer).
+banana100.metrics.vlm.attention (all windows of a batch in one SDPA call per layer).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def build(args):
     import torch
 
     from banana100.errors import WeightsNotFoundError
-    from banana100.metrics.vlm import VLMScorer
+    from banana100.metrics.vlm.scorer import VLMScorer
     from banana100.testing.tiny_qwen import random_7b, tiny_model, tiny_processor
 
     kw = dict(device=args.device, max_new_tokens=args.max_new_tokens, keep_text=True)
@@ -81,7 +81,7 @@ class Clock:
 
 
 def set_path(scorer, path: str) -> None:
-    from banana100.metrics.vlm_attention import ATTENTION, set_vision_attention
+    from banana100.metrics.vlm.attention import ATTENTION, set_vision_attention
 
     set_vision_attention(scorer.model, PATHS[path] or ATTENTION)
 
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from banana100.metrics.vlm import DEFAULT_MAX_PIXELS, visual_tokens
+    from banana100.metrics.vlm.scorer import DEFAULT_MAX_PIXELS, visual_tokens
 
     cuda = args.device.startswith("cuda")
     out = args.out or REPO / "bench" / f"results_gpu_vlm_check_{'cuda' if cuda else 'cpu'}{'_tiny' if args.tiny else ''}.json"

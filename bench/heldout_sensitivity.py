@@ -30,8 +30,8 @@ import torch
 from benchtools import REPO, write_results
 from validate_edit_damage import DRAWS, PHOTOGRAPH_PARTS, auc, heldout_chains, missing_distribution_packages
 
-from banana100.metrics.native import edit_damage as ed
-from banana100.metrics.native import edit_damage_rel as rel
+from banana100.metrics.detector import model as ed
+from banana100.metrics.detector import relative as rel
 
 INF = math.inf
 SHIPPED = {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS, "even": True}

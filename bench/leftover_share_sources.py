@@ -57,7 +57,7 @@ def luminance_and_padding(metric: str, model, x: torch.Tensor) -> tuple[torch.Te
 
 
 def main() -> None:
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.metrics.native import build, repair
 
     params = PARAMS

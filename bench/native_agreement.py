@@ -11,7 +11,7 @@ For every native metric whose parameter files are at hand:
 - mode "official": native score vs the published values of the original releases (the csv files
   beside the reference images), next to pyiqa's deviation from them.
 
-Writes `banana100/metrics/native/agreement.json` (the metric cards quote it: `python -m banana100.metrics.cards`),
+Writes `banana100/metrics/native/agreement.json` (the metric cards quote it: `python -m banana100.metrics.hub.cards`),
 keeping the entries of metrics not run this time, and prints the tables for BENCHMARKS.md. NRQM and PI need `NRQM_model.mat`; without it they are
 skipped with the reason.
 """
@@ -96,7 +96,7 @@ def rel(a: float, b: float) -> float:
 
 def run(metric: str, ref: Path) -> dict:
     from banana100.metrics import weights
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.imageio import load_rgb
     from banana100.metrics.table import get_metric
 

@@ -26,7 +26,7 @@ def main() -> None:
     from banana100.testing.flat_images import flat_images, synthetic_images
     from banana100.testing.nrqm_reference import pyiqa_nrqm_features
 
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.metrics.native import nrqm
 
     model = nrqm.NRQM(np.zeros(4), [], mode="pyiqa")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 
-from banana100.metrics.engine import MetricScorer, to_tensor  # noqa: E402
+from banana100.metrics.engine.scorer import MetricScorer, to_tensor  # noqa: E402
 from banana100.errors import Banana100Error  # noqa: E402
 
 GREYS = (0, 1, 128, 254, 255)

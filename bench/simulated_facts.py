@@ -25,8 +25,8 @@ from banana100.synth import GENERATED_SOURCES, generated_source
 from banana100.chains.editors import make_editor
 from banana100.chains.editors.base import EditRequest
 from banana100.chains.editors.simulated import grain_in_flat_areas, tint
-from banana100.metrics.engine import MetricScorer
-from banana100.metrics.protocol import sensitivity
+from banana100.metrics.engine.scorer import MetricScorer
+from banana100.protocol import sensitivity
 from banana100.chains.step import step_seed
 from banana100.schema import chain_id
 from banana100.chains.settings import get_setting

@@ -1,6 +1,6 @@
 """Validate the edit_damage detector on what this toolkit does not make; write every figure.
 
-    nice python bench/validate_edit_damage.py [--out banana100/metrics/native/edit_damage_validation.json]
+    nice python bench/validate_edit_damage.py [--out banana100/metrics/detector/data/edit_damage_validation.json]
         [--part ladders,clean,protocol,heldout,fresh,sixth] [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
 
 (a) ladders: white noise, spatially correlated grain, a periodic grid, JPEG, Gaussian blur and a
@@ -31,7 +31,7 @@
     lomiri-wallpapers-16.04 and lomiri-wallpapers-20.04 ship them, found after the evenness refit and
     scored once, after it was fixed; skipped the same way when they are not installed.
 
-Nothing is tuned here: the detector's constants are fixed in banana100/metrics/native/edit_damage.py
+Nothing is tuned here: the detector's constants are fixed in banana100/metrics/detector/model.py
 and edit_damage_rel.py.
 """
 
@@ -54,11 +54,11 @@ from scipy.stats import mannwhitneyu, spearmanr
 
 from benchtools import REPO, SHARED, write_results
 
-from banana100.metrics.engine import MetricScorer
-from banana100.metrics.detector_card import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.native import edit_damage as ed
-from banana100.metrics.native import edit_damage_rel as rel
-from banana100.metrics.native.edit_damage import COMPONENTS
+from banana100.metrics.engine.scorer import MetricScorer
+from banana100.metrics.detector.card import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
+from banana100.metrics.detector import model as ed
+from banana100.metrics.detector import relative as rel
+from banana100.metrics.detector.model import COMPONENTS
 
 REFERENCE_IMAGES = SHARED / "reference-images"
 MAX_SIDE = 512  # larger images are shrunk (Lanczos) first: same content, bounded time
@@ -375,7 +375,7 @@ def _bare(stats: dict) -> float:
 
 def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) -> dict:
     """Protocol and AUCs of the bare and the relative score over chains ({chain: {step: stats}})."""
-    from banana100.metrics.protocol import sensitivity
+    from banana100.protocol import sensitivity
 
     out = {}
     for kind in ("bare", "relative"):
@@ -585,7 +585,7 @@ def part_protocol(steps: int, side: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(REPO / "banana100/metrics/native/edit_damage_validation.json"))
+    ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_validation.json"))
     ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)

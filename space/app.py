@@ -67,7 +67,7 @@ from banana100 import about, extras
 from banana100 import explore as ex
 from banana100.chains.editors import EDITORS, make_editor
 from banana100.errors import Banana100Error
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
+from banana100.protocol import DEFAULT_CHECK_STEPS, check_steps_for
 from banana100.metrics.table import METRICS
 
 MAX_UPLOAD_MB = 10
@@ -202,7 +202,7 @@ def _figure(curves, step, last_step, title=None, check_steps=None):
 def _score_on_gpu(cid: str, metrics: list[str]) -> None:
     """Deep metrics of one chain on the GPU (ZeroGPU runs this in its own process: the results
     reach the page through the on-disk cache, read back by `load_cached`)."""
-    from banana100.metrics.engine import default_device
+    from banana100.metrics.engine.scorer import default_device
 
     EXPLORER.score_chain(cid, metrics=metrics, device=default_device())
 
@@ -302,7 +302,7 @@ LIVE_METRICS = ex.live_metrics(EXPLORER.metrics())
 @GPU
 def score_image(rgb) -> dict[str, float]:
     """Every live metric's score of one image (on the GPU when there is one)."""
-    from banana100.metrics.engine import default_device
+    from banana100.metrics.engine.scorer import default_device
     from banana100.scoring import build_scorers
 
     device = default_device()

@@ -11,7 +11,7 @@ import pytest
 import torch
 from repopaths import REFERENCE_IMAGES
 
-from banana100.metrics.engine import to_tensor
+from banana100.metrics.engine.scorer import to_tensor
 from banana100.imageio import load_rgb
 
 IMAGES = sorted(p for p in REFERENCE_IMAGES.glob("*/*") if p.suffix.lower() in (".bmp", ".png", ".gif"))

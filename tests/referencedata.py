@@ -68,7 +68,7 @@ def tolerance(metric: str, stored_platform: str | None) -> tuple[float, float]:
 def images() -> dict[str, torch.Tensor]:
     """key -> 1x3xHxW float32 in [0, 1], as the engine hands images to a model."""
     from banana100.imageio import load_rgb
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.testing.images import snapshot_images
 
     out = {f"snapshot/{k}": to_tensor(a)[None] for k, a in enumerate(snapshot_images())}

@@ -42,7 +42,7 @@ def floats(t: torch.Tensor) -> list:
 def native_snapshot(params: Path = PARAMS, metrics=tuple(FILES)) -> dict:
     """{"<metric>/<image index>" or "<metric>/batch": {"scores", "flat_share"}} from the code as it is."""
     from banana100.metrics import native
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.testing.images import snapshot_images
 
     threads = torch.get_num_threads()

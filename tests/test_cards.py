@@ -7,7 +7,7 @@ import shutil
 import pytest
 import yaml
 
-from banana100.metrics.cards import format_range, main, render_metric_card, write_metric_cards
+from banana100.metrics.hub.cards import format_range, main, render_metric_card, write_metric_cards
 from banana100.metrics.table import ROSTER, get_metric
 
 from repopaths import REPO
@@ -24,7 +24,7 @@ def header(card: str) -> dict:
 def test_committed_card_is_the_generated_one(name):
     committed = (METRICS_DIR / name / "README.md").read_text(encoding="utf-8")
     assert committed == render_metric_card(name), (
-        f"metrics/{name}/README.md is out of date with the metric table: run `python -m banana100.metrics.cards`"
+        f"metrics/{name}/README.md is out of date with the metric table: run `python -m banana100.metrics.hub.cards`"
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from banana100.metrics import weights
-from banana100.metrics.engine import MetricScorer
+from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.weights import files_in_place
 from banana100.errors import WeightsNotFoundError
 from banana100.metrics.table import ROSTER, WeightFile, get_metric

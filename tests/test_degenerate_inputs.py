@@ -25,7 +25,7 @@ from PIL import Image, ImageFile
 
 import banana100.imageio as imageio
 from banana100 import scoring
-from banana100.metrics.engine import MetricScorer
+from banana100.metrics.engine.scorer import MetricScorer
 from banana100.errors import ImageReadError, ImageTooSmallError, ScoreUndefinedError, WeightsNotFoundError
 from banana100.imageio import encode_png, image_size, load_rgb
 from banana100.chains.manifest import ManifestWriter, sha256_bytes

@@ -160,7 +160,7 @@ def test_missing_extra_names_the_extra(tmp_path, monkeypatch, capsys):
     """A deep metric without pyiqa, the gemini editor without google-genai: exit 2 and the pip line."""
     from banana100 import extras
     from banana100.cli import main
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.errors import MissingExtraError
 
     real = extras.extra_installed
@@ -243,7 +243,7 @@ def test_library_log_lines_reach_stderr_with_the_command_and_logging_is_left_as_
 
 def test_only_the_cli_prints():
     """Library code logs (logging.getLogger(__name__)); print() is for the cli package, the test
-    helpers and the `main()` of a `python -m` tool (banana100.metrics.cards, .publish)."""
+    helpers and the `main()` of a `python -m` tool (banana100.metrics.hub.cards, .publish)."""
     import ast
 
     offenders = []

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from banana100.metrics.engine import MetricScorer
+from banana100.metrics.engine.scorer import MetricScorer
 
 # small, quick archs with random weights (banana100/testing/untrained.py): the device plumbing, not the scores
 DEEP = ("cnniqa",)

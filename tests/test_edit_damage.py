@@ -11,8 +11,8 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 
 from banana100.errors import ImageReadError, ImageTooSmallError, UsageError
-from banana100.metrics.engine import MetricScorer, to_tensor
-from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.engine.scorer import MetricScorer, to_tensor
+from banana100.metrics.detector import model as ed
 from banana100.metrics.table import DETECTORS, ROSTER, get_metric
 
 from repopaths import REPO

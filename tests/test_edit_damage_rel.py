@@ -9,8 +9,8 @@ import skimage.data
 from PIL import Image
 
 from banana100.chains.editors.simulated import SimulatedEditor
-from banana100.metrics.native import edit_damage as ed
-from banana100.metrics.native import edit_damage_rel as rel
+from banana100.metrics.detector import model as ed
+from banana100.metrics.detector import relative as rel
 
 from repopaths import REPO
 
@@ -42,7 +42,7 @@ def test_what_the_source_already_had_does_not_count(scorer, chain):
     rng = np.random.default_rng(0)
     grainy = np.clip(chain[0] + rng.normal(0, 4, chain[0].shape[:2])[..., None], 0, 255).round().astype(np.uint8)
     tinted = np.clip(grainy * np.array([0.93, 1.06, 0.95]), 0, 255).round().astype(np.uint8)
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     bare = MetricScorer("edit_damage", device="cpu").score_arrays([chain[0], tinted])
     assert bare[1] > bare[0] + 1  # alone, the source's own grain and tint look like damage
@@ -221,7 +221,7 @@ def test_edit_damage_beside_edit_damage_rel_measures_each_image_once(tmp_path, m
     import pyarrow.parquet as pq
 
     from banana100 import scoring
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.testing.runfolder import make_run_folder
 
     make_run_folder(tmp_path / "run", steps=4, size=(96, 128))  # 10 images
@@ -240,7 +240,7 @@ def test_edit_damage_beside_edit_damage_rel_measures_each_image_once(tmp_path, m
 
 
 def test_the_card_states_the_relative_score_and_how_weak_the_bare_one_is_alone():
-    from banana100.metrics import detector_card
+    from banana100.metrics.detector import card as detector_card
     from banana100.metrics.table import get_metric
 
     text = detector_card.render(get_metric("edit_damage"))
@@ -262,7 +262,7 @@ def test_the_card_states_the_relative_score_and_how_weak_the_bare_one_is_alone()
 def test_every_held_out_draw_is_named_where_the_user_reads_the_figure():
     """The card's tables and the note under `score`'s table read every draw of the validator, not the
     first two only."""
-    from banana100.metrics import detector_card
+    from banana100.metrics.detector import card as detector_card
 
     r = {key: {"all": {"bare": {"auc_clean_vs_step10": v}}} for key, v in zip(detector_card.HELDOUT_DRAWS, (0.96, 0.88, 0.89))}
     assert detector_card.heldout_aucs(r) == [0.96, 0.88, 0.89]
@@ -353,7 +353,7 @@ def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a
 def test_the_card_says_which_component_tells_the_fifth_draws_photographs_apart():
     """The fifth draw's sentence is written from the per-component AUCs of the results, by package and beside
     the other draws' photographs; before the draw is measured, the card says nothing of it."""
-    from banana100.metrics import detector_card as dc
+    from banana100.metrics.detector import card as dc
 
     def draw(grain, softness, n=23, **packages):
         d = {dc.PHOTOGRAPHS: {"bare": {"n_chains": n, "auc_clean_vs_step10_components": {
@@ -402,7 +402,7 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
 def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():
     """A fall is a wrong answer, not a weak one: the card names the images (JPEG is not damage, so its
     ladder is left out), and the held-out package photographs get their own column."""
-    from banana100.metrics import detector_card
+    from banana100.metrics.detector import card as detector_card
 
     row = lambda name, rho, rises: {"image": name, "rho": rho, "rises": rises}
     ladder = lambda rows: {"strengths": [0, 1], "unit": "u", "mean_rho": 0.5, "share_monotone": 0.5,

@@ -8,8 +8,8 @@ import skimage.data
 import torch
 from scipy.ndimage import gaussian_filter
 
-from banana100.metrics.engine import to_tensor
-from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.engine.scorer import to_tensor
+from banana100.metrics.detector import model as ed
 
 
 def _noise(a, sigma, seed=0, length=0.0):
@@ -96,7 +96,7 @@ def test_the_cpu_paths_equal_the_convolution_and_the_batch():
     convolution to float32 rounding."""
     import torch.nn.functional as F
 
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
     from banana100.testing.images import chain_images
 
     x = torch.rand(2, 1, 70, 90) * 255

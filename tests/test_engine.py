@@ -16,7 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from banana100.metrics.engine import MetricScorer, check_size, to_tensor
+from banana100.metrics.engine.scorer import MetricScorer, check_size, to_tensor
 from banana100.errors import ImageReadError, ImageTooSmallError, WeightsNotFoundError
 from banana100.metrics.table import get_metric
 
@@ -471,7 +471,7 @@ def test_half_runs_the_forward_under_float16_autocast(monkeypatch):
 _FAULTS_SCRIPT = """
 import json, resource, sys
 import numpy as np
-from banana100.metrics.engine import MetricScorer, keep_freed_memory
+from banana100.metrics.engine.scorer import MetricScorer, keep_freed_memory
 rng = np.random.default_rng(0)
 images = [rng.integers(0, 256, (512, 512, 3), dtype=np.uint8) for _ in range(8)]
 scorer = MetricScorer("piqe", device="cpu", batch_size=1)

@@ -327,7 +327,7 @@ def test_release_scores_on_demand_are_cached_per_chain_metric_backend(standin, t
     table = pd.read_parquet(cache)
     assert sorted(table["step"]) == [s for s in ex.ON_DEMAND_STEPS if s <= 20]
     # the scores are the engine's own
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     direct = MetricScorer("piqe", device="cpu").score([standin / "replicate/dunes/rep1/img_005.png"])[0]
     assert table.loc[table["step"] == 5, "score"].item() == pytest.approx(direct, rel=1e-6)
@@ -528,7 +528,7 @@ def test_caches_of_edit_damage_scores_name_the_detector_version(tmp_path):
     names carry the detector's version (edit_damage.DETECTOR_VERSION); other metrics' names do not."""
     from banana100.explore.demoset import demo_set_name
     from banana100.explore.ondemand import ChainScores
-    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.detector import model as ed
 
     v = ed.DETECTOR_VERSION
     assert f"-ed{v}-" in demo_set_name(["piqe", "edit_damage", "edit_damage_rel"], 4, 20, 768)

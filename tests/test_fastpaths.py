@@ -1,4 +1,4 @@
-"""The engine's faster forwards (banana100/metrics/fastpaths.py) give pyiqa's scores bit for bit.
+"""The engine's faster forwards (banana100/metrics/engine/fastpaths.py) give pyiqa's scores bit for bit.
 
 pyiqa's archs with random weights (banana100/testing/untrained.py), pyiqa's own forward against the
 wrapper's on the same inputs, on each device of the `device` fixture; odd sizes included.
@@ -12,8 +12,8 @@ from torch import nn
 
 pytest.importorskip("pyiqa")
 
-from banana100.metrics import fastpaths  # noqa: E402
-from banana100.metrics.engine import MetricScorer  # noqa: E402
+from banana100.metrics.engine import fastpaths  # noqa: E402
+from banana100.metrics.engine.scorer import MetricScorer  # noqa: E402
 from banana100.testing.untrained import build_untrained  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def test_the_engine_scores_cnniqa_through_the_fast_path(cnniqa):
     assert isinstance(scorer.model, fastpaths.FastCNNIQA)
     rng = np.random.default_rng(0)
     imgs = [rng.integers(0, 256, (40, 57, 3), dtype=np.uint8) for _ in range(3)]
-    from banana100.metrics.engine import to_tensor
+    from banana100.metrics.engine.scorer import to_tensor
 
     with torch.no_grad():
         want = cnniqa(torch.stack([to_tensor(im) for im in imgs])).reshape(-1).tolist()

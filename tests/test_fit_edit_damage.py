@@ -57,8 +57,8 @@ def test_the_weakness_the_docs_state_is_real_more_grain_on_a_grainy_base_lowers_
     import numpy as np
     import torch
 
-    from banana100.metrics.native import edit_damage as ed
-    from banana100.metrics.native import edit_damage_rel as rel
+    from banana100.metrics.detector import model as ed
+    from banana100.metrics.detector import relative as rel
 
     flat = np.full((256, 256, 3), 128, np.uint8)
     base = fit.white(flat, 4, seed=11)
@@ -84,7 +84,7 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     """bench/heldout_sensitivity.py: each change differs from the shipped setting in one place (so its
     figure is that change's; the named settings of SEVERAL in theirs), the shipped one is the code's, and its
     figures are the AUC and falls asked."""
-    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.detector import model as ed
 
     sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
     shipped = sens.CHANGES["shipped"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import banana100.metrics.module as em
+import banana100.metrics.hub.module as em
 from banana100.errors import WeightsNotFoundError
 from banana100.metrics.table import ROSTER, get_metric
 
@@ -81,7 +81,7 @@ def test_module_file_imports_installed_library_only(name):
     path = REPO / "metrics" / name / f"{name}.py"
     imports = get_imports(str(path))
     from banana100.extras import requirement
-    from banana100.metrics.publish import metric_extras
+    from banana100.metrics.hub.publish import metric_extras
 
     # one library import, no relative / local ones; its `# From:` comment is evaluate's pip hint
     assert imports == [("library", "banana100", f'"{requirement(metric_extras(name))}"', None)]

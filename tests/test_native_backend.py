@@ -15,7 +15,7 @@ from banana100.testing.runfolder import make_run_folder
 
 import banana100.scoring as scoring
 from banana100.metrics import native, weights
-from banana100.metrics.engine import MetricScorer
+from banana100.metrics.engine.scorer import MetricScorer
 from banana100.errors import Banana100Error, WeightsNotFoundError
 from banana100.imageio import load_rgb
 from banana100.metrics.table import CLASSICAL, ROSTER, get_metric

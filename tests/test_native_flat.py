@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from banana100.testing.flat_images import flat_images, flat_patch_image, large_patch_image, synthetic_images
 from nativetools import rel
 
-from banana100.metrics.engine import to_tensor
+from banana100.metrics.engine.scorer import to_tensor
 from banana100.metrics.native import brisque, ilniqe, matlab, niqe, repair
 
 pytest.importorskip("skimage.data")
@@ -295,7 +295,7 @@ def test_flat_share_is_reported_and_warned(weights_from_shared):
 
     import skimage.data as sd
 
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
     from banana100.metrics.native import FLAT_WARN_SHARE, FlatRegionWarning
 
     photo = np.ascontiguousarray(sd.coffee())
@@ -334,7 +334,7 @@ def test_warning_thresholds_are_the_measured_ones():
     official scores' spread over possible leftovers stayed within 0.5 % (rounded to 2 digits)."""
     import json
 
-    from banana100.metrics.cards import NATIVE_DATA
+    from banana100.metrics.hub.card_native import NATIVE_DATA
     from banana100.metrics.native import FLAT_WARN_SHARE, safe_flat_share
 
     measured = json.loads((NATIVE_DATA / "flat_regime.json").read_text())["metrics"]

@@ -18,7 +18,7 @@ import torch
 from nativetools import REFERENCE_IMAGES, load, rel
 from PIL import Image
 
-from banana100.metrics.engine import to_tensor
+from banana100.metrics.engine.scorer import to_tensor
 from banana100.metrics.native import build, ilniqe
 
 PEPPERS = REFERENCE_IMAGES / "ilniqe"

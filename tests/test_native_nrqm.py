@@ -20,7 +20,7 @@ from nativetools import IMAGES, REFERENCE_IMAGES, image, load, rel
 from banana100.testing.nrqm_reference import pyiqa_nrqm_features as pyiqa_features
 from PIL import Image
 
-from banana100.metrics.engine import to_tensor
+from banana100.metrics.engine.scorer import to_tensor
 from banana100.metrics.native import nrqm, pi
 from banana100.errors import ParameterFileError
 
@@ -250,7 +250,7 @@ def real_files() -> dict[str, Path]:  # the needs_weights folders: conftest
 @pytest.mark.needs_weights
 @pytest.mark.parametrize("metric", ["nrqm", "pi"])
 def test_real_model_matches_pyiqa_and_published_scores(metric, real_files):
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     module = {"nrqm": nrqm, "pi": pi}[metric]
     names = ("I03.bmp", "I04.bmp")

@@ -10,7 +10,7 @@ import torch
 from nativetools import IMAGES, REFERENCE_IMAGES, image, load, missing_reason, rel
 from PIL import Image
 
-from banana100.metrics.engine import to_tensor
+from banana100.metrics.engine.scorer import to_tensor
 from banana100.metrics.native import piqe
 
 

@@ -17,7 +17,7 @@ import pytest
 from repopaths import PARAMS as IQA_PARAMS, REPO
 
 from banana100 import __version__, about, extras
-from banana100.metrics.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
+from banana100.metrics.hub.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
                                space_requirements, stage_metric_folders, sync_metric_folders)
 from banana100.metrics.table import DETECTORS, ROSTER
 
@@ -114,7 +114,7 @@ def test_versions_agree():
 
 def test_committed_metric_folders_are_in_step_with_about():
     """requirements.txt, the `# From:` hints, the widget apps and space/requirements.txt are
-    what `python -m banana100.metrics.publish --sync` writes from banana100/about.py."""
+    what `python -m banana100.metrics.hub.publish --sync` writes from banana100/about.py."""
     assert sync_metric_folders(REPO / "metrics", check=True, space_dir=REPO / "space") == []
     # the protocol's card is written by hand: its install line must still be about.py's
     assert f'pip install "{extras.requirement()}"' in (REPO / "metrics" / SENSITIVITY / "README.md").read_text()
@@ -242,7 +242,7 @@ def test_wheel_and_clone_write_identical_cards(built, tmp_path):
     """The metric cards quote measurements (native agreement, flat regime) that the library
     reads as package data: the unpacked wheel, imported from outside the repository, renders
     every card as the clone does."""
-    from banana100.metrics.cards import card_metrics, render_metric_card
+    from banana100.metrics.hub.cards import card_metrics, render_metric_card
 
     unpacked = tmp_path / "wheel"
     zipfile.ZipFile(built["wheel"]).extractall(unpacked)
@@ -253,7 +253,7 @@ def test_wheel_and_clone_write_identical_cards(built, tmp_path):
             "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '__module__', '').startswith("
             "'__editable___banana100')]\n"
             "import json, banana100\n"
-            "from banana100.metrics.cards import render_metric_card\n"
+            "from banana100.metrics.hub.cards import render_metric_card\n"
             f"print(json.dumps([banana100.__file__, {{n: render_metric_card(n) for n in {names!r}}}]))")
     env = {**os.environ, "PYTHONPATH": str(unpacked)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -306,7 +306,7 @@ def test_wheel_installs_into_a_fresh_venv_and_works(built, tmp_path):
         cmd = [str(py), "-c", code] if code else [str(venv / "bin" / "banana100"), *args]
         return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
 
-    where = run(code="import banana100, banana100.metrics.publish as p; print(banana100.__file__); print(p.metrics_root());"
+    where = run(code="import banana100, banana100.metrics.hub.publish as p; print(banana100.__file__); print(p.metrics_root());"
                      " print(banana100.metric_path('PIQE'))")
     assert where.returncode == 0, where.stderr
     module_file, metrics_dir, piqe_dir = where.stdout.split()

@@ -11,7 +11,7 @@ import torch
 
 from banana100.errors import UsageError
 from banana100.metrics import native
-from banana100.metrics.engine import MetricScorer
+from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.native.piqe import PIQE
 from banana100.metrics.precision import autocast_dtype, check_precision, float32_precision, tf32_in_effect
 from banana100.testing.images import chain_images
@@ -76,8 +76,8 @@ def test_the_native_forward_runs_without_tf32_while_the_global_flags_allow_it(tf
 def test_edit_damage_rel_measures_without_tf32_too(tf32_on, monkeypatch):
     """edit_damage_rel's statistics (and the bare score shared from them) run the native forward
     guarded as the engine's: no TF32 on a GPU whatever the user's flags."""
-    from banana100.metrics.native import edit_damage as ed
-    from banana100.metrics.native import edit_damage_rel as rel
+    from banana100.metrics.detector import model as ed
+    from banana100.metrics.detector import relative as rel
 
     seen, forward = [], ed.EditDamage.forward
     monkeypatch.setattr(ed.EditDamage, "forward", lambda self, x: seen.append(tf32_in_effect()) or forward(self, x))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from banana100.metrics.protocol import sensitivity
+from banana100.protocol import sensitivity
 
 STEPS = [0, 1, 5, 10, 20]
 
@@ -181,7 +181,7 @@ def test_missing_scores_are_named_never_used_as_numbers():
 
 
 def test_check_steps_for_short_chains_keep_the_papers_shape():
-    from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, check_steps_for
+    from banana100.protocol import DEFAULT_CHECK_STEPS, check_steps_for
 
     assert check_steps_for(100) == check_steps_for(20) == DEFAULT_CHECK_STEPS == (5, 10, 20)
     assert check_steps_for(10) == (2, 5, 10)  # the supplement's ten-step chains

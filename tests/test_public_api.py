@@ -73,8 +73,9 @@ def test_scoring_needs_neither_datasets_nor_evaluate():
     scores with `datasets` and `evaluate` unimportable."""
     code = ("import sys; sys.modules['datasets'] = sys.modules['evaluate'] = None\n"
             "import numpy as np\n"
-            "from banana100.metrics.engine import MetricScorer\n"
-            "from banana100.metrics import fastpaths, resolve\n"
+            "from banana100.metrics.engine.scorer import MetricScorer\n"
+            "from banana100.metrics import resolve\n"
+            "from banana100.metrics.engine import fastpaths\n"
             "rgb = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)\n"
             "print(MetricScorer('piqe', device='cpu').score_arrays([rgb])[0] > 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -69,7 +69,7 @@ def test_every_banana100_command_line_parses():
 def test_metric_path_from_any_folder(tmp_path, monkeypatch):
     from banana100 import metric_path
     from banana100.errors import UnknownMetricError
-    from banana100.metrics.publish import metrics_root
+    from banana100.metrics.hub.publish import metrics_root
 
     monkeypatch.chdir(tmp_path)
     assert metric_path("NIQE") == str(metrics_root() / "niqe")  # the installed package's (a clone's metrics/)

@@ -45,7 +45,7 @@ def test_a_table_per_metric_after_writing(images, tmp_path, capsys):
 
 def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
     """issue 33: the bare detector's measured limit is said under the number, not only in a log line."""
-    from banana100.metrics.native.edit_damage_rel import _heldout_auc
+    from banana100.metrics.detector.relative import _heldout_auc
 
     def table(*extra):
         assert main(["score", str(images), "--metrics", "edit_damage", "--out", str(tmp_path / f"{len(extra)}.parquet"),
@@ -84,8 +84,8 @@ def test_the_scores_file_says_what_each_edit_damage_score_is_made_of(images, tmp
     their terms add up to the score; other metrics' rows, and an image too small to score, hold none."""
     import pandas as pd
 
-    from banana100.metrics.engine import MetricScorer
-    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.engine.scorer import MetricScorer
+    from banana100.metrics.detector import model as ed
 
     out = tmp_path / "s.parquet"
     assert main(["score", str(images), "--metrics", "edit_damage,piqe", "--out", str(out), "--device", "cpu"]) == 0

@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import banana100.scoring as scoring
-from banana100.metrics.engine import MetricScorer
+from banana100.metrics.engine.scorer import MetricScorer
 from banana100.errors import ManifestError, WeightsNotFoundError
 from banana100.testing.runfolder import make_run_folder
 

@@ -229,7 +229,7 @@ def test_brisque_on_paper_like_sources(paper_like_chains, weights_from_shared):
     """Paper: on a real chain BRISQUE improved (34.1 -> -9.8) while the noise grew. The editor
     reproduces the start of it (grain on a smooth image scores better at step 5 than at step 1,
     so BRISQUE fails the protocol there) but not the rest (by step 20 BRISQUE has turned worse)."""
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     brisque = MetricScorer("brisque", device="cpu")
     better_at_5 = worse_at_20 = 0

@@ -230,7 +230,7 @@ def test_one_plain_image_named_three_ways_is_one_row_with_one_path(tmp_path, mon
 
 def test_a_changed_plain_image_is_scored_again_and_its_old_row_dropped(tmp_path, scored):
     from banana100.fileio import sha256_file
-    from banana100.metrics.engine import MetricScorer
+    from banana100.metrics.engine.scorer import MetricScorer
 
     a, b = _picture(tmp_path / "g" / "a.png", 1), _picture(tmp_path / "g" / "b.png", 2)
     out = _score_plain(tmp_path / "g", tmp_path / "s.parquet")

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from banana100.metrics import upload
-from banana100.metrics.engine import MetricScorer, to_tensor
-from banana100.metrics.upload import Uploader, _look_up, to_float, uniform_colours
+from banana100.metrics.engine import upload
+from banana100.metrics.engine.scorer import MetricScorer, to_tensor
+from banana100.metrics.engine.upload import Uploader, _look_up, to_float, uniform_colours
 from banana100.testing.images import chain_images
 
 

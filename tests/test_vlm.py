@@ -1,4 +1,4 @@
-"""VisualQuality-R1 (banana100.metrics.vlm) on a tiny random Qwen2.5-VL built offline, on CPU.
+"""VisualQuality-R1 (banana100.metrics.vlm.scorer) on a tiny random Qwen2.5-VL built offline, on CPU.
 
 The random model answers gibberish: that exercises the parse-error path for real. The scoring
 path from a parsed answer is checked by a scorer whose `generate` returns fixed answers.
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from banana100.errors import AnswerParseError, ScoreUndefinedError, UsageError, WeightsNotFoundError  # noqa: E402
-from banana100.metrics import vlm  # noqa: E402
+from banana100.metrics.vlm import scorer as vlm  # noqa: E402
 from banana100.metrics.table import EVALUATORS, get_metric  # noqa: E402
 from banana100.testing.tiny_qwen import tiny_model, tiny_processor  # noqa: E402
 
@@ -331,7 +331,7 @@ def test_out_of_memory_halves_the_batch_and_keeps_it(tiny, caplog):
     s.calls = []
     widths = [101, 102, 103, 104, 105, 106, 107, 108, 109]
     images = [np.zeros((60, w, 3), np.uint8) for w in widths]
-    with caplog.at_level("WARNING", logger="banana100.metrics.vlm"):
+    with caplog.at_level("WARNING", logger="banana100.metrics.vlm.scorer"):
         assert s.score_arrays(images) == pytest.approx([1 + w / 100 for w in widths])
     assert s.calls == [8, 4, 2, 2, 2, 2, 1]  # 8 fails, 4 fails, then pairs; the ninth image alone
     assert s._oom_cap == 2 and "out of memory with 4 images" in caplog.text

@@ -1,4 +1,4 @@
-"""The batched window attention of Qwen2.5-VL's vision tower (banana100.metrics.vlm_attention, issue 31).
+"""The batched window attention of Qwen2.5-VL's vision tower (banana100.metrics.vlm.attention, issue 31).
 
 On the tiny random Qwen2.5-VL in float32 on CPU: the same hidden states, logits and answers as
 transformers' loop over windows (<= 1e-5), with a few SDPA calls instead of one per window.
@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from banana100.errors import ScoreUndefinedError  # noqa: E402
-from banana100.metrics import vlm  # noqa: E402
-from banana100.metrics import vlm_attention as va  # noqa: E402
+from banana100.metrics.vlm import scorer as vlm  # noqa: E402
+from banana100.metrics.vlm import attention as va  # noqa: E402
 from banana100.testing.tiny_qwen import tiny_model, tiny_processor  # noqa: E402
 
 TOL = 1e-5

@@ -276,7 +276,7 @@ def test_import_does_not_download():
         "import socket\n"
         "def refuse(*a, **k): raise SystemExit('network access at import time')\n"
         "socket.socket.connect = refuse; socket.create_connection = refuse\n"
-        "import banana100.metrics.weights, banana100.metrics.engine, banana100.metrics.cards\n"
+        "import banana100.metrics.weights, banana100.metrics.engine.scorer, banana100.metrics.hub.cards\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     r = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120)

@@ -122,7 +122,7 @@ def _cmd_push(args) -> None:
 
 
 def _cmd_publish_metrics(args) -> None:
-    from banana100.metrics.publish import push_metrics
+    from banana100.metrics.hub.publish import push_metrics
 
     names = [n.strip() for n in args.metrics.split(",") if n.strip()]
     plan = push_metrics(args.org, names, dry_run=args.dry_run, source=args.source, private=args.private,
@@ -160,7 +160,7 @@ def _cmd_score(args) -> None:
     from banana100.cli import scoresout
 
     # what this run scored: edit_damage_rel comes beside edit_damage for chains and with --reference
-    from banana100.metrics.native.edit_damage_rel import with_relative
+    from banana100.metrics.detector.relative import with_relative
 
     metrics = with_relative(metrics, chains=image_files(source) is None or args.reference is not None)
     rows = scoresout.scored_rows(out, metrics)

@@ -43,7 +43,7 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
         better = ("lower" if mine[0]["lower_better"] else "higher") if mine else "?"
         lines.append((m, str(len(scores)), str(len(mine) - len(scores)), *stats, better))
     table = _aligned(lines, left=(0, len(head) - 1))
-    from banana100.metrics.native import edit_damage_rel
+    from banana100.metrics.detector import relative as edit_damage_rel
 
     for m in (edit_damage_rel.BARE, edit_damage_rel.NAME):
         if m in metrics:
@@ -56,8 +56,8 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
 def breakdown(rows: list[dict], metric: str) -> str:
     """What each image's edit_damage (or edit_damage_rel) score is made of: its terms, which sum to the
     score, one line per image for up to MAX_BREAKDOWN images; else where to find them. "" without any."""
-    from banana100.metrics.native import edit_damage as ed
-    from banana100.metrics.native import edit_damage_rel as rel
+    from banana100.metrics.detector import model as ed
+    from banana100.metrics.detector import relative as rel
 
     scored = [r for r in rows if _finite(r["score"])]
     rows = [r for r in scored if r.get("components")]

@@ -23,7 +23,7 @@ demand and cached (`ChainScores`), unless the release publishes a scores file:
     ex.score_chain(chain_id, progress=lambda fraction, text: ...)
     view = ex.why(chain_id, step)        # crop, residual since step 1, MSCN map, GGD shapes
 
-Orientation and verdicts come from `banana100.metrics.protocol` (through `banana100.report.analyse`);
+Orientation and verdicts come from `banana100.protocol` (through `banana100.report.analyse`);
 nothing here re-implements them; chain files are grouped by `importer.plan_chains` and imported
 by `importer.import_chains`, scores come from `engine.MetricScorer`. `build_demo_set` makes a
 small offline set (generated paper-like sources, simulated editor, fast metrics) with the same

@@ -25,7 +25,7 @@ _THUMB_QUALITY = 95
 #: This toolkit's own detector of recursive-edit damage: needs no files, so the demo set and the
 #: release view score it beside the NR-IQA metrics (`metrics/edit_damage`).
 DETECTOR = "edit_damage"
-#: The detector against the chain's step 0 (`banana100/metrics/native/edit_damage_rel.py`): `banana100
+#: The detector against the chain's step 0 (`banana100/metrics/detector/relative.py`): `banana100
 #: score` adds it to chains scored with the detector; the release view computes it on demand.
 RELATIVE = "edit_damage_rel"
 DETECTORS = (DETECTOR, RELATIVE)

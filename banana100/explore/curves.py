@@ -11,7 +11,7 @@ import pandas as pd
 
 from banana100.errors import Banana100Error
 from banana100.explore.common import DETECTOR, RELATIVE, metric_label
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
+from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 from banana100.metrics.table import METRICS
 
 

@@ -15,7 +15,7 @@ def demo_set_name(metrics: list[str], chains: int, steps: int, side: int) -> str
     """The demo set's folder name: banana100's version, the detector's when edit_damage is among the metrics
     (a set scored by an earlier edit_damage is not reused), the set's size and its metrics."""
     from banana100 import __version__
-    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.detector import model as ed
 
     detector = f"-ed{ed.DETECTOR_VERSION}" if "edit_damage" in metrics else ""
     return f"demo-v{__version__}{detector}-{chains}x{steps}-{side}-{'+'.join(metrics)}"

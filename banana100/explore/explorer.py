@@ -17,7 +17,7 @@ from banana100.explore.curves import chain_curves, load_scores_any, summary_tabl
 from banana100.explore.ondemand import ChainScores
 from banana100.explore.sources import ChainImages, ChainInfo
 from banana100.explore.why import why_view
-from banana100.metrics.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for
+from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP, check_steps_for
 
 
 def protocol_steps(images: ChainImages, check_steps=None, reference_step: int = DEFAULT_REFERENCE_STEP,

@@ -119,7 +119,7 @@ class ChainScores:
 def _version_tag(metric: str) -> str:
     """"__v2" for the bare edit_damage (its DETECTOR_VERSION: a cache of an earlier detector's scores is not
     read), "" for every other metric."""
-    from banana100.metrics.native import edit_damage as ed
+    from banana100.metrics.detector import model as ed
 
     return f"__v{ed.DETECTOR_VERSION}" if metric == "edit_damage" else ""
 

@@ -93,8 +93,8 @@ def why_view(reference: np.ndarray, image: np.ndarray, crop: int = WHY_CROP, sou
 def _damage_components(reference: np.ndarray, image: np.ndarray) -> dict | None:
     """The edit_damage detector's score and components at the reference step and at this step:
     {"score": (ref, step), component: (ref, step), ...}; None for images under its minimum size."""
-    from banana100.metrics.engine import to_tensor
-    from banana100.metrics.native import edit_damage
+    from banana100.metrics.engine.scorer import to_tensor
+    from banana100.metrics.detector import model as edit_damage
 
     if min(image.shape[:2]) < edit_damage.MIN_SIDE:
         return None
@@ -112,7 +112,7 @@ def damage_table(damage: dict | None, reference_step: int, step: int) -> str:
     """The detector's components at both steps as a markdown table (empty without them)."""
     if not damage:
         return ""
-    from banana100.metrics.native.edit_damage import terms
+    from banana100.metrics.detector.model import terms
 
     rows = [f"| what | step {reference_step} | step {step} |", "| --- | --- | --- |"]
     units = {"grain": "levels", "lattice": "correlation", "colour_cast": "levels", "softness": "0-1",

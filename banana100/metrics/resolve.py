@@ -76,8 +76,8 @@ def _resolve(name: str) -> ResolvedMetric:
     key = name.lower()  # the table's ids and pyiqa's are lower case: NIQE is niqe
     if key in METRICS:
         return ResolvedMetric(key, "table", METRICS[key])
-    if key == RELATIVE:  # edit_damage against each image's reference (metrics/native/edit_damage_rel.py)
-        from banana100.metrics.native import edit_damage_rel
+    if key == RELATIVE:  # edit_damage against each image's reference (metrics/detector/relative.py)
+        from banana100.metrics.detector import relative as edit_damage_rel
 
         return ResolvedMetric(key, "relative", edit_damage_rel.spec())
     if key in EVALUATORS:
@@ -253,7 +253,7 @@ def make_scorer(name: str, device: str | None = None, batch_size: int | None = N
     pyiqa:<id>); the others score as they always do."""
     r = resolve(name)
     if r.kind == "evaluator":
-        from banana100.metrics.vlm import VLMScorer
+        from banana100.metrics.vlm.scorer import VLMScorer
 
         if backend not in (None, "transformers"):
             raise UsageError(f"{name}: its only backend is 'transformers', got {backend!r}")
@@ -261,14 +261,14 @@ def make_scorer(name: str, device: str | None = None, batch_size: int | None = N
     if batch_size is None:
         batch_size = DEFAULT_BATCH_SIZE
     if r.kind == "table":
-        from banana100.metrics.engine import MetricScorer
+        from banana100.metrics.engine.scorer import MetricScorer
 
         if name.startswith(PYIQA_PREFIX):
             backend = "pyiqa"
         return MetricScorer(r.name, device=device, batch_size=batch_size, backend=backend, mode=mode,
                             precision=precision)
     if r.kind == "relative":
-        from banana100.metrics.native.edit_damage_rel import RelativeScorer
+        from banana100.metrics.detector.relative import RelativeScorer
 
         return RelativeScorer(device=device, batch_size=batch_size)
     if backend not in (None, "pyiqa" if r.kind == "pyiqa" else "evaluate"):
@@ -281,7 +281,7 @@ def make_scorer(name: str, device: str | None = None, batch_size: int | None = N
 def _pyiqa_scorer(r: ResolvedMetric, device, batch_size, precision: str = "exact"):
     import pyiqa
 
-    from banana100.metrics.engine import MetricScorer, default_device
+    from banana100.metrics.engine.scorer import MetricScorer, default_device
 
     pid = r.name[len(PYIQA_PREFIX):]
     unreachable = _hub_unreachable_now()
@@ -359,7 +359,7 @@ class ModuleScorer:
 
     def score_arrays(self, arrays, names=None) -> list[float]:
         from banana100.errors import ScoreUndefinedError
-        from banana100.metrics.engine import image_failures
+        from banana100.metrics.engine.scorer import image_failures
 
         arrays = list(arrays)
         names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]

@@ -15,7 +15,7 @@ from banana100.errors import UnknownMetricError, UsageError
 PYIQA_WEIGHTS_REPO = "chaofengc/IQA-PyTorch-Weights"
 # The most same-size images per forward pass when none is asked (batch_size=None): every metric's
 # default but VisualQuality-R1's, whose batches hold as many images as the free memory does
-# (banana100.metrics.vlm).
+# (banana100.metrics.vlm.scorer).
 DEFAULT_BATCH_SIZE = 8
 
 
@@ -84,6 +84,9 @@ class MetricSpec:
     # True: scored by default with the batched torch code in `banana100.metrics.native` (backend
     # "native"); pyiqa stays selectable with backend="pyiqa".
     native: bool = False
+    # The module whose `build(files, mode)` makes the native model, when it is not
+    # `banana100.metrics.native.<name>` (the classical metrics' room).
+    native_module: str | None = None
     # Files the pyiqa backend needs when they differ from `files` (the native backend's).
     pyiqa_files: tuple[WeightFile, ...] | None = None
     # min_size of the deep metrics: the smallest square side pyiqa 0.1.16's arch scores without
@@ -101,7 +104,7 @@ class MetricSpec:
     uniform: str | float = "scored"
     uniform_note: str = ""
     # The evaluators beyond the roster (EVALUATORS below): the only backend they have when it is
-    # not pyiqa/native ("transformers": banana100.metrics.vlm), and whether they can run at all
+    # not pyiqa/native ("transformers": banana100.metrics.vlm.scorer), and whether they can run at all
     # ("unavailable": no inference code or weights are public; `status_note` says what is missing).
     model_backend: str | None = None
     status: str = "available"
@@ -438,10 +441,11 @@ _SPECS = [
 ]
 
 # Beyond the roster: this toolkit's own detector of recursive-edit damage (DESIGN.md), native
-# only; `banana100/metrics/native/edit_damage.py` says what it measures and why.
+# only; `banana100/metrics/detector/model.py` says what it measures and why.
 _DETECTORS = [
     MetricSpec(
         "edit_damage", "Edit damage", "detector", True, (0, None), native=True, in_pyiqa=False, min_size=64,
+        native_module="banana100.metrics.detector.model",
         min_size_note="64 px: the lattice component looks at lags up to a quarter of the side (at most 32 px) "
                       "on 16x16 tiles; below 64 px too few tiles and lags remain.",
         uniform="scored",

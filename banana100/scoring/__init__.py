@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from banana100.distributed import Processes as _Processes
 from banana100.errors import UsageError
-from banana100.metrics.native import edit_damage_rel
+from banana100.metrics.detector import relative as edit_damage_rel
 from banana100.fileio import ExclusiveLock
 from banana100.scoring.feed import Decoded, _score_chunk, decoded_images, uploads_ahead
 from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope

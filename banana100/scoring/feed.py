@@ -12,8 +12,8 @@ import numpy as np
 from banana100.errors import Banana100Error, ImageTooSmallError
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.fileio import sha256_bytes
-from banana100.metrics.engine import check_size
-from banana100.metrics.upload import Uploaded, Uploader
+from banana100.metrics.engine.scorer import check_size
+from banana100.metrics.engine.upload import Uploaded, Uploader
 from banana100.scoring.inputs import ImageItem, iter_items, with_sha256
 from banana100.scoring.store import RECORD_COLUMNS, _key
 
@@ -210,7 +210,7 @@ def _score_group(scorer, ok: list[int], shape, uploads: _SharedUploads, scores, 
 
 def _call(scorer, arrays, names, records):
     """score_arrays, with each image's manifest record for a scorer that reads references from it
-    (edit_damage_rel: banana100/metrics/native/edit_damage_rel.py)."""
+    (edit_damage_rel: banana100/metrics/detector/relative.py)."""
     if getattr(scorer, "takes_records", False):
         return scorer.score_arrays(arrays, names, records=records)
     return scorer.score_arrays(arrays, names)

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from banana100.errors import Banana100Error, DatasetError, UsageError
 from banana100.fileio import is_temporary_name, write_file_atomic
-from banana100.metrics.native.edit_damage import COMPONENTS as DAMAGE_COMPONENTS
+from banana100.metrics.detector.model import COMPONENTS as DAMAGE_COMPONENTS
 from banana100.scoring.inputs import canonical_image_path
 
 log = logging.getLogger(__name__)

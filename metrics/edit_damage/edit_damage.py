@@ -1,7 +1,7 @@
 """Edit damage as an evaluate module: `evaluate.load("metrics/edit_damage").compute(images=[...])`.
 
 A thin face over the installed `banana100` library (scoring engine, metric table, the detector in
-`banana100.metrics.native.edit_damage`); see README.md beside this file for the metric card.
+`banana100.metrics.detector.model`); see README.md beside this file for the metric card.
 `compute(images=..., components=True)` also returns the score's components per image.
 """
 

@@ -1,12 +1,12 @@
 """Widget of the Q-Align evaluate module (this folder as a Hugging Face Space).
 
 Upload images, get the scores of the module beside this file (loaded as `evaluate.load` does).
-Written by `python -m banana100.metrics.publish --sync`; the widget is `banana100.metrics.widget`.
+Written by `python -m banana100.metrics.hub.publish --sync`; the widget is `banana100.metrics.hub.widget`.
 """
 
 from pathlib import Path
 
-from banana100.metrics import widget as metric_widget
+from banana100.metrics.hub import widget as metric_widget
 
 demo, score = metric_widget.build(Path(__file__).resolve().parent)
 

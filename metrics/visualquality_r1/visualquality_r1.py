@@ -1,6 +1,6 @@
 """VisualQuality-R1 as an evaluate module: `evaluate.load("metrics/visualquality_r1").compute(images=[...])`.
 
-A thin face over the installed `banana100` library (banana100.metrics.vlm, the weights store,
+A thin face over the installed `banana100` library (banana100.metrics.vlm.scorer, the weights store,
 the metric table); see README.md beside this file for the metric card.
 """
 

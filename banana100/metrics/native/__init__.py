@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from banana100.metrics.native import matlab  # noqa: F401 - first: it re-exports matlab_resize / matlab_filter
+from banana100.metrics.native import matlab  # noqa: F401 - the primitives every metric here uses
 from banana100.metrics.precision import float32_precision
 
 MODES = ("pyiqa", "official")
@@ -90,7 +90,8 @@ def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.
         raise ValueError(f"no native implementation of {metric!r}; native: {', '.join(native)}")
     if mode not in MODES:
         raise ValueError(f"{metric}: mode must be one of {MODES}, got {mode!r}")
-    return _exact_forward(importlib.import_module(f"{__name__}.{metric}").build(files, mode=mode))
+    module = METRICS[metric].native_module or f"{__name__}.{metric}"
+    return _exact_forward(importlib.import_module(module).build(files, mode=mode))
 
 
 def _guarded_forward(self, *args, **kwargs):

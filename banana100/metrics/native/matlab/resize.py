@@ -1,6 +1,6 @@
 """MATLAB's imresize (bicubic, antialiased, any scale) and pyiqa's float32 port of it, as batched
-torch code: the `imresize` section of `banana100.metrics.native.matlab`, which re-exports every
-name here (conventions: that module's docstring)."""
+torch code: the `imresize` section of `banana100.metrics.native.matlab`, whose face exports its public
+names (conventions: core.py's docstring)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from banana100.metrics.native.matlab import to_uint8
-from banana100.metrics.native.matlab_filter import _symmetric_index
+from banana100.metrics.native.matlab.core import to_uint8
+from banana100.metrics.native.matlab.filter import symmetric_index
 
 # --------------------------------------------------------------------------- imresize
 
@@ -190,7 +190,7 @@ def _half_axis(x: torch.Tensor, dim: int) -> torch.Tensor:
     n = x.shape[dim]
     out_n = math.ceil(n / 2)
     # output j weighs inputs 2j-3 .. 2j+4 (0-based), mirrored at the borders as MATLAB does
-    idx = _symmetric_index(n, 3, 2 * out_n + 3 - n, x.device)
+    idx = symmetric_index(n, 3, 2 * out_n + 3 - n, x.device)
     padded = x.index_select(dim, idx)
 
     def tap(t: int) -> torch.Tensor:

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from banana100.errors import Banana100Error, ImageReadError, ScoreUndefinedError
-from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.detector import model as ed
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class StatsModel:
 
     def __init__(self, device=None, batch_size: int = 8):
         from banana100.metrics import native
-        from banana100.metrics.engine import check_device
+        from banana100.metrics.engine.scorer import check_device
 
         self.device = check_device(device)
         self.batch_size = max(1, int(batch_size))
@@ -106,7 +106,7 @@ class StatsModel:
         return out  # type: ignore[return-value]
 
     def _measure(self, arrays: list[np.ndarray]) -> list[dict]:
-        from banana100.metrics.engine import to_tensor
+        from banana100.metrics.engine.scorer import to_tensor
 
         out: list[dict | None] = [None] * len(arrays)
         by_size: dict[tuple, list[int]] = {}
@@ -181,7 +181,7 @@ class RelativeScorer:
         """The statistics of a reference, cached in `cache` (default: this scorer's, across calls)
         by `key` and the size it is measured at."""
         from banana100.imageio import load_rgb
-        from banana100.metrics.engine import check_size
+        from banana100.metrics.engine.scorer import check_size
 
         cache = self._cache if cache is None else cache
         ck = (key, tuple(shape[:2]))
@@ -219,7 +219,7 @@ class RelativeScorer:
             self.components[i] = relative_components(st, base)
             scores[i] = relative_score(st, base)
         if failed:
-            from banana100.metrics.engine import image_failures
+            from banana100.metrics.engine.scorer import image_failures
 
             raise image_failures(len(arrays), failed, scores, f" ({NAME})")
         return scores  # type: ignore[return-value]
@@ -267,7 +267,7 @@ class SharedBareScorer:
         failed = {i: ScoreUndefinedError(f"{names[i]}: {self.spec.display_name} gave {s} for this image")
                   for i, s in enumerate(scores) if not math.isfinite(s)}
         if failed:
-            from banana100.metrics.engine import image_failures
+            from banana100.metrics.engine.scorer import image_failures
 
             raise image_failures(len(arrays), failed, [None if i in failed else s for i, s in enumerate(scores)],
                                  self.spec.display_name)
@@ -335,7 +335,7 @@ def chain_sources(source) -> Callable[[dict], tuple[str, object] | None]:
 def _heldout_auc() -> str:
     """The bare score's measured clean-vs-damaged AUC on held-out chains (the validation file), one a
     draw, and by kind of source where measured, for the warning."""
-    from banana100.metrics.detector_card import _results, heldout_aucs_text, heldout_by_source
+    from banana100.metrics.detector.card import _results, heldout_aucs_text, heldout_by_source
 
     try:
         r = _results("edit_damage_validation.json")
@@ -374,7 +374,7 @@ def alone_note() -> str:
 
 def _faint_auc() -> str:
     """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins, for the warning."""
-    from banana100.metrics.detector_card import _results
+    from banana100.metrics.detector.card import _results
 
     try:
         return f"step-5 stand-ins: {_results('edit_damage_validation.json')['clean_vs_step5']['pooled_auc']:.2f}"

@@ -31,13 +31,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from banana100.metrics import fastpaths, weights
+from banana100.metrics import weights
+from banana100.metrics.engine import fastpaths
 from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
 from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
 from banana100.metrics.native import MODES
 from banana100.metrics.precision import autocast_dtype, check_precision, float32_precision
 from banana100.metrics.table import DEFAULT_BATCH_SIZE, MetricSpec, get_metric
-from banana100.metrics.upload import Uploaded, Uploader, to_float, to_tensor
+from banana100.metrics.engine.upload import Uploaded, Uploader, to_float, to_tensor
 
 __all__ = ["DEFAULT_BATCH_SIZE", "MetricScorer", "check_device", "check_size", "default_device", "image_failures",
            "keep_freed_memory", "to_tensor"]
@@ -303,7 +304,7 @@ class MetricScorer:
 
     def score_uploaded(self, batch: Uploaded, names: Sequence[str]) -> list[float]:
         """Scores of a batch of same-size images already on this scorer's device
-        (`banana100.metrics.upload.Uploader.upload`), in order: the entry through which several
+        (`banana100.metrics.engine.upload.Uploader.upload`), in order: the entry through which several
         metrics share one upload (`banana100 score --metrics a,b,c`). Sizes are checked first
         (ImageTooSmallError); failures as in `score`."""
         names = list(names)

@@ -1,7 +1,7 @@
 """The metric folders (`metrics/` in a clone, `banana100/metric_modules/` in the wheel) as
 evaluate modules and Hugging Face Spaces.
 
-`python -m banana100.metrics.publish --sync [--check]` keeps each folder's generated files
+`python -m banana100.metrics.hub.publish --sync [--check]` keeps each folder's generated files
 (requirements.txt, the install hint of the module, the widget app) and space/requirements.txt in
 step with `banana100/about.py`; `banana100 publish-metrics --org ORG [--dry-run]` stages, checks
 and pushes all of them (`push_metrics`).
@@ -27,7 +27,7 @@ _HINT_LINE = re.compile(r"^(import banana100\.metrics\.module as em)(\s+#.*)?$",
 def metrics_root() -> Path:
     """The metric folders: inside the installed package (the wheel's `banana100/metric_modules`)
     or the clone's top-level `metrics/`."""
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[2]
     candidates = (package / "metric_modules", package.parent / "metrics")
     for candidate in candidates:
         if (candidate / SENSITIVITY / f"{SENSITIVITY}.py").is_file():
@@ -93,19 +93,19 @@ def card_front_matter(card: str | os.PathLike) -> dict:
 
 
 def render_widget_app(name: str) -> str:
-    """app.py of an image metric's Space: the library's widget (`banana100.metrics.widget`)."""
+    """app.py of an image metric's Space: the library's widget (`banana100.metrics.hub.widget`)."""
     from banana100.metrics.table import get_metric
 
     spec = get_metric(name)
     return f'''"""Widget of the {spec.display_name} evaluate module (this folder as a Hugging Face Space).
 
 Upload images, get the scores of the module beside this file (loaded as `evaluate.load` does).
-Written by `python -m banana100.metrics.publish --sync`; the widget is `banana100.metrics.widget`.
+Written by `python -m banana100.metrics.hub.publish --sync`; the widget is `banana100.metrics.hub.widget`.
 """
 
 from pathlib import Path
 
-from banana100.metrics import widget as metric_widget
+from banana100.metrics.hub import widget as metric_widget
 
 demo, score = metric_widget.build(Path(__file__).resolve().parent)
 
@@ -131,7 +131,7 @@ def _expected_metric_files(folder: Path, name: str, source: str | None) -> dict[
 def space_requirements(source: str | None = None) -> str:
     """space/requirements.txt: the library with its `space` extra, from the same one source."""
     return ("# The Space installs the banana100 library from its repository (banana100 is not on PyPI);\n"
-            "# written from banana100/about.py by `python -m banana100.metrics.publish --sync`. Locally\n"
+            "# written from banana100/about.py by `python -m banana100.metrics.hub.publish --sync`. Locally\n"
             "# (`python space/app.py` in a clone) `bash setup.sh --space` has installed it already.\n"
             f"{requirement(('space',), source)}\n")
 
@@ -272,12 +272,12 @@ def push_metrics(org: str, names: list[str] | None = None, dry_run: bool = False
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m banana100.metrics.publish --sync [--check]`: keep the metric folders' requirements.txt,
+    """`python -m banana100.metrics.hub.publish --sync [--check]`: keep the metric folders' requirements.txt,
     install hints and widget apps (and space/requirements.txt) in step with banana100/about.py."""
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m banana100.metrics.publish", description=main.__doc__,
+    ap = argparse.ArgumentParser(prog="python -m banana100.metrics.hub.publish", description=main.__doc__,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--sync", action="store_true", help="write the generated files of every metric folder")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in stale:
         print(("out of date: " if args.check else "wrote ") + str(path))
     if args.check and stale:
-        print("run: python -m banana100.metrics.publish --sync", file=sys.stderr)
+        print("run: python -m banana100.metrics.hub.publish --sync", file=sys.stderr)
         return 1
     return 0
 

@@ -4,8 +4,8 @@ The facts in a card (direction, nominal range, minimum size, parameter files, ha
 licences, paper, citation) come from `banana100.metrics.table`; this file adds only prose. Cards
 are committed; a test fails when a committed card differs from `render_metric_card`.
 
-    python -m banana100.metrics.cards                 # rewrite the cards of every metrics/<name>/<name>.py
-    python -m banana100.metrics.cards --check         # exit 1 when a card is out of date
+    python -m banana100.metrics.hub.cards                 # rewrite the cards of every metrics/<name>/<name>.py
+    python -m banana100.metrics.hub.cards --check         # exit 1 when a card is out of date
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from banana100.metrics.card_native import (  # noqa: F401 - NATIVE_DATA: read from here too
+from banana100.metrics.hub.card_native import (  # noqa: F401 - NATIVE_DATA: read from here too
     NATIVE_DATA, PYIQA_VERSION, agreement_section, flat_output, flat_regime_section,
 )
 from banana100.metrics.table import MetricSpec, get_metric
@@ -378,7 +378,7 @@ def render_metric_card(name: str) -> str:
     """The README.md of `metrics/<name>/`, from the metric table."""
     spec = get_metric(name)
     if spec.family == "detector":  # this toolkit's own detector: its card is mostly its validation
-        from banana100.metrics import detector_card
+        from banana100.metrics.detector import card as detector_card
 
         return detector_card.render(spec)
     n = spec.name
@@ -537,7 +537,7 @@ def write_metric_cards(metrics_dir: str | Path, names: list[str] | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m banana100.metrics.cards", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m banana100.metrics.hub.cards", description=__doc__.splitlines()[0])
     ap.add_argument("--metrics-dir", default="metrics", help="folder holding <name>/<name>.py (default: ./metrics)")
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if a card is out of date")
     args = ap.parse_args(argv)
@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         stale = [n for n in names if not (root / n / "README.md").is_file()
                  or (root / n / "README.md").read_text(encoding="utf-8") != render_metric_card(n)]
         for n in stale:
-            print(f"out of date: {root / n / 'README.md'} (run python -m banana100.metrics.cards)")
+            print(f"out of date: {root / n / 'README.md'} (run python -m banana100.metrics.hub.cards)")
         return 1 if stale else 0
     for p in write_metric_cards(root, names):
         print(p)

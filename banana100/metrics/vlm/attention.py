@@ -17,7 +17,7 @@ segment boundaries (`cu_seq_lens_q`) only to implementations whose name contains
 (`is_flash_attention_requested`); hence the name. A vision tower already on a real flash
 attention is left alone (flash-attn's varlen kernel does all windows in one call already).
 
-    from banana100.metrics.vlm_attention import set_vision_attention
+    from banana100.metrics.vlm.attention import set_vision_attention
     set_vision_attention(model)            # ATTENTION; set_vision_attention(model, "sdpa") undoes it
 """
 

@@ -28,9 +28,9 @@ import numpy as np
 from banana100.errors import AnswerParseError, Banana100Error, ImageReadError
 from banana100.imageio import ImageLike, describe, image_size, load_rgb
 from banana100.metrics import weights
-from banana100.metrics.engine import _is_oom, check_device, check_size, image_failures
+from banana100.metrics.engine.scorer import _is_oom, check_device, check_size, image_failures
 from banana100.metrics.table import get_metric
-from banana100.metrics.vlm_attention import ATTENTION, set_vision_attention
+from banana100.metrics.vlm.attention import ATTENTION, set_vision_attention
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class VLMScorer:
             in the error message).
         max_new_tokens: the most tokens generated per image.
         vision_attention: the vision tower's attention; default all windows of a batch in one SDPA
-            call (banana100.metrics.vlm_attention); "sdpa": transformers' loop over windows; None:
+            call (banana100.metrics.vlm.attention); "sdpa": transformers' loop over windows; None:
             as the model came.
 
     Raises WeightsNotFoundError naming the Hub repository and folder when the checkpoint is not

@@ -1,6 +1,6 @@
 """The widget of an image metric's evaluate module, when its folder is pushed as a Hub Space.
 
-Every metric folder's `app.py` is two lines over this (written by `python -m banana100.metrics.publish
+Every metric folder's `app.py` is two lines over this (written by `python -m banana100.metrics.hub.publish
 --sync`), so the 21 Spaces share one widget. evaluate's own `launch_gradio_widget` is not used:
 it calls `gr.inputs`, which Gradio 4 removed.
 """

@@ -8,8 +8,8 @@ Conventions: images are `(..., H, W)` tensors (colour functions take `(..., 3, H
 values on the 0-255 scale unless a docstring says otherwise, float64 unless a docstring says
 otherwise. Every tensor made here is made on `x.device`.
 
-Here: the convolution policy, rounding and colour; `matlab_resize` holds imresize (MATLAB's and
-pyiqa's float32 port), `matlab_filter` the filtering; both are re-exported at the bottom.
+Here: the convolution policy, rounding and colour; `resize` holds imresize (MATLAB's and pyiqa's
+float32 port), `filter` the filtering; the package's face (`matlab/__init__.py`) exports all three.
 """
 
 from __future__ import annotations
@@ -140,18 +140,3 @@ def pyiqa_y_channel(x: torch.Tensor, color_space: str = "yiq") -> torch.Tensor:
     else:
         raise ValueError(f"color_space must be 'yiq' or 'ycbcr', got {color_space!r}")
     return torch.round(y * 255).to(torch.float64)
-
-
-# The resize and filtering sections live in their own modules (each file stays readable); every
-# name is re-exported here, after the primitives above that they import, so `matlab.<name>` works
-# as before and `matlab` stays the one place callers import from.
-from banana100.metrics.native.matlab_filter import (  # noqa: E402,F401
-    fspecial_gaussian, gaussian_1d, _PAD_MODES, pad_same, _symmetric_index, imfilter,
-    imfilter_separable, _symmetric_passes, imfilter_symmetric_separable, imfilter_moments_separable,
-    _rank1_split, imfilter_near_separable, _symmetric_classes, _symmetric_filter, _classes_for,
-    imfilter_integer, imfilter_moments_integer, filter2_same, conv2_same
-)
-from banana100.metrics.native.matlab_resize import (  # noqa: E402,F401
-    _cubic, _resize_matrix, resize_matrix, resize_band, _resize_axis, imresize, _half_taps, _half_axis,
-    imresize_half, pyiqa_imresize, pyiqa_resize_taps, pyiqa_cubic
-)

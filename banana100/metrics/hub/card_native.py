@@ -1,6 +1,6 @@
 """The metric cards' sections on the native backend: its measured agreement with pyiqa and with
 the original releases, and what it does in flat windows (the flat regime). Part of the cards
-(`banana100.metrics.cards` renders them); the numbers come from the JSON files that
+(`banana100.metrics.hub.cards` renders them); the numbers come from the JSON files that
 bench/native_agreement.py and bench/flat_regime.py write into banana100/metrics/native/.
 """
 
@@ -14,7 +14,7 @@ from banana100.metrics.table import MetricSpec
 PYIQA_VERSION = "0.1.16"
 # The measurements the cards quote, shipped in the wheel as package data (a clone and an install
 # write the same cards): bench/native_agreement.py and bench/flat_regime.py write them.
-NATIVE_DATA = Path(__file__).with_name("native")
+NATIVE_DATA = Path(__file__).parents[1] / "native"
 
 
 def _native_agreement_results() -> dict:

@@ -1,6 +1,6 @@
 """MATLAB's fspecial('gaussian'), imfilter, filter2 and conv2 as batched torch code: the filtering
-section of `banana100.metrics.native.matlab`, which re-exports every name here (conventions:
-that module's docstring)."""
+section of `banana100.metrics.native.matlab`, whose face exports its public names (conventions:
+core.py's docstring)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from banana100.metrics.native.matlab import conv2d
+from banana100.metrics.native.matlab.core import conv2d
 
 # --------------------------------------------------------------------------- filtering
 
@@ -55,8 +55,8 @@ def pad_same(x: torch.Tensor, kh: int, kw: int, padding: str) -> torch.Tensor:
     pads = (left, kw - 1 - left, top, kh - 1 - top)
     if padding == "symmetric":
         h, w = x.shape[-2:]
-        rows = _symmetric_index(h, top, kh - 1 - top, x.device)
-        cols = _symmetric_index(w, left, kw - 1 - left, x.device)
+        rows = symmetric_index(h, top, kh - 1 - top, x.device)
+        cols = symmetric_index(w, left, kw - 1 - left, x.device)
         return x[..., rows[:, None], cols[None, :]]
     if padding not in _PAD_MODES:
         raise ValueError(
@@ -65,7 +65,7 @@ def pad_same(x: torch.Tensor, kh: int, kw: int, padding: str) -> torch.Tensor:
     return F.pad(x, pads, mode=_PAD_MODES[padding])
 
 
-def _symmetric_index(n: int, before: int, after: int, device) -> torch.Tensor:
+def symmetric_index(n: int, before: int, after: int, device) -> torch.Tensor:
     idx = torch.arange(-before, n + after, device=device)
     period = 2 * n
     idx = torch.remainder(idx, period)

@@ -1,8 +1,8 @@
 """The metric card of the edit_damage detector (`metrics/edit_damage/README.md`).
 
-Written by `python -m banana100.metrics.cards` like every card, but from its own template: the
+Written by `python -m banana100.metrics.hub.cards` like every card, but from its own template: the
 detector is ours, not pyiqa's, and its card is mostly what it was validated on. The figures come
-from banana100/metrics/native/edit_damage_validation.json and banana100/metrics/native/edit_damage_cost.json.
+from banana100/metrics/detector/data/edit_damage_validation.json and banana100/metrics/detector/data/edit_damage_cost.json.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import yaml
 
 from banana100 import about
 from banana100.extras import requirement
-from banana100.metrics.native import edit_damage as ed
+from banana100.metrics.detector import model as ed
 from banana100.metrics.table import MetricSpec
 
 # package data, so that the wheel and a clone write the same card (bench/ writes them)
-NATIVE_DATA = Path(__file__).with_name("native")
+DETECTOR_DATA = Path(__file__).with_name("data")
 
 
 def _results(name: str) -> dict:
-    path = NATIVE_DATA / name
+    path = DETECTOR_DATA / name
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
@@ -387,7 +387,7 @@ Nothing of (d) below but the MATE photographs of its fifth draw, nor the referen
 chelsea, hubble_deep_field and coins, nor the package photographs entered that fit; (c) and the skimage images of (a) and (b) did (in-fit),
 and the ladders of (a) were looked at while choosing the form of the term and the fit's rule
 (docs/edit-damage.md says how often (d) was looked at). The code:
-`banana100/metrics/native/edit_damage.py`.
+`banana100/metrics/detector/model.py`.
 
 ### Relative to a source: `edit_damage_rel`
 
@@ -401,7 +401,7 @@ far as they move those statistics; a reference of another size is measured at th
 count. `banana100 score` adds it by itself for chains scored with `{n}` (the reference: step 0 of the
 same `chain_id`, measured once per chain), and for plain images given `--reference SRC`; it is its
 own metric in the scores file (`metric = "edit_damage_rel"`), the bare `{n}` beside it. The code:
-`banana100/metrics/native/edit_damage_rel.py`.
+`banana100/metrics/detector/relative.py`.
 
 {_alone(r)}
 
@@ -455,7 +455,7 @@ From the command line: `banana100 score RUN_OR_DATASET --metrics edit_damage` li
 ## Validation
 
 Everything below is written by `nice python bench/validate_edit_damage.py` (all four parts;
-`banana100/metrics/native/edit_damage_validation.json`). **Validated on:** synthetic degradations of known
+`banana100/metrics/detector/data/edit_damage_validation.json`). **Validated on:** synthetic degradations of known
 strength on public photographs (skimage.data's, and the reference photographs of
 `../shared/reference-images` reported on their own where present), clean images of every kind,
 chains of the simulated editor, and held-out chains of a second damage model. **Not validated on:**
