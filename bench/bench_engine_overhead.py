@@ -33,7 +33,8 @@ from benchtools import PARAMS, environment, module_as_of, results_path, write_re
 
 def baseline_engine(commit: str):
     """The engine module of `commit` (its engine.py as it was), or of a file of that source; None for "none"."""
-    return None if commit == "none" else module_as_of(commit, "banana100/metrics/engine/scorer.py", "engine_baseline")
+    return None if commit == "none" else module_as_of(
+        commit, ("banana100/metrics/engine/scorer.py", "banana100/metrics/engine.py"), "engine_baseline")
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
 
 NRQM cannot be timed end to end here: its regression forests come from `NRQM_model.mat`,
 which this machine lacks. The feature stage (DCT, steerable-pyramid GSM and singular-value
-features of three pyramid levels) is measured instead: pyiqa's code (as tests/nativetools.py
+features of three pyramid levels) is measured instead: pyiqa's code (as tests/fixtures/nativetools.py
 runs it, one image per call) and `banana100.metrics.native.nrqm.NRQM.features` (batch 1), back to back
 in shuffled order `--rounds` times on the same images; medians, seconds per image. The run
 stops if any feature differs from pyiqa's by more than 1e-6 relative.

@@ -56,10 +56,10 @@ def write_results(path: Path, results: dict) -> Path:
     return path
 
 
-def module_as_of(where: str, path: str, name: str):
-    """The module at `path` (relative to the repository) as it was at commit `where`, or as the
-    file `where` holds (a copy without git history), importing today's library: the baseline of a
-    side-by-side bench."""
+def module_as_of(where: str, path: str | tuple[str, ...], name: str):
+    """The module at `path` (relative to the repository; several: the first that exists at that
+    commit, for a module that moved) as it was at commit `where`, or as the file `where` holds (a
+    copy without git history), importing today's library: the baseline of a side-by-side bench."""
     import importlib.util
     import subprocess
     import tempfile
@@ -67,8 +67,12 @@ def module_as_of(where: str, path: str, name: str):
     if Path(where).is_file():
         source = Path(where).read_text()
     else:
-        source = subprocess.run(["git", "-C", str(REPO), "show", f"{where}:{path}"],
-                                capture_output=True, text=True, check=True).stdout
+        for candidate in (path,) if isinstance(path, str) else path:
+            shown = subprocess.run(["git", "-C", str(REPO), "show", f"{where}:{candidate}"], capture_output=True, text=True)
+            if shown.returncode == 0:
+                break
+        shown.check_returncode()
+        source = shown.stdout
     file = Path(tempfile.mkdtemp()) / f"{name}.py"
     file.write_text(source)
     spec = importlib.util.spec_from_file_location(name, file)

@@ -75,7 +75,7 @@ def select(text: str) -> list[str]:
 def build(name: str, device: str, tmp: Path, precision: str = "exact"):
     """(engine scorer, pyiqa's own model for its loop or None, weights) for `name` on `device`."""
     from banana100.metrics import weights
-from banana100.metrics.engine import fastpaths
+    from banana100.metrics.engine import fastpaths
     from banana100.metrics.engine.scorer import MetricScorer
     from banana100.metrics.table import get_metric
     from banana100.testing.untrained import UNTRAINED_KWARGS, build_untrained

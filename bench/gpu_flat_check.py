@@ -4,7 +4,7 @@
     python bench/gpu_flat_check.py --device cpu    # the same checks on CPU (runs anywhere)
 
 Images: flat patches at every grey level 0-255 (two sizes, colour and grey), skimage's
-synthetic images and clipped photos (tests/test_native_flat.py makes them). For BRISQUE, NIQE,
+synthetic images and clipped photos (tests/metrics/native/test_native_flat.py makes them). For BRISQUE, NIQE,
 PIQE (and IL-NIQE with --ilniqe: slow in pyiqa) and each image, with the parameter files of
 --params:
 

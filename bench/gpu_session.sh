@@ -53,8 +53,8 @@ print({m: bool(u.find_spec(m)) for m in ('pyiqa', 'diffusers', 'datasets', 'eval
 # issue 30 part 1: CUDA == CPU with the global TF32 flags on. The gpu tests by file: the package runs
 # from PYTHONPATH there (not installed), so test modules that read its package data cannot be collected
 if [ "$device" = cuda ]; then
-  step pytest_gpu 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu --no-header -rs tests/test_stored_pyiqa_scores.py tests/test_precision.py \
-    tests/test_upload.py tests/test_devices.py tests/test_fastpaths.py tests/test_engine.py tests/test_edit_damage.py
+  step pytest_gpu 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu --no-header -rs tests/metrics/test_stored_pyiqa_scores.py tests/metrics/test_precision.py \
+    tests/metrics/engine/test_upload.py tests/metrics/engine/test_devices.py tests/metrics/engine/test_fastpaths.py tests/metrics/engine/test_engine.py tests/metrics/detector/test_edit_damage.py
 fi
 # issue 30 part 2: the engine against the model alone at 2K (and the engine before issue 30 beside it),
 # over several batches: the upload of batch k+1 overlaps the compute of batch k only then

@@ -6,7 +6,7 @@ NRQM's final score needs NRQM_model.mat, which this machine lacks; its three fea
 (block-DCT GGD fits, GSM features of a steerable pyramid, singular values of 5x5 patches) are
 what the native code computes before the forests, so they are compared with pyiqa's own
 (`banana100/testing/nrqm_reference.py`) on the flat-patch, synthetic and clipped images of
-tests/test_native_flat.py. Prints the largest relative difference per group and image and
+tests/metrics/native/test_native_flat.py. Prints the largest relative difference per group and image and
 writes bench/results_nrqm_flat.json.
 """
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from repopaths import PARAMS as IQA_PARAMS
+from fixtures.repopaths import PARAMS as IQA_PARAMS
 
 
 def shared_missing(*needed: Path) -> str:

@@ -26,7 +26,7 @@ from banana100.dataset.verify import verify_dataset
 from banana100.errors import Banana100Error, DatasetError, ImportChainsError, ManifestError, UsageError
 from banana100.testing.runfolder import make_run_folder
 
-from repopaths import REPO
+from fixtures.repopaths import REPO
 
 
 def _score(run, out, **kw):
@@ -312,9 +312,9 @@ def test_debug_keeps_the_exit_status_and_adds_the_traceback(tmp_path, capsys, mo
     def refuse(args):
         raise RunStopped("the service refused the API key (401)")
 
-    import banana100.cli as cli
+    from banana100.cli import report
 
-    monkeypatch.setattr(cli, "_cmd_report", refuse)
+    monkeypatch.setattr(report, "run", refuse)
     for debug, traceback in (("", False), ("1", True)):
         monkeypatch.setenv("BANANA100_DEBUG", debug)
         assert main(["report", str(tmp_path / "x.parquet"), "--out", str(tmp_path / "r")]) == 2

@@ -14,7 +14,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from repopaths import PARAMS as IQA_PARAMS, REPO
+from fixtures.repopaths import PARAMS as IQA_PARAMS, REPO
 
 from banana100 import __version__, about, extras
 from banana100.metrics.hub.publish import (SENSITIVITY, card_front_matter, check_metric_folder, metric_names, push_metrics,
@@ -90,12 +90,12 @@ def test_wheel_metadata_core_is_light_and_extras_bring_the_rest(built):
 def test_sdist_holds_everything_its_tests_need(built):
     with tarfile.open(built["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    tests = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("*.py")}
+    tests = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("*.py")}
     assert "tests/conftest.py" in tests and tests <= names, sorted(tests - names)
     for rel in ("pyproject.toml", "MANIFEST.in", "setup.sh", "LICENSE", "README.md", "space/app.py",
                 "space/requirements.txt", "generation/settings.yaml", "dataset_script/build.py",
                 "metrics/niqe/requirements.txt", "metrics/banana100_sensitivity/app.py",
-                "tests/data/native_scores_snapshot.json", "tests/data/pyiqa_reference_scores.json"):
+                "tests/fixtures/data/native_scores_snapshot.json", "tests/fixtures/data/pyiqa_reference_scores.json"):
         assert rel in names, rel
     assert not any("__pycache__" in n or n.startswith(".venv/") for n in names)
 

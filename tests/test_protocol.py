@@ -116,7 +116,7 @@ def test_direction_is_never_guessed():
     import evaluate
 
     from banana100.errors import UsageError
-    from repopaths import REPO
+    from fixtures.repopaths import REPO
 
     cids, steps, scores = map(list, zip(*PIQE_ROWS))
     with pytest.raises(UsageError, match="lower_better=True"):
@@ -144,7 +144,7 @@ def test_direction_from_the_metric_table():
 def test_evaluate_module_matches_library():
     import evaluate
 
-    from repopaths import REPO
+    from fixtures.repopaths import REPO
 
     module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
     assert type(module).__name__ == "Banana100Sensitivity"

@@ -53,7 +53,7 @@ def test_a_script_beside_the_clone_imports_the_library(tmp_path):
     import importlib.metadata
     import json
 
-    from repopaths import REPO as repo
+    from fixtures.repopaths import REPO as repo
     # the installed dist-info (a banana100.egg-info left in the clone by a build has no direct_url.json)
     direct = next((d.read_text("direct_url.json") for d in importlib.metadata.distributions(name="banana100")
                    if d.read_text("direct_url.json")), None)

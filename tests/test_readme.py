@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from repopaths import PARAMS, REPO
+from fixtures.repopaths import PARAMS, REPO
 
 README = REPO / "README.md"
 NIQE_FILE = PARAMS / "niqe_modelparameters.mat"

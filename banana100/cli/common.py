@@ -19,7 +19,7 @@ import sys
 from banana100.errors import Banana100Error, MissingExtraError, UsageError
 
 # The exit statuses: `banana100 --help` (the package docstring), docs/cli.md (checked by
-# tests/test_demo_cli.py) and every command take them from here.
+# tests/cli/test_demo_cli.py) and every command take them from here.
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_STATUSES = {
     EXIT_OK: "success",
@@ -150,3 +150,19 @@ def library_log(name: str):
         logger.removeHandler(handler)
         logger.setLevel(level)
         logger.propagate = propagate
+
+
+def command(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
+    """A subcommand's parser on the main parser's subparsers, with its help as its description."""
+    return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter, **kw)
+
+
+def check_steps(text: str) -> tuple[int, ...]:
+    """'2,5,10' -> (2, 5, 10): the protocol's check steps."""
+    try:
+        steps = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated step numbers, got {text!r}") from None
+    if not steps or min(steps) < 1:
+        raise argparse.ArgumentTypeError(f"expected step numbers of at least 1, got {text!r}")
+    return steps

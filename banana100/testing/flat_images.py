@@ -1,4 +1,4 @@
-"""Images with flat areas (issue 12), shared by tests/test_native_flat.py and the bench scripts
+"""Images with flat areas (issue 12), shared by tests/metrics/native/test_native_flat.py and the bench scripts
 (bench/gpu_flat_check.py, bench/native_agreement.py, ...). Made from skimage's sample images:
 nothing here needs ../shared, and importing this module has no side effects (unlike conftest)."""
 

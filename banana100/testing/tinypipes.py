@@ -5,7 +5,7 @@ Each builder returns a pipeline whose components have the real classes of the re
 (Flux2Pipeline, QwenImageEditPlusPipeline) but a few random weights, as diffusers' own fast
 tests build them; the Hub tokenizers are replaced by a byte-level BPE tokenizer made here, with
 each model's special tokens and a short chat template. Importing diffusers takes ~10 s: build
-them once per test session (see the fixtures in tests/test_open_editor.py).
+them once per test session (see the fixtures in tests/chains/test_open_editor.py).
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ _NATIVE_NOTES = {
         "other images in its batch. The worst case, pepper_1 (score 0.75), is a fit's shape value "
         "landing on the other side of a 0.001 step of the lookup grid: pyiqa's float32 ratio and the "
         "native one straddle the step, and pyiqa run in float64 lands where the native code does "
-        "(tests/test_native_brisque.py). The bound that holds is therefore: within 1e-2 of "
+        "(tests/metrics/native/test_native_brisque.py). The bound that holds is therefore: within 1e-2 of "
         "max(|pyiqa|, 1) of pyiqa's float32 score, or, where a shape straddles a grid step, of pyiqa's "
-        "score computed in float64 (tests/test_stored_pyiqa_scores.py); the float32 difference alone "
+        "score computed in float64 (tests/metrics/test_stored_pyiqa_scores.py); the float32 difference alone "
         "has no such bound (one step of one of the 36 features' shapes moves the regressor's output). "
         "Seen on a held-out photograph (issue 25; about 1 % flat windows, not in this repository): 0.026 "
         "from pyiqa's float32 score on a score near 1 (2.4 %), the same grid-step effect; so against "
@@ -90,7 +90,7 @@ windows (the Parquet files of `banana100 score` have a `flat_share` column); {wa
     if n not in ("piqe", "nrqm"):
         text += """- **mode="pyiqa"** (default): in those windows the native code recomputes the coefficients with
   pyiqa's own convolution arithmetic, so scores match pyiqa on the same device (flat patches at
-  every grey level 0-255, skimage's synthetic images, clipped photos: tests/test_native_flat.py;
+  every grey level 0-255, skimage's synthetic images, clipped photos: tests/metrics/native/test_native_flat.py;
   on CPU; the CUDA check, bench/gpu_flat_check.py, has not run on a GPU yet). pyiqa's own score
   there can depend on its convolution backend (oneDNN on or off, cuDNN, TF32).
 """

@@ -161,7 +161,7 @@ _INPUT_NOTES = {
 }
 
 # Agreement of pyiqa (and so of this module) with the original implementation, measured by
-# tests/test_reference_scores.py on the images in ../shared/reference-images.
+# tests/metrics/test_reference_scores.py on the images in ../shared/reference-images.
 def metric_description(name: str) -> str:
     """One paragraph on what the metric measures (used by the card and the module's info)."""
     spec = get_metric(name)
@@ -511,7 +511,7 @@ def _uniform_note(spec) -> str:
         return spec.uniform_note
     if spec.uniform == "scored":
         return ("scored like any other image: the network returns a number (finite for the archs checked "
-                "with random weights, `tests/test_degenerate_inputs.py`); whether it means anything for a blank "
+                "with random weights, `tests/metrics/test_degenerate_inputs.py`); whether it means anything for a blank "
                 "image depends on the trained weights.")
     return f"{spec.uniform}."
 

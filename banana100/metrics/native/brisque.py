@@ -13,7 +13,7 @@ slower on CPU). Where a window is flat (or an exact ramp) the MSCN coefficient i
 leftover whose sign the AGGD fits count (a large flat area moves the score by tens of per cent:
 BENCHMARKS.md, "Flat areas"):
 there, and only there, the coefficient is computed with pyiqa's own float32 conv2d arithmetic
-(`repair.repair_leftovers`; every grey level: tests/test_native_flat.py). On GPUs the whole
+(`repair.repair_leftovers`; every grey level: tests/metrics/native/test_native_flat.py). On GPUs the whole
 filtering is pyiqa's 2-D conv2d, one image a call. pyiqa's float32 rounding (mostly in the SVR sum) moves its
 own score by a few 1e-3 absolute with the batch it sits in, so scores differ by ~1e-4 to 1e-3
 relative, and by up to ~1e-2 absolute near zero (I04.bmp: pyiqa -0.1152, here -0.1069, pyiqa

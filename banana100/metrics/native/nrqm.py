@@ -19,7 +19,7 @@ Modes: "pyiqa" reproduces pyiqa 0.1.16's `nrqm` (YIQ luma rounded in float32, no
 "official" is the same computation in float64 on MATLAB's `rgb2gray` of the uint8 image (the
 original `feature_all.m` is not at hand; rgb2gray is assumed, its weights being those of the YIQ
 luma with which pyiqa lands within 0.3 % of the published scores). Unverified until
-NRQM_model.mat is available (tests/test_native_nrqm.py, `needs_weights`).
+NRQM_model.mat is available (tests/metrics/native/test_native_nrqm.py, `needs_weights`).
 """
 
 from __future__ import annotations

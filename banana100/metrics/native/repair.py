@@ -6,7 +6,7 @@ arithmetic, not the image. The batched primitives (`matlab`, `nss`) compute fast
 order; this module finds those leftovers (`leftover_bound`, the flat shares) and puts pyiqa's own
 values there, computed with the arithmetic of pyiqa's whole-image `F.conv2d` calls at chosen
 pixels (`conv2d_at`) or in the row strips that hold them (`conv2d_rows`). The native snapshot
-(tests/test_native_snapshot.py) holds every score bit for bit.
+(tests/metrics/native/test_native_snapshot.py) holds every score bit for bit.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def conv2d_rows(x: torch.Tensor, weight: torch.Tensor, need: torch.Tensor) -> to
 # of two from AT_MIN_CHUNK (a photo has a few hundred leftovers: a 1024-window call for 130 of
 # them cost 4x the convolution). A single window goes through other CPU code that sums in another
 # order (measured in float64); calls of AT_MIN_CHUNK windows and more round as the whole-image
-# call (float32 and float64, 5x5 to 11x11 windows, 1 and 2 threads: tests/test_native_flat.py).
+# call (float32 and float64, 5x5 to 11x11 windows, 1 and 2 threads: tests/metrics/native/test_native_flat.py).
 AT_CHUNK = 1024
 AT_MIN_CHUNK = 16
 
@@ -72,7 +72,7 @@ def conv2d_at(padded: torch.Tensor, weight: torch.Tensor, index: torch.Tensor, s
     padded with zero windows to `at_chunks`' size): on CPU each output then gets the same arithmetic, bit for bit,
     as in the one-image call over the whole picture that pyiqa makes (measured for float32 and
     float64, 5x5 and 7x7 windows, images from 16x16 to 2048x1536, one and two threads:
-    tests/test_native_flat.py). Costs K windows, not the whole image.
+    tests/metrics/native/test_native_flat.py). Costs K windows, not the whole image.
     """
     rows = _window_rows(padded, weight, index)
     w = weight.to(padded.dtype)

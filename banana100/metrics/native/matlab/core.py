@@ -39,7 +39,7 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, groups: int = 1) -> torch.Tens
     pair at 2K runs about 2x faster in strips of `CONV_STRIP_BYTES` (bench/bench_conv.py). So on
     CPU each image goes alone (a batched float32 call can round differently from the one-image
     calls pyiqa makes) and, when large, in strips: every output pixel gets the arithmetic of the
-    single call (tests/test_native_common.py checks it). In float32, oneDNN switches algorithm
+    single call (tests/metrics/native/test_native_common.py checks it). In float32, oneDNN switches algorithm
     for large images with 3-wide or 1-row kernels, which strips would not reproduce to the last
     bit, so float32 strips are used only for kernels of 5x5 and up. GPUs take the whole call.
     """
@@ -100,7 +100,7 @@ def pyiqa_y_channel(x: torch.Tensor, color_space: str = "yiq") -> torch.Tensor:
     that land on .5 depends on that float32 arithmetic, so it is repeated here as pyiqa does it
     (same weights, same matmul) before going to float64. On CPU only the weights' first column
     goes into the matmul: pyiqa's Y column bit for bit (every one of the 2^24 RGB triples,
-    tests/test_native_common.py) and ~25x faster at 512 px than the 3-column product, whose
+    tests/metrics/native/test_native_common.py) and ~25x faster at 512 px than the 3-column product, whose
     3-wide output takes a slow BLAS path (bench/bench_y_channel.py).
     """
     x = x.to(torch.float32)

@@ -1,0 +1,114 @@
+"""`banana100 generate`: make degradation chains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from banana100.cli.common import command, COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_INT
+from banana100.cli.common import check_steps
+from banana100.errors import UsageError
+from banana100.chains.editors import gemini  # its defaults are the options' defaults
+
+
+def add_parser(sub) -> None:
+    g = command(sub, "generate", "make degradation chains (resumable: rerun the same command)")
+    g.add_argument(
+        "--editor", default="simulated",
+        help="editor: simulated (offline model of the effect), gemini (Nano Banana) or diffusers (an open "
+             "editor on your own GPU: FLUX.2, Qwen-Image-Edit, Kontext; see docs/open-editors.md)"
+    )
+    g.add_argument(
+        "--model",
+        default=None,
+        help=f"gemini model id: {gemini.DEFAULT_MODEL} (Nano Banana Pro, the default) or "
+        f"{gemini.FAST_MODEL} (Nano Banana 2, fast); diffusers: a Hub id or local pipeline folder (required)",
+    )
+    g.add_argument(
+        "--base-url", default=None, help="gemini: API base URL (default: $GOOGLE_GEMINI_BASE_URL, else Google's)"
+    )
+    g.add_argument("--sources", required=True, type=Path, help="folder of source images (required)")
+    g.add_argument("--setting", default="replicate", help="setting name from generation/settings.yaml")
+    g.add_argument("--steps", type=POSITIVE_INT, default=100, help="edit steps per chain")
+    g.add_argument("--repeats", type=POSITIVE_INT, default=1, help="chains per source image")
+    g.add_argument("--concurrency", type=POSITIVE_INT, default=4, help="chains run at once")
+    g.add_argument("--seed", type=int, default=0, help="base seed (each chain and step derives its own)")
+    g.add_argument("--out", required=True, type=Path, help="run folder (required)")
+    g.add_argument("--max-cost", type=NON_NEGATIVE, default=None,
+                   help="USD cap on the estimated spend of the run folder; stops cleanly (default: no cap)")
+    g.add_argument("--rpm", type=POSITIVE, default=None,
+                   help="client-side rate limit, requests per minute, all chains (default: no limit)")
+    g.add_argument("--dry-run", action="store_true", help="show chains, steps, cost estimate and prompts; call nothing")
+    g.add_argument("--retry-stopped", action="store_true", help="retry chains the editor stopped (safety blocks)")
+    g.add_argument("--chat", default="different", metavar="different|same",
+                   help="different: a fresh request per step (the paper's protocol); same: one conversation per "
+                   "chain, each request resends the earlier turns (gemini); 'different,same' makes both")
+    g.add_argument("--timeout", type=POSITIVE, default=gemini.TIMEOUT_S, help="gemini: seconds per request before retrying")
+    g.add_argument("--max-attempts", type=POSITIVE_INT, default=gemini.MAX_ATTEMPTS,
+                   help="gemini: calls per step on transient faults")
+    g.add_argument("--safety-retries", type=COUNT, default=gemini.SAFETY_RETRIES,
+                   help="gemini: new-seed retries after safety blocks")
+    g.add_argument("--device", default=None, help="diffusers: cpu, cuda, cuda:N (default: cuda when available)")
+    g.add_argument("--dtype", default=None, help="diffusers: bfloat16 (default on GPU) or float32 (default on CPU)")
+    g.add_argument("--cpu-offload", action="store_true",
+                   help="diffusers: model CPU offload (each model on the GPU only while it runs; less memory, slower)")
+    g.add_argument("--vae-tiling", action="store_true", help="diffusers: decode in tiles (large images in less memory)")
+    g.add_argument("--size", choices=("source", "native"), default="source",
+                   help="diffusers: output size: keep the source's (rounded down to a multiple of 16) or the "
+                        "model's native ~1 MP at the source's aspect ratio")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=1,
+                   help="diffusers: most chains' images per pipeline call (default 1). FLUX.2 pipelines batch "
+                        "the same step of several chains, at most --concurrency (Qwen-Image-Edit and Kontext take "
+                        "1). At real sizes a GPU gains nothing per image (H200, batch 4: x1.00 for FLUX.2 [dev]'s "
+                        "denoiser, x1.02 for Qwen-Image-Edit's; docs/open-editors.md): use more GPUs (torchrun) "
+                        "instead. A batched chain is reproducible only up to float rounding")
+    g.add_argument("--inference-steps", type=POSITIVE_INT, default=None,
+                   help="diffusers: denoising steps per edit (default: the pipeline's, 50 for FLUX.2 and "
+                        "Qwen-Image-Edit; 4 for step-distilled models, docs/open-editors.md); fixed for the run "
+                        "folder, like --model and --seed: a resume must give the same (or leave it out again)")
+    g.add_argument("--guidance", type=NON_NEGATIVE, default=None,
+                   help="diffusers: guidance scale (default: the pipeline's); fixed for the run folder, as "
+                        "--inference-steps")
+    g.set_defaults(func=run)
+
+
+def run(args) -> None:
+    from banana100.chains.editors import make_editor
+    from banana100.chains.runner import generate_chains
+
+    options = {}
+    if args.editor.strip().lower() == "gemini":
+        options = {
+            "base_url": args.base_url,
+            "timeout_s": args.timeout,
+            "max_attempts": args.max_attempts,
+            "safety_retries": args.safety_retries,
+        }
+        if args.model:  # else the editor's default model
+            options["model"] = args.model
+    elif args.editor.strip().lower() == "diffusers":
+        if args.base_url:
+            raise UsageError("--base-url applies to the gemini editor, not diffusers")
+        options = {
+            "model": args.model, "device": args.device, "dtype": args.dtype, "cpu_offload": args.cpu_offload,
+            "vae_tiling": args.vae_tiling, "size": args.size, "max_batch": args.batch_size,
+            "num_inference_steps": args.inference_steps, "guidance_scale": args.guidance,
+        }
+    elif args.model or args.base_url:
+        raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
+    editor = make_editor(args.editor, **options)
+    summary = generate_chains(
+        editor,
+        sources=args.sources,
+        setting=args.setting,
+        steps=args.steps,
+        repeats=args.repeats,
+        out_dir=args.out,
+        concurrency=args.concurrency,
+        seed=args.seed,
+        max_cost=args.max_cost,
+        rpm=args.rpm,
+        dry_run=args.dry_run,
+        retry_stopped=args.retry_stopped,
+        chat=args.chat,
+    )
+    print(summary)

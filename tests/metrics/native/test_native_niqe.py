@@ -1,0 +1,109 @@
+"""Native NIQE: equal to pyiqa (mode "pyiqa") and to LIVE's MATLAB release (mode "official")."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+from fixtures.repopaths import REFERENCE_IMAGES
+from fixtures.nativetools import IMAGE_NAMES, colour_and_grey_crops, image, rel
+
+from banana100.metrics.native import niqe
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture
+def files(iqa_params):
+    return {niqe.PARAM_FILE: iqa_params / niqe.PARAM_FILE}
+
+
+@pytest.fixture
+def pyiqa_niqe(iqa_params):
+    import pyiqa
+
+    return pyiqa.create_metric(
+        "niqe", pretrained_model_path=str(iqa_params / niqe.PARAM_FILE), device="cpu"
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", IMAGE_NAMES)
+def test_reference_images_equal_pyiqa(files, pyiqa_niqe, name):
+    x = image(name)
+    assert (
+        rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-5
+    )  # the contract: 1e-3
+
+
+def _synthetic() -> torch.Tensor:
+    """Flat patches, saturation and ramps (where MSCN is rounding noise) plus texture."""
+    g = torch.Generator().manual_seed(7)
+    h, w = 211, 305
+    ramp = torch.linspace(0, 1, w).expand(h, w)
+    img = torch.stack([ramp, ramp.flip(-1), torch.full((h, w), 0.5)])
+    img[:, 100:, :150] = torch.rand(3, h - 100, 150, generator=g)
+    img[:, :60, 200:] = 1.0
+    img[:, 150:, 250:] = 0.0
+    return (img * 255).round().div(255).to(torch.float32)[None]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "label, x", list(colour_and_grey_crops(((96, 96), (97, 131), (193, 97)), top=40, left=70)), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_odd_sizes_and_grey_equal_pyiqa(files, pyiqa_niqe, label, x):
+    assert rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-5
+
+
+@pytest.mark.integration
+def test_flat_areas_and_ramps_equal_pyiqa(files, pyiqa_niqe):
+    # On ramps the half-scale MSCN is rounding noise; pyiqa resizes in float32, so its noise is
+    # not ours: 1.5e-4 apart here (real images: ~1e-7)
+    x = _synthetic()
+    assert rel(niqe.build(files, "pyiqa")(x), pyiqa_niqe(x)) < 1e-3
+
+
+def test_official_matches_live_matlab(files):
+    with open(REFERENCE_IMAGES / "tid2013" / "official_scores.csv") as f:
+        row = next(
+            r
+            for r in csv.DictReader(line for line in f if not line.startswith("#"))
+            if r["metric"] == "niqe"
+        )
+    model = niqe.build(files, "official")
+    for name in ("I03.bmp", "I04.bmp"):
+        official = float(row[name])
+        assert (
+            abs(model(image(name)).item() - official) / official < 0.005
+        )  # measured: -0.07 %, 0.0000 %
+
+
+def test_batch_equals_one_at_a_time(files):
+    model = niqe.build(files, "pyiqa")
+    batch = torch.cat(
+        [image(n)[..., 50:250, 100:400] for n in ("I03.bmp", "I04.bmp", "I01.BMP")]
+    )
+    one = torch.cat([model(batch[i : i + 1]) for i in range(3)])
+    assert torch.allclose(model(batch), one, rtol=1e-12, atol=0)
+
+
+def test_module_contract(files):
+    model = niqe.build(files, "official")
+    names = {n for n, _ in model.named_buffers()}
+    assert {"mu_pristine", "cov_pristine", "window"} <= names
+    assert all(b.dtype == torch.float64 for b in model.buffers())
+    x = image("I04.bmp")[..., :100, :200]
+    before = model(x)
+    moved = model.to(torch.device("cpu"))
+    assert moved.mu_pristine.device == x.device
+    out = moved(x)
+    assert out.dtype == torch.float64 and out.shape == (1,) and torch.equal(out, before)
+
+
+def test_too_small_and_bad_mode(files):
+    with pytest.raises(ValueError, match="at least 96x96"):
+        niqe.build(files, "pyiqa")(torch.rand(1, 3, 95, 200))
+    with pytest.raises(ValueError, match="mode"):
+        niqe.build(files, "matlab")
