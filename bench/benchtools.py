@@ -3,7 +3,7 @@ current results file. A script run as `python bench/<script>.py` imports this mo
 neighbour; the library (`banana100`, its test images in `banana100.testing`) comes from the
 installed (editable) package: no script edits sys.path.
 
-    from benchtools import PARAMS, REPO, best_time, write_results
+    from bench.benchtools import PARAMS, REPO, best_time, write_results
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from banana100.fileio import write_file_atomic
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+RESULTS = BENCH / "results"  # one folder per topic, as the scripts are laid out
 SHARED = REPO.parent / "shared"  # the read-only folder beside the repository (parameter files, reference images)
 PARAMS = SHARED / "iqa-params"
 
@@ -44,8 +45,10 @@ def environment() -> dict:
 
 
 def results_path(script: str, suffix: str = "") -> Path:
-    """bench/results_<script><suffix>.json: one current file per script (git keeps the old ones)."""
-    return BENCH / f"results_{Path(script).stem.removeprefix('bench_')}{suffix}.json"
+    """bench/results/<topic>/<script><suffix>.json for the script at bench/<topic>/<script>.py
+    (`bench_` dropped): one current file per script (git keeps the old ones)."""
+    script = Path(script)
+    return RESULTS / script.parent.name / f"{script.stem.removeprefix('bench_')}{suffix}.json"
 
 
 def write_results(path: Path, results: dict) -> Path:

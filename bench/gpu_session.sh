@@ -29,7 +29,7 @@ if [ "$device" = cuda ] && [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 if [ ! -e ../shared ] && [ -d .gpu-carry/shared ]; then ln -s "$PWD/.gpu-carry/shared" ../shared; fi
-export PYTHONPATH=$PWD/bench:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 [ -d ../shared/iqa-params ] && export BANANA100_WEIGHTS=${BANANA100_WEIGHTS:-$(cd ../shared/iqa-params && pwd)}
 PY=${PYTHON:-python3}
 
@@ -59,22 +59,22 @@ fi
 # issue 30 part 2: the engine against the model alone at 2K (and the engine before issue 30 beside it),
 # over several batches: the upload of batch k+1 overlaps the compute of batch k only then
 base=(); [ -f bench/engine_before_4fc4520.py ] && base=(--baseline bench/engine_before_4fc4520.py)
-step engine_overhead 100 "$PY" bench/bench_engine_overhead.py --device "$device" "${base[@]}" \
+step engine_overhead 100 "$PY" -m bench.engine.bench_engine_overhead --device "$device" "${base[@]}" \
   --out "$OUT/r/engine_overhead.json" ${GPU_OVERHEAD_ARGS:---n 32 --batch-size 8 --side 2048 --rounds 2 --metrics piqe,brisque,niqe,ilniqe,edit_damage}
 # fast against exact and CUDA against CPU per metric: the cards' precision data
-step precision 80 "$PY" bench/gpu_precision_check.py --device "$device" --out "$OUT/r/precision.json" \
+step precision 80 "$PY" -m bench.gpu.gpu_precision_check --device "$device" --out "$OUT/r/precision.json" \
   --card-data "$OUT/r/precision_fast.json" ${GPU_PRECISION_ARGS:---side 512 --n 2 --metrics piqe,niqe,brisque,ilniqe,edit_damage --deep cnniqa,dbcnn,maniqa,liqe,clipiqa}
 # every metric: engine beside pyiqa's loop and the model alone, the projection for 28,000 images
-step gpu_check 200 "$PY" bench/gpu_check.py --device "$device" --out "$OUT/r/gpu_check" \
+step gpu_check 200 "$PY" -m bench.gpu.gpu_check --device "$device" --out "$OUT/r/gpu_check" \
   ${GPU_CHECK_ARGS:---metrics all --sizes 2048 --n 32 --max-seconds 9 --vs-cpu off --gpus 1,2,4,8}
 # the deep metrics again under --precision fast: the projection a user who opts in gets (MANIQA's
 # exact float32 caps it near 12 img/s at 2K)
-step gpu_check_fast 150 "$PY" bench/gpu_check.py --device "$device" --precision fast --out "$OUT/r/gpu_check_fast" \
+step gpu_check_fast 150 "$PY" -m bench.gpu.gpu_check --device "$device" --precision fast --out "$OUT/r/gpu_check_fast" \
   ${GPU_CHECK_FAST_ARGS:---metrics deep --sizes 2048 --n 32 --max-seconds 9 --vs-cpu off --gpus 1,2,4,8}
-step cnniqa_maniqa 40 "$PY" bench/bench_cnniqa_maniqa.py --device "$device" --out "$OUT/r/cnniqa_maniqa.json" \
+step cnniqa_maniqa 40 "$PY" -m bench.engine.bench_cnniqa_maniqa --device "$device" --out "$OUT/r/cnniqa_maniqa.json" \
   ${GPU_FAST_ARGS:---cnniqa-sizes 2048 --maniqa-sizes 2048 --maniqa-crops 20 --batch 8}
-step vlm 150 "$PY" bench/gpu_vlm_check.py --device "$device" --out "$OUT/r/gpu_vlm_check.json" ${GPU_VLM_ARGS:-}
-step editors 120 "$PY" bench/bench_editor_forward.py --device "$device" --repeats 2 --gpu-usd-per-hour 3.50 \
+step vlm 150 "$PY" -m bench.gpu.gpu_vlm_check --device "$device" --out "$OUT/r/gpu_vlm_check.json" ${GPU_VLM_ARGS:-}
+step editors 120 "$PY" -m bench.generation.bench_editor_forward --device "$device" --repeats 2 --gpu-usd-per-hour 3.50 \
   --out "$OUT/r/editor_forward.json" ${GPU_EDITOR_ARGS:-}
 tar czf "$OUT/results.tar.gz" -C "$OUT" r summary.txt 2>/dev/null
 cat "$OUT/summary.txt"

@@ -69,7 +69,7 @@ def test_a_script_beside_the_clone_imports_the_library(tmp_path):
 
 
 def test_scoring_needs_neither_datasets_nor_evaluate():
-    """A GPU machine gets only what scoring needs (bench/gpu_check.py there): the engine imports and
+    """A GPU machine gets only what scoring needs (bench/gpu/gpu_check.py there): the engine imports and
     scores with `datasets` and `evaluate` unimportable."""
     code = ("import sys; sys.modules['datasets'] = sys.modules['evaluate'] = None\n"
             "import numpy as np\n"

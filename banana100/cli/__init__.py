@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from banana100 import __version__, about, extras
+from banana100 import __version__, extras
 from banana100.cli import (
     build_dataset, demo, generate, import_chains, publish_metrics, push, report, score, verify, weights,
 )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from banana100.cli.common import command, COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_INT
-from banana100.cli.common import check_steps
 from banana100.errors import UsageError
 from banana100.chains.editors import gemini  # its defaults are the options' defaults
 

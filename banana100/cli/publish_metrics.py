@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from banana100 import about
 from banana100.cli.common import command
 
 

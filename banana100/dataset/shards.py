@@ -8,7 +8,7 @@ schema with its `huggingface` metadata, image bytes stored uncompressed and PLAI
 index, content-defined chunking; row groups of at most 100 rows and about 100 MB, shards of at
 most 500 MB (the Hub's recommendation). Writing streams: at most one row group of image bytes is
 held in memory (per process). The layout was chosen by measurement against raw files and
-WebDataset shards: bench/dataset_layout.py, BENCHMARKS.md ("Dataset layout").
+WebDataset shards: bench/dataset/dataset_layout.py, BENCHMARKS.md ("Dataset layout").
 
 Each finished shard is journalled (`JOURNAL_NAME` in its folder) with a key of its rows
 (records, hence image hashes); writing the same rows into the folder again, after an

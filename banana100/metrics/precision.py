@@ -8,7 +8,7 @@ forward pass and restores them afterwards (also when the pass raises), through t
 there once the two APIs were mixed) and the old flags before it.
 
 "fast" allows TF32 (and, for the deep metrics on a GPU, bfloat16 autocast: `autocast_dtype`);
-its error against "exact" is measured per metric by bench/gpu_precision_check.py and stated on
+its error against "exact" is measured per metric by bench/gpu/gpu_precision_check.py and stated on
 each card (banana100/metrics/precision_fast.json).
 """
 
@@ -131,7 +131,7 @@ def autocast_dtype(precision: str, device: torch.device, half: bool = False) -> 
 
 def fast_errors() -> dict:
     """The measured error of "fast" against "exact" per metric (precision_fast.json, written from
-    bench/gpu_precision_check.py's output on a GPU); {} until measured."""
+    bench/gpu/gpu_precision_check.py's output on a GPU); {} until measured."""
     try:
         text = resources.files("banana100.metrics").joinpath("precision_fast.json").read_text()
     except FileNotFoundError:

@@ -76,9 +76,9 @@ class MetricSpec:
     # How pyiqa's arch sizes its input (the engine never resizes): prose for the card.
     resize: str = "none: the whole image at its own size"
     # Peak GPU memory (GiB) for one 1024x1024 and one 2048x2048 image, measured by
-    # bench/gpu_check.py; None until measured.
+    # bench/gpu/gpu_check.py; None until measured.
     gpu_memory_gib: tuple[float | None, float | None] = (None, None)
-    # Largest |half - float| seen by bench/gpu_check.py when half precision is allowed; None: never half.
+    # Largest |half - float| seen by bench/gpu/gpu_check.py when half precision is allowed; None: never half.
     half_tolerance: float | None = None
     original_code: str = ""  # the authors' repository
     # True: scored by default with the batched torch code in `banana100.metrics.native` (backend
@@ -92,7 +92,7 @@ class MetricSpec:
     # min_size of the deep metrics: the smallest square side pyiqa 0.1.16's arch scores without
     # error, measured on the archs built with random weights (banana100/testing/untrained.py); size
     # handling does not depend on the weights. Of the hand-crafted metrics: the smallest
-    # meaningful side, measured by bench/bench_min_size.py (PIQE, NIQE, BRISQUE, IL-NIQE) or
+    # meaningful side, measured by bench/metrics/bench_min_size.py (PIQE, NIQE, BRISQUE, IL-NIQE) or
     # from the feature stage (NRQM, PI); `min_size_note` says how, for the card.
     min_size_note: str = ""
     # Smallest side pyiqa 0.1.16 accepts without raising, when below min_size (tests check it).
@@ -172,9 +172,9 @@ _NIQE_SHA = "fa2aa4d12dd9595c3fb6bf8b4e1a15c79d5d1469238d0901c88dead195be578d"
 # model file. PI adds NIQE's 96 px plus its 8-px shave.
 _NRQM_MIN = 84
 _PI_MIN = 104
-# Smallest meaningful side of PIQE, NIQE, BRISQUE and IL-NIQE, measured by bench/bench_min_size.py
-# (bench/results_min_size.json, BENCHMARKS.md) on crops of five natural images.
-_CRITERION = ("the criterion of bench/bench_min_size.py: crops of natural images keep their ranking when "
+# Smallest meaningful side of PIQE, NIQE, BRISQUE and IL-NIQE, measured by bench/metrics/bench_min_size.py
+# (bench/results/metrics/min_size.json, BENCHMARKS.md) on crops of five natural images.
+_CRITERION = ("the criterion of bench/metrics/bench_min_size.py: crops of natural images keep their ranking when "
               "moved by 2 px (Spearman rho >= 0.8 between the two scores) and no crop scores NaN, at that "
               "side and every larger one measured")
 _MEASURED = ("{side} px, measured by " + _CRITERION + "; at {below} px it fails. pyiqa 0.1.16 accepts images "
@@ -233,11 +233,11 @@ _SPECS = [
         files=(WeightFile("niqe_modelparameters.mat", sha256=_NIQE_SHA, size=8_347, licence=LIVE),),
         min_size=96, path_kwarg="pretrained_model_path",
         min_size_note="96 px is NIQE's patch size (pyiqa raises below it); from 96 px up the score passes "
-                      + _CRITERION + " (rho 0.99 at 96 px; bench/bench_min_size.py, BENCHMARKS.md).",
+                      + _CRITERION + " (rho 0.99 at 96 px; bench/metrics/bench_min_size.py, BENCHMARKS.md).",
         uniform="undefined",
         uniform_note="undefined (ScoreUndefinedError for that image): every patch of a uniform image has zero "
                      "variance, so the fitted Gaussian model is degenerate. pyiqa 0.1.16 raises torch's "
-                     "LinAlgError (SVD did not converge) and fails the whole call; the native code gives NaN (bench/probe_uniform.py).",
+                     "LinAlgError (SVD did not converge) and fails the whole call; the native code gives NaN (bench/metrics/probe_uniform.py).",
         paper="Mittal A., Soundararajan R., Bovik A. C., Making a 'completely blind' image quality analyzer, IEEE SPL 2013.",
         citation="@article{mittal2013niqe, title={Making a ``completely blind'' image quality analyzer}, author={Mittal, Anish and Soundararajan, Rajiv and Bovik, Alan C}, journal={IEEE Signal Processing Letters}, volume={20}, number={3}, pages={209--212}, year={2013}}",
     ),
@@ -256,7 +256,7 @@ _SPECS = [
         uniform_note="undefined (ScoreUndefinedError for that image): the MSCN coefficients of a uniform image "
                      "are all zero, and the AGGD fits divide 0 by 0. pyiqa 0.1.16 raises an AssertionError "
                      "for an all-black image, returns NaN for most grey levels and a rounding artefact "
-                     "(108.3 for grey 254) for others; the native code, following pyiqa, does the same (bench/probe_uniform.py).",
+                     "(108.3 for grey 254) for others; the native code, following pyiqa, does the same (bench/metrics/probe_uniform.py).",
         paper="Mittal A., Moorthy A. K., Bovik A. C., No-reference image quality assessment in the spatial domain, IEEE TIP 2012.",
         citation="@article{mittal2012brisque, title={No-reference image quality assessment in the spatial domain}, author={Mittal, Anish and Moorthy, Anush Krishna and Bovik, Alan Conrad}, journal={IEEE Transactions on Image Processing}, volume={21}, number={12}, pages={4695--4708}, year={2012}}",
     ),
@@ -283,7 +283,7 @@ _SPECS = [
         path_kwarg="pretrained_model_path", batchable=False, min_size=_NRQM_MIN, pyiqa_min_size=45,
         min_size_note="84 px: below it the smallest level of NRQM's pyramid has too few 5x5 blocks for the "
                       "forests' 75 features (pyiqa raises under 45 px); measured on the feature stage, which "
-                      "needs no model file. bench/bench_min_size.py measures it by the criterion of the other "
+                      "needs no model file. bench/metrics/bench_min_size.py measures it by the criterion of the other "
                       "hand-crafted metrics where NRQM_model.mat is at hand (it was not on the build machine).",
         uniform="undefined",
         uniform_note="undefined (ScoreUndefinedError for that image): the divisive normalisation of NRQM's "

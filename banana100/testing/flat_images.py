@@ -1,5 +1,5 @@
 """Images with flat areas (issue 12), shared by tests/metrics/native/test_native_flat.py and the bench scripts
-(bench/gpu_flat_check.py, bench/native_agreement.py, ...). Made from skimage's sample images:
+(bench/gpu/gpu_flat_check.py, bench/metrics/native_agreement.py, ...). Made from skimage's sample images:
 nothing here needs ../shared, and importing this module has no side effects (unlike conftest)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """pyiqa's NRQM feature stage, the reference the native NRQM / PI features are checked and timed
-against (tests/metrics/native/test_native_nrqm.py, bench/bench_nrqm_features.py, bench/nrqm_flat_features.py).
+against (tests/metrics/native/test_native_nrqm.py, bench/metrics/bench_nrqm_features.py, bench/metrics/nrqm_flat_features.py).
 Needs pyiqa (the deep extra)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A tiny random Qwen2.5-VL (about 115k parameters) and its processor, built offline; and
-Qwen2.5-VL-7B's architecture with random weights (bench/gpu_vlm_check.py).
+Qwen2.5-VL-7B's architecture with random weights (bench/gpu/gpu_vlm_check.py).
 
 The tokenizer is byte-level BPE with no merges (every byte one token) plus Qwen's special
 tokens; the chat template renders what Qwen2.5-VL's does for one user turn with images.

@@ -1,5 +1,5 @@
 """Tiny random diffusers pipelines built offline (no Hub download), for the open-editor tests
-and bench/bench_open_editor.py.
+and bench/generation/bench_open_editor.py.
 
 Each builder returns a pipeline whose components have the real classes of the released model
 (Flux2Pipeline, QwenImageEditPlusPipeline) but a few random weights, as diffusers' own fast

@@ -1,6 +1,6 @@
 """Every bench/gpu_* script runs on CPU, end to end, at tiny sizes: they cannot rot unseen again.
 
-bench/gpu_check.py stopped at import for weeks (issue 30) because nothing ran it without a GPU.
+bench/gpu/gpu_check.py stopped at import for weeks (issue 30) because nothing ran it without a GPU.
 Each script here is run as the lead runs it on a device machine (a subprocess from the
 repository's root), with CPU flags and tiny sizes; a new bench/gpu_* script needs its line below.
 Timings are printed by the scripts, never checked.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -34,7 +35,7 @@ ELSEWHERE = {"gpu_precision_check.py": "tests/metrics/test_precision.py::test_th
 
 
 def test_every_gpu_script_has_a_smoke_run():
-    assert sorted(p.name for p in (REPO / "bench").glob("gpu_*.py")) == sorted([*SMOKE, *ELSEWHERE])
+    assert sorted(p.name for p in (REPO / "bench" / "gpu").glob("gpu_*.py")) == sorted([*SMOKE, *ELSEWHERE])
     for where in ELSEWHERE.values():
         path, test = where.split("::")
         assert f"def {test}(" in (REPO / path).read_text(), where
@@ -53,7 +54,7 @@ def _run(script: str, tmp_path, out_flag: list[str]) -> subprocess.CompletedProc
         env["BANANA100_WEIGHTS"] = str(PARAMS)
     else:
         env.pop("BANANA100_WEIGHTS", None)
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), *flags, *out_flag], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", f"bench.gpu.{Path(script).stem}", *flags, *out_flag], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc

@@ -263,7 +263,7 @@ def test_the_evaluate_module_takes_precision(weights_from_shared):
 
 @pytest.mark.integration
 def test_the_gpu_precision_script_runs_on_cpu(tmp_path, weights_from_shared):
-    """bench/gpu_precision_check.py, what the lead runs on a GPU, smoke-run on CPU (every difference 0)."""
+    """bench/gpu/gpu_precision_check.py, what the lead runs on a GPU, smoke-run on CPU (every difference 0)."""
     import json
     import subprocess
     import sys
@@ -271,7 +271,7 @@ def test_the_gpu_precision_script_runs_on_cpu(tmp_path, weights_from_shared):
     from fixtures.repopaths import REPO
 
     out = tmp_path / "p.json"
-    subprocess.run([sys.executable, str(REPO / "bench" / "gpu_precision_check.py"), "--device", "cpu", "--metrics",
+    subprocess.run([sys.executable, "-m", "bench.gpu.gpu_precision_check", "--device", "cpu", "--metrics",
                     "piqe", "--side", "256", "--n", "1", "--out", str(out), "--card-data", str(tmp_path / "c.json")],
                    check=True, capture_output=True, cwd=REPO)
     row = json.loads(out.read_text())["rows"][0]

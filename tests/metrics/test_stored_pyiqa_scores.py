@@ -45,7 +45,7 @@ def _slow_ilniqe(metrics):
 
 
 # On CUDA the images without flat windows: there pyiqa's own leftovers, and so its scores, depend
-# on the convolution backend (bench/gpu_flat_check.py measures by how much); the CPU repair
+# on the convolution backend (bench/gpu/gpu_flat_check.py measures by how much); the CPU repair
 # follows pyiqa's CPU arithmetic.
 NOT_FLAT = ("snapshot/0", "snapshot/1", "snapshot/2", "snapshot/10", "tid2013/I03.bmp", "tid2013/I04.bmp",
             "piq/I01.BMP")

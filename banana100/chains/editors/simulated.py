@@ -33,8 +33,8 @@ facts about Nano Banana Pro chains; each default answers one of them, none was c
 metric look bad, and none was changed after looking at metric scores. The defaults date from
 version `simulated-v1` (set by eye on photographs); they were then checked, unchanged, against
 the facts on sources like the paper's (`banana100.synth.GENERATED_SOURCES`: smooth, noise-free,
-flat and textured areas), 1024 px wide, 100 replicate steps (`bench/simulated_facts.py`,
-numbers in `bench/results_simulated_facts.json`):
+flat and textured areas), 1024 px wide, 100 replicate steps (`bench/generation/simulated_facts.py`,
+numbers in `bench/results/generation/simulated_facts.json`):
 
 - `noise_sigma`, `chroma_noise_sigma` <- "static noise grows step after step; people see it by
   steps 5-10". Measured as `grain_in_flat_areas` (new fine grain in the source's flat areas): 1.6-2.0
@@ -98,7 +98,7 @@ DELAY_ENV = "BANANA100_SIMULATED_DELAY_S"
 
 #: Grain (`grain_in_flat_areas`, grey levels) taken as "visible to people" on a flat area at 1:1.
 #: An assumption, not a measurement: the threshold is a few grey levels, and where exactly it lies
-#: depends on screen and viewer; bench/simulated_facts.py reports the steps for 2, 3 and 4 levels.
+#: depends on screen and viewer; bench/generation/simulated_facts.py reports the steps for 2, 3 and 4 levels.
 VISIBLE_GRAIN = 3.0
 
 # Direction of the per-step colour drift (R, G, B): toward green, a little away from magenta.
@@ -133,7 +133,7 @@ class SimulatedEditor(Editor):
 
     With the defaults, on sources like the paper's, fine grain in flat areas reaches 3 grey levels
     by steps 3-5 and 4 by steps 6-9, and the green tint grows from a few grey levels at step 10 to
-    tens at step 100 (module doc; bench/simulated_facts.py). One 512x512 step takes about 35-50 ms
+    tens at step 100 (module doc; bench/generation/simulated_facts.py). One 512x512 step takes about 35-50 ms
     on one CPU core.
     """
 
@@ -349,7 +349,7 @@ def grain_in_flat_areas(source: np.ndarray, image: np.ndarray, flat_gradient: fl
     part; the measure is the std of the image's minus the source's, over the pixels where the
     source's smoothed gradient is below `flat_gradient` grey levels per pixel (sky, walls,
     gradients: where people see grain first). Used to check the editor against the paper's
-    "people see the noise by steps 5-10" (bench/simulated_facts.py); NaN without flat areas.
+    "people see the noise by steps 5-10" (bench/generation/simulated_facts.py); NaN without flat areas.
     """
     from scipy.ndimage import gaussian_filter
 

@@ -74,7 +74,7 @@ def _units() -> str:
 def _ladders(r: dict) -> str:
     lad = r.get("ladders")
     if not lad:
-        return "Not measured yet: run `python bench/validate_edit_damage.py --part ladders`."
+        return "Not measured yet: run `python -m bench.detector.validate_edit_damage --part ladders`."
     n = len(next(iter(lad.values()))["images"])
     lines = [f"On {n} photographs (skimage.data's; the reference images in `../shared/reference-images` "
              f"when present, less its distorted copies: pepper_1..4 and TID2013's I03; and the photographs that "
@@ -110,7 +110,7 @@ def _mean(values: list) -> float | None:
 def _clean(r: dict) -> str:
     c = r.get("clean_vs_step5")
     if not c:
-        return "Not measured yet: run `python bench/validate_edit_damage.py --part clean`."
+        return "Not measured yet: run `python -m bench.detector.validate_edit_damage --part clean`."
     lines = ["| clean content | images | min | median | max |", "| --- | --- | --- | --- | --- |"]
     for kind, v in c["per_kind"].items():
         lines.append(f"| {kind} | {v['n']} | {v['min']:.2f} | {v['median']:.2f} | {v['max']:.2f} |")
@@ -152,7 +152,7 @@ _FIGURES_HEAD = ("| chains | n | `edit_damage_rel` failed | `edit_damage_rel` AU
 def _protocol(r: dict) -> str:
     p = r.get("simulated_protocol")
     if not p or "all settings" not in p:
-        return "Not measured yet: run `python bench/validate_edit_damage.py --part protocol`."
+        return "Not measured yet: run `python -m bench.detector.validate_edit_damage --part protocol`."
     a = r.get("simulated_protocol_args", {})
     lines = [f"{a.get('steps', '?')}-step chains of the simulated editor from {', '.join(a.get('sources', []))} "
              f"({a.get('side', '?')} px), one per source and setting; the paper's protocol (steps 1 -> 5, 10, 20) "
@@ -173,8 +173,8 @@ def _protocol(r: dict) -> str:
 def _heldout(r: dict) -> str:
     h = r.get("heldout_chains")
     if not h:
-        return "Not measured yet: run `python bench/validate_edit_damage.py --part heldout`."
-    lines = [f"{h.get('steps', 20)}-step chains of a second damage model (`bench/damage_model_b.py`), one per "
+        return "Not measured yet: run `python -m bench.detector.validate_edit_damage --part heldout`."
+    lines = [f"{h.get('steps', 20)}-step chains of a second damage model (`bench/detector/damage_model_b.py`), one per "
              f"source ({h.get('side', '?')} px drawn sources; photographs at most 512 px). Per chain it shifts and "
              "crops the content by a few pixels (resampled back), adds a lattice of period 5-12 px at a random "
              "angle, grain correlated over 0.6-1.2 px, a magenta or blue drift, and pastes new content once; no "
@@ -203,7 +203,7 @@ def _heldout(r: dict) -> str:
     return "\n".join(lines)
 
 
-# the held-out draws of bench/validate_edit_damage.py (its DRAWS, then FRESH_KEY: its part `fresh`, on other
+# the held-out draws of bench/detector/validate_edit_damage.py (its DRAWS, then FRESH_KEY: its part `fresh`, on other
 # photographs), by results key, in the order they were made, and the name of the group of every photograph among
 # a draw's sources
 FRESH_KEY = "heldout_chains_fifth_draw"
@@ -215,7 +215,7 @@ HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "
                  SIXTH_KEY: "Sixth draw, photographs found after the evenness refit"}
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 FILTER_AUC = 0.9  # the clean-vs-damaged ROC AUC issue 33 asked of the bare score alone
-# the Debian package whose photographs bench/fit_edit_damage.py fits on (the fifth draw holds them too)
+# the Debian package whose photographs bench/detector/fit_edit_damage.py fits on (the fifth draw holds them too)
 FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
 
 
@@ -293,7 +293,7 @@ def heldout_aucs_text(r: dict) -> str:
 def _cost() -> str:
     r = _results("edit_damage_cost.json")
     if not r:
-        return "Not measured yet: run `python bench/bench_edit_damage.py`."
+        return "Not measured yet: run `python -m bench.detector.bench_edit_damage`."
     lines = ["| size | batch | edit_damage / NIQE (wall) | edit_damage / NIQE (CPU time) |", "| --- | --- | --- | --- |"]
     for row in r["rows"]:
         lines.append(f"| {row['size']} px | {row['batch']} | {row['ratio_wall']:.2f} | {row['ratio_cpu']:.2f} |")
@@ -307,7 +307,7 @@ def _alone(r: dict) -> str:
     h, c = r.get("heldout_chains", {}).get("all"), r.get("clean_vs_step5")
     if not h or not c:
         return ("The bare score separates clean from damaged images only weakly on one image alone (run "
-                "`python bench/validate_edit_damage.py` for the figures); use `references=` where you can.")
+                "`python -m bench.detector.validate_edit_damage` for the figures); use `references=` where you can.")
     aucs, by_source = heldout_aucs_text(r), heldout_by_source(r)
     every = min(heldout_aucs(r)) >= FILTER_AUC
     verdict = (f"at or above the {FILTER_AUC} a filter needs on every one (issue 33 asked for it; the fifth draw's "
@@ -376,7 +376,7 @@ and prints each score's terms under its table for up to 10 images.
 
 The grain term's four constants, softness's offset and the bare score's units of the colour cast
 and the lattice (on one image a cast is mostly the scene's light, a lattice may be the content's own;
-`edit_damage_rel` keeps the stated units) are fitted together (`bench/fit_edit_damage.py`: a grid
+`edit_damage_rel` keeps the stated units) are fitted together (`bench/detector/fit_edit_damage.py`: a grid
 search on simulated-editor chains of skimage.data images, drawn sources and the 12 photographs of
 Debian's mate-backgrounds, and those clean images with JPEG copies counted clean and blurred, grainy,
 gridded and tinted copies counted damaged; first the share of ordered pairs in order, each damaged
@@ -454,7 +454,7 @@ From the command line: `banana100 score RUN_OR_DATASET --metrics edit_damage` li
 
 ## Validation
 
-Everything below is written by `nice python bench/validate_edit_damage.py` (all four parts;
+Everything below is written by `nice python -m bench.detector.validate_edit_damage` (all four parts;
 `banana100/metrics/detector/data/edit_damage_validation.json`). **Validated on:** synthetic degradations of known
 strength on public photographs (skimage.data's, and the reference photographs of
 `../shared/reference-images` reported on their own where present), clean images of every kind,
@@ -521,7 +521,7 @@ At most the cost of native NIQE per image was the target:
   lot (a new large textured object) can read as added grain or lattice.
 - The units (0.2 of lattice, 2 levels of cast, 0.1 of softness) are stated round figures; the
   grain term's four constants, its weighing by evenness and softness's offset are fitted together
-  (`bench/fit_edit_damage.py`, on the simulated editor's chains and blurred, grainy, gridded and tinted
+  (`bench/detector/fit_edit_damage.py`, on the simulated editor's chains and blurred, grainy, gridded and tinted
   copies of skimage images, drawn sources and the MATE photographs, none of them held out in (d) but those
   photographs of its fifth draw). Evenness reads a floor that covers the image as grain: film grain or
   sensor noise over the whole of a clean photograph counts in full, as before. Blur lowers the grain term (it removes the fine band faster than

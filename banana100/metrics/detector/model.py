@@ -21,17 +21,17 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
   correlated grain, and its cap keeps dense clean texture (grass reads grain 24 levels) from reading
   as grain; the sum is weighed by evenness (below). These four constants, softness's offset, the bare
   score's units of the cast and the lattice (BARE_UNITS) and the weighing by evenness are the fitted
-  part: bench/fit_edit_damage.py, jointly, on simulated-editor chains and clean skimage.data, drawn
+  part: bench/detector/fit_edit_damage.py, jointly, on simulated-editor chains and clean skimage.data, drawn
   images and 12 photographs (Debian's mate-backgrounds) with blurred, grainy, gridded and tinted
   copies counted damaged and JPEG copies clean (first the share of copies that score above every
-  weaker copy of the same damage and their own source, then the ROC AUC); bench/validate_edit_damage.py
+  weaker copy of the same damage and their own source, then the ROC AUC); bench/detector/validate_edit_damage.py
   reports the figures outside that fit.
 - **evenness** (0-1, no term of its own): how even the grain floor is, sqrt of the mean energy of the
   flattest 2 % of the tiles over that of the flattest 10 % (the floor). Grain an edit adds covers every
   tile, so no tile is much flatter than the floor (about 1); a floor that is content's (a photograph's
   fine detail, dense texture) sits over tiles flatter still, a sky or an out-of-focus background (towards
   0). The bare grain term is multiplied by it: what makes a floor grain is that it covers the image.
-  Weighing by it was chosen by bench/fit_edit_damage.py's rule among the forms with and without it;
+  Weighing by it was chosen by bench/detector/fit_edit_damage.py's rule among the forms with and without it;
   edit_damage_rel compares grain itself.
 - **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
   (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
@@ -60,7 +60,7 @@ each in units where 1 is a stated step of damage, summed into one score (higher 
 
 The other constants (and the units edit_damage_rel uses, UNITS) were set from these stated reasons
 before any validation and were not tuned on the simulated editor's chains
-(bench/validate_edit_damage.py reports, it does not fit).
+(bench/detector/validate_edit_damage.py reports, it does not fit).
 
 `forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after
 it, `last_components` maps each component's name to a (B,) float64 tensor on the input's device. A batch holds images
@@ -91,7 +91,7 @@ UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / un
 # The bare score's units where they differ from the stated ones above (edit_damage_rel keeps those): on
 # one image alone, a cast is mostly the scene's light (warm photographs read 7 to 18 levels, foliage 30) and a
 # lattice may be the content's own (ripples, facades), which a chain's source would tell apart and one
-# image cannot; fitted with the grain term (bench/fit_edit_damage.py, see GRAIN_RATIO)
+# image cannot; fitted with the grain term (bench/detector/fit_edit_damage.py, see GRAIN_RATIO)
 BARE_UNITS = {**UNITS, "colour_cast": (0.0, 16.0), "lattice": (0.05, 0.4)}
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
@@ -105,8 +105,8 @@ TEXTURE_SIGMAS = (2.5, 6.0)  # the coarser band: content's energy there predicts
 # bare grain term = (min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit) x
 # evenness; c is a stated floor (0.3 level) so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS =
 # (cap, unit_a), GRAIN_RATIO = (offset, unit), softness's offset (UNITS), BARE_UNITS' cast and lattice units
-# and the weighing by evenness were fitted jointly, by grid search, by bench/fit_edit_damage.py (results in
-# bench/results_fit_edit_damage.json): first the share of damaged copies scoring above their own clean source
+# and the weighing by evenness were fitted jointly, by grid search, by bench/detector/fit_edit_damage.py (results in
+# bench/results/detector/fit_edit_damage.json): first the share of damaged copies scoring above their own clean source
 # and every weaker copy of the same damage, then the ROC AUC clean vs damaged, on simulated-editor chains
 # (steps 5 and 10) and clean skimage.data, drawn images and 12 photographs (mate-backgrounds) with blurred,
 # grainy, gridded and tinted copies counted damaged and JPEG copies clean. Rerun that script to re-fit and
@@ -156,7 +156,7 @@ def _terms(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_
 
 def combine(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
             units: Mapping[str, tuple[float, float]] = BARE_UNITS, even: bool = True) -> torch.Tensor:
-    """The score: the sum of the terms. The defaults are the shipped constants; bench/fit_edit_damage.py
+    """The score: the sum of the terms. The defaults are the shipped constants; bench/detector/fit_edit_damage.py
     passes its grid's (a cap or unit_a of inf: no cap, no floor term; even=False: grain not weighed by
     evenness)."""
     return sum(_terms(components, floor, ratio, units, even).values())

@@ -3,7 +3,7 @@
 The engine wraps a pyiqa model with `speed_up` when it builds it (`MetricScorer`, `from_model`).
 A wrapper computes pyiqa's forward with the model's own weights (shared, not copied), bit for
 bit on the same device, minus the waste (tests/metrics/engine/test_fastpaths.py checks it on random weights,
-odd sizes included; bench/bench_cnniqa_maniqa.py measures it):
+odd sizes included; bench/engine/bench_cnniqa_maniqa.py measures it):
 
 - CNNIQA (Kang et al., CVPR 2014): pyiqa pools the 50 feature maps with `F.max_pool2d(h, (H, W))`,
   a kernel the size of the whole image, for the max and again on `-h` for the min. A global

@@ -54,7 +54,7 @@ def keep_freed_memory() -> bool:
 
     By default glibc unmaps large freed blocks and trims the heap top, so every image's
     multi-megabyte tensors are page-faulted in afresh: on CPU that was most of the time spent
-    scoring with the hand-crafted metrics (bench/bench_malloc.py). With these settings only
+    scoring with the hand-crafted metrics (bench/engine/bench_malloc.py). With these settings only
     blocks over 256 MiB (a batch of 2K images) are mapped separately, and up to 1 GiB of free
     heap is kept for reuse. Process-wide (forked
     decode workers inherit it), once per process; set BANANA100_MALLOC_TUNING=0 to leave the
@@ -106,7 +106,7 @@ def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str)
     """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum.
 
     The minimum is the metric's smallest meaningful size (the metric table's `min_size`: for the
-    hand-crafted metrics measured by bench/bench_min_size.py), not just what pyiqa accepts.
+    hand-crafted metrics measured by bench/metrics/bench_min_size.py), not just what pyiqa accepts.
     """
     h, w = image.shape[:2] if isinstance(image, np.ndarray) else image
     m = spec.min_size
@@ -147,7 +147,7 @@ class MetricScorer:
         mode: "pyiqa" (pyiqa's scores, the default) or "official" (the original releases'
             scores; native backend only).
         half: run the forward pass under float16 autocast. Only for metrics whose table entry
-            has a measured `half_tolerance` (bench/gpu_check.py --half); refused otherwise.
+            has a measured `half_tolerance` (bench/gpu/gpu_check.py --half); refused otherwise.
         precision: "exact" (the default: IEEE float32, TF32 off whatever torch's global flags)
             or "fast" (TF32 allowed; the deep metrics also under bfloat16 autocast on a GPU);
             its measured error per metric is on the card (`banana100.metrics.precision`).
@@ -218,13 +218,13 @@ class MetricScorer:
     def allow_half(self, measured: bool = True) -> None:
         """Score under float16 autocast from now on.
 
-        `measured=False` skips the table's check; only bench/gpu_check.py uses it, to measure
+        `measured=False` skips the table's check; only bench/gpu/gpu_check.py uses it, to measure
         the tolerance that the table then states.
         """
         if measured and self.spec.half_tolerance is None:
             raise UsageError(
                 f"{self.spec.name}: half precision has not been validated for this metric (no half_tolerance "
-                "in the metric table); measure it with `python bench/gpu_check.py --half` on a GPU first"
+                "in the metric table); measure it with `python -m bench.gpu.gpu_check --half` on a GPU first"
             )
         self.half = True
 

@@ -1,7 +1,7 @@
 """The metric cards' sections on the native backend: its measured agreement with pyiqa and with
 the original releases, and what it does in flat windows (the flat regime). Part of the cards
 (`banana100.metrics.hub.cards` renders them); the numbers come from the JSON files that
-bench/native_agreement.py and bench/flat_regime.py write into banana100/metrics/native/.
+bench/metrics/native_agreement.py and bench/metrics/flat_regime.py write into banana100/metrics/native/.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from banana100.metrics.table import MetricSpec
 
 PYIQA_VERSION = "0.1.16"
 # The measurements the cards quote, shipped in the wheel as package data (a clone and an install
-# write the same cards): bench/native_agreement.py and bench/flat_regime.py write them.
+# write the same cards): bench/metrics/native_agreement.py and bench/metrics/flat_regime.py write them.
 NATIVE_DATA = Path(__file__).parents[1] / "native"
 
 
 def _native_agreement_results() -> dict:
-    """The measured agreement of the native metrics (bench/native_agreement.py)."""
+    """The measured agreement of the native metrics (bench/metrics/native_agreement.py)."""
     return json.loads((NATIVE_DATA / "agreement.json").read_text()).get("metrics", {})
 
 
@@ -69,7 +69,7 @@ def _flat_results() -> dict:
 
 
 def flat_regime_section(spec: MetricSpec) -> str:
-    """The card's paragraph on flat areas (issue 12), with the numbers of bench/flat_regime.py."""
+    """The card's paragraph on flat areas (issue 12), with the numbers of bench/metrics/flat_regime.py."""
     if not spec.native:
         return ""
     from banana100.metrics.native import FLAT_WARN_SHARE
@@ -91,7 +91,7 @@ windows (the Parquet files of `banana100 score` have a `flat_share` column); {wa
         text += """- **mode="pyiqa"** (default): in those windows the native code recomputes the coefficients with
   pyiqa's own convolution arithmetic, so scores match pyiqa on the same device (flat patches at
   every grey level 0-255, skimage's synthetic images, clipped photos: tests/metrics/native/test_native_flat.py;
-  on CPU; the CUDA check, bench/gpu_flat_check.py, has not run on a GPU yet). pyiqa's own score
+  on CPU; the CUDA check, bench/gpu/gpu_flat_check.py, has not run on a GPU yet). pyiqa's own score
   there can depend on its convolution backend (oneDNN on or off, cuDNN, TF32).
 """
     r = _flat_results().get(n)
@@ -112,7 +112,7 @@ windows (the Parquet files of `banana100 score` have a `flat_share` column); {wa
         examples = "; ".join(f"{share:.1%} flat: up to {spread:.1%}" for share, spread in sorted(series.values()))
         backend = max(rows, key=lambda row: row["pyiqa_backend_spread"])
         text += (f" Those leftovers cannot be reproduced without MATLAB. How far the official score can move "
-                 f"with them (`bench/flat_regime.py`: every leftover set to 0, to +1e-12 or to -1e-12, the spread "
+                 f"with them (`bench/metrics/flat_regime.py`: every leftover set to 0, to +1e-12 or to -1e-12, the spread "
                  f"of the scores over max(|score|, 1)): {examples}; at most {worst['official_spread']:.0%} "
                  f"({worst['image']}). The 0.5 % the official mode aims at held up to {safe_flat_share(rows):.2%} flat windows "
                  "in those images. "
@@ -127,7 +127,7 @@ windows (the Parquet files of `banana100 score` have a `flat_share` column); {wa
                  "images above, in both modes the share is reported but no warning is raised.\n")
     if n in ("nrqm", "pi"):
         text += ("- NRQM's features (block DCT, steerable-pyramid GSM, singular values of 5x5 patches) equal "
-                 "pyiqa's on the flat images above (`bench/nrqm_flat_features.py`; flat blocks' singular values "
+                 "pyiqa's on the flat images above (`bench/metrics/nrqm_flat_features.py`; flat blocks' singular values "
                  "differ only at rounding level); the final score could not be compared here (no "
                  "`NRQM_model.mat`).\n")
     return text + "\n"
@@ -139,7 +139,7 @@ def agreement_section(spec: MetricSpec) -> str:
         if spec.native:
             why = r["skipped"] if r else "not measured yet"
             return (f"Native backend: not measured against pyiqa on the final score ({why}; run "
-                    "`python bench/native_agreement.py` where the files exist).")
+                    "`python -m bench.metrics.native_agreement` where the files exist).")
         return ("Scores equal pyiqa's; see pyiqa's calibration tables for its agreement with the original code. "
                 "Not re-checked here: the checkpoint cannot be downloaded on the machines this toolkit is built on "
                 "(tests marked `needs_weights` compare with pyiqa wherever the files exist).")
@@ -147,7 +147,7 @@ def agreement_section(spec: MetricSpec) -> str:
     rows = "\n".join(
         f"| {p['image']} | {p['value']:.4f} ({p['source']}) | {p['official']:.4f} ({100 * p['official_dev']:+.3f} %) "
         f"| {p['pyiqa']:.4f} ({100 * p['pyiqa_dev']:+.2f} %) |" for p in r["official_mode"])
-    return f"""Measured by `python bench/native_agreement.py` (raw numbers: `banana100/metrics/native/agreement.json`).
+    return f"""Measured by `python -m bench.metrics.native_agreement` (raw numbers: `banana100/metrics/native/agreement.json`).
 
 - **mode="pyiqa"** (default): largest relative difference from pyiqa {PYIQA_VERSION}'s score
   {pm['max_rel_diff']:.1e} over {pm['images']} images (the reference images below, a simulated

@@ -274,10 +274,10 @@ banana100 weights check {spec.name}   # exit status 0 when every file is present
 def _gpu_memory(spec: MetricSpec) -> str:
     one, two = spec.gpu_memory_gib
     if one is None and two is None:
-        return ("not measured yet: run `bench/gpu_check.sh` on a GPU machine (it reports peak memory "
+        return ("not measured yet: run `bench/gpu/gpu_check.sh` on a GPU machine (it reports peak memory "
                 "for one 1024x1024 and one 2048x2048 image).")
     fmt = lambda v: "not measured" if v is None else f"{v:.2f} GiB"
-    return f"{fmt(one)} at 1024x1024, {fmt(two)} at 2048x2048 (peak, one image, batch 1; bench/gpu_check.py)."
+    return f"{fmt(one)} at 1024x1024, {fmt(two)} at 2048x2048 (peak, one image, batch 1; bench/gpu/gpu_check.py)."
 
 
 def _precision(spec: MetricSpec) -> str:
@@ -292,7 +292,7 @@ def _precision(spec: MetricSpec) -> str:
     else:
         exact = (f"float32 by default, TF32 held off whatever torch's flags; `half=True` allowed on GPU, where scores "
                  f"stayed within "
-                 f"{spec.half_tolerance:g} of float32 in bench/gpu_check.py.")
+                 f"{spec.half_tolerance:g} of float32 in bench/gpu/gpu_check.py.")
     return f"{exact} {_fast_precision(spec)}"
 
 
@@ -304,14 +304,14 @@ def _fast_precision(spec: MetricSpec) -> str:
     row = fast_errors().get(spec.name)
     if row is None:
         return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in; its error against the default \"exact\" "
-                "is not measured yet (bench/gpu_precision_check.py).")
+                "is not measured yet (bench/gpu/gpu_precision_check.py).")
     on = "two 512x512 images" + ("" if spec.native else ", random weights")
     exact = row.get("exact_vs_cpu_tf32_on")
     same = ("" if exact is None else f" On that GPU the default stayed within {exact:.2g} (relative) of the CPU's "
             "scores with torch's TF32 flags on (held off inside).")
     return (f"`precision=\"fast\"` ({what} on a GPU) is opt-in: on {row['device']} ({on}) its scores moved by up "
             f"to {row['fast_vs_exact_max_rel']:.2g} (relative) from the default \"exact\" "
-            f"(bench/gpu_precision_check.py).{same}")
+            f"(bench/gpu/gpu_precision_check.py).{same}")
 
 
 def _how_computed(spec: MetricSpec) -> str:
@@ -503,7 +503,7 @@ def _min_size_note(spec) -> str:
         return spec.min_size_note
     return ("This is the smallest side pyiqa 0.1.16's arch scores without error (measured on the arch "
             "built with random weights). Whether smaller images still get meaningful scores depends on the "
-            "trained weights, which were not at hand: `bench/bench_min_size.py` measures it where they are.")
+            "trained weights, which were not at hand: `bench/metrics/bench_min_size.py` measures it where they are.")
 
 
 def _uniform_note(spec) -> str:

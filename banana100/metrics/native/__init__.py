@@ -56,7 +56,7 @@ class FlatRegionWarning(UserWarning):
 
 
 # Leftover share (`last_flat_share`) above which a score gets a FlatRegionWarning, per metric:
-# where, in bench/flat_regime.py (banana100/metrics/native/flat_regime.json), the official scores' spread
+# where, in bench/metrics/flat_regime.py (banana100/metrics/native/flat_regime.json), the official scores' spread
 # over the possible leftover signs passed the 0.5 % the official mode aims at. None: no warning
 # (PIQE: insensitive, its criteria are thresholds far above rounding; NRQM: not measured here).
 FLAT_WARN_SHARE: dict[str, float | None] = {

@@ -50,7 +50,7 @@ class PIQE(torch.nn.Module):
         gray = self._pyiqa_gray(x) if self.mode == "pyiqa" else self._matlab_gray(x)
         normalized, centred = _local_normalization(gray, self.gauss, float32=self.mode == "pyiqa")
         # share of 7x7 windows that are flat or exact ramps (PIQE itself is insensitive there:
-        # its criteria are thresholds at 0.1, far above rounding leftovers; bench/flat_regime.py),
+        # its criteria are thresholds at 0.1, far above rounding leftovers; bench/metrics/flat_regime.py),
         # from PIQE's own x - mu: the same window and padding as the share's definition
         self.last_flat_share = repair.centred_share(centred[:, 0])
         return piqe_score(normalized)

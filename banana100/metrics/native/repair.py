@@ -316,7 +316,7 @@ def _pyiqa_normalized(centre: torch.Tensor, mu: torch.Tensor, mean_sq: torch.Ten
 
 # Above this share of a map's values, `repair_filtered` convolves the row strips that hold them
 # rather than each window: a float64 11x11 window costs ~0.4-1.4 us in `conv2d_at`, a pixel of
-# the strips ~0.13-0.7 us (one thread; bench/bench_repair_paths.py).
+# the strips ~0.13-0.7 us (one thread; bench/metrics/bench_repair_paths.py).
 FILTERED_WINDOWS_SHARE = 0.25
 
 
@@ -327,7 +327,7 @@ def repair_filtered(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, pa
     the AGGD fits count. Window by window (`conv2d_at`) unless a map has more than
     FILTERED_WINDOWS_SHARE of its values to repair: on IL-NIQE's flat frames (~4,000-5,000 values
     a map) its float64 11x11 windows took x0.012-0.027 of the time of the row strips that hold
-    them (bench/bench_repair_paths.py).
+    them (bench/metrics/bench_repair_paths.py).
     In place; returns the share of values repaired per map (N,) float64."""
     kh, kw = weight.shape[-2:]
     w4 = weight.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
@@ -366,7 +366,7 @@ def centred_share(centred: torch.Tensor, size: int = 7, sigma: float = 7 / 6) ->
     filtering. Near-flat windows (one pixel a grey level off) sit near the bound, so another
     filtering's arithmetic flips a few of them: against the separate pass, at most 2.9e-4 of
     the share (PIQE, 77 of 262,144 pixels), NIQE 3.0e-5, BRISQUE 1.1e-5; 101 of 121
-    image/metric/mode rows equal (bench/leftover_share_sources.py)."""
+    image/metric/mode rows equal (bench/metrics/leftover_share_sources.py)."""
     window = matlab.fspecial_gaussian(size, sigma, float32=True)
     flagged = centred.abs() <= leftover_bound(window, torch.float32)
     if flagged.device.type == "cpu":

@@ -50,7 +50,7 @@ PATCH = 28
 # so that the static noise the chains accumulate is not averaged away by a downscale; larger
 # images are shrunk to this area (about 5,350 visual tokens). The official code's limit
 # (qwen_vl_utils: 16384 x 28 x 28 = 12,845,056) lets a 4K image cost 16,000 tokens.
-# Token counts and preprocessing cost per setting: bench/bench_vlm_pixels.py, BENCHMARKS.md.
+# Token counts and preprocessing cost per setting: bench/vlm/bench_vlm_pixels.py, BENCHMARKS.md.
 DEFAULT_MAX_PIXELS = 2048 * 2048
 MIN_PIXELS = 4 * PATCH * PATCH  # the processor's and qwen_vl_utils' floor (3,136)
 OFFICIAL_MAX_PIXELS = 16384 * PATCH * PATCH
@@ -305,7 +305,7 @@ class VLMScorer:
         images_kwargs = {"min_pixels": MIN_PIXELS, "max_pixels": self.max_pixels}
         if _torch_backend(self.processor):
             # resize and normalise on the scoring device, not as serial host work per image
-            # (bench/gpu_vlm_check.py times both: the "preprocess" rows)
+            # (bench/gpu/gpu_vlm_check.py times both: the "preprocess" rows)
             images_kwargs["device"] = str(self.device)
         return self.processor(text=[text] * len(arrays), images=[Image.fromarray(a) for a in arrays], padding=True,
                               return_tensors="pt", images_kwargs=images_kwargs)

@@ -282,15 +282,13 @@ def test_every_held_out_draw_is_named_where_the_user_reads_the_figure():
 def test_the_validator_counts_no_distorted_reference_image_as_a_clean_photograph():
     """TID2013's I03 is a distorted image (a heavy blur, official PIQE 100): counted clean, the detector's
     right answer read as a false alarm in the held-out AUC."""
-    import sys
 
     from conftest import shared_missing
-    from fixtures.repopaths import REFERENCE_IMAGES, REPO
+    from fixtures.repopaths import REFERENCE_IMAGES
 
     if why := shared_missing(REFERENCE_IMAGES):
         pytest.skip(why)
-    sys.path.insert(0, str(REPO / "bench"))
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    from bench.detector import validate_edit_damage as validate
     refs = {k[4:] for k in validate.photographs() if k.startswith("ref:")}
     assert refs == {"ilniqe/pepper_0.png", "piq/I01.BMP", "piq/goldhill.gif", "tid2013/I04.bmp"}
     assert "tid2013/I03.bmp" in validate.DISTORTED_REFERENCES
@@ -300,13 +298,9 @@ def test_the_package_photographs_are_held_out_of_the_fit_and_a_missing_one_is_sa
     """The photographs that ship in installed packages are held-out sources of the validator's (d): none
     may be a fit source, and one whose distribution lacks the file is left out with its name said,
     not a crash halfway through a draw."""
-    import sys
 
-    from fixtures.repopaths import REPO
-
-    sys.path.insert(0, str(REPO / "bench"))
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
-    fit = pytest.importorskip("fit_edit_damage", reason="bench/fit_edit_damage.py needs skimage")
+    from bench.detector import validate_edit_damage as validate
+    from bench.detector import fit_edit_damage as fit
     fit_files = {f"skimage/data/{n}" for n in fit.FIT_SOURCES}
     held = {path for _, path in validate.PACKAGE_PHOTOGRAPHS.values()}
     assert not any(p.rsplit(".", 1)[0] in fit_files for p in held)
@@ -326,15 +320,11 @@ def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a
     """(e)'s photographs come from Debian packages a machine may lack: each present one is read (at most
     512 px) under its package's group, after the drawn sources; a missing one is said with the command that
     installs it, and the draw goes on."""
-    import sys
 
     from PIL import Image
 
-    from fixtures.repopaths import REPO
-
-    sys.path.insert(0, str(REPO / "bench"))
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
-    fit = pytest.importorskip("fit_edit_damage", reason="bench/fit_edit_damage.py needs skimage")
+    from bench.detector import validate_edit_damage as validate
+    from bench.detector import fit_edit_damage as fit
     assert not set(validate.DISTRIBUTION_PHOTOGRAPHS) & set(fit.FIT_SOURCES)
     assert validate.FRESH_DRAW not in validate.DRAWS.values() and validate.FRESH_KEY not in validate.DRAWS
     assert validate.SIXTH_DRAW not in validate.DRAWS.values() and validate.SIXTH_KEY not in validate.DRAWS
@@ -384,12 +374,8 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
     """Without the Debian packages, a run of the validator must not overwrite the recorded fifth draw with one
     of drawn sources only under the same name."""
     import json
-    import sys
 
-    from fixtures.repopaths import REPO
-
-    sys.path.insert(0, str(REPO / "bench"))
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    from bench.detector import validate_edit_damage as validate
     out = tmp_path / "validation.json"
     out.write_text(json.dumps({validate.FRESH_KEY: {"recorded": True}}))
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path / "no-such-root")

@@ -1,16 +1,13 @@
-"""bench/fit_edit_damage.py's pairs: what the fit counts as a wrong order (no fit is run here)."""
+"""bench/detector/fit_edit_damage.py's pairs: what the fit counts as a wrong order (no fit is run here)."""
 
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from fixtures.repopaths import REPO
-
-sys.path.insert(0, str(REPO / "bench"))
-fit = pytest.importorskip("fit_edit_damage", reason="bench/fit_edit_damage.py needs skimage and bench/benchtools")
+from bench.detector import fit_edit_damage as fit
 
 
 def test_pairs_order_each_damage_by_strength_from_the_clean_source():
@@ -81,12 +78,12 @@ def test_every_fit_source_is_the_same_on_every_run():
 
 
 def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says():
-    """bench/heldout_sensitivity.py: each change differs from the shipped setting in one place (so its
+    """bench/detector/heldout_sensitivity.py: each change differs from the shipped setting in one place (so its
     figure is that change's; the named settings of SEVERAL in theirs), the shipped one is the code's, and its
     figures are the AUC and falls asked."""
     from banana100.metrics.detector import model as ed
 
-    sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
+    from bench.detector import heldout_sensitivity as sens
     shipped = sens.CHANGES["shipped"]
     assert shipped == {"floor": ed.GRAIN_ABS, "ratio": ed.GRAIN_RATIO, "units": ed.BARE_UNITS, "even": True}
     for name, change in sens.CHANGES.items():
@@ -98,12 +95,12 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     before = sens.CHANGES[sens.BEFORE]
     assert before["floor"] == (6.0, 1.5) and before["units"]["colour_cast"] == (0.0, 8.0) and not before["even"]
     # the refit without the photographs is what that fit chose, as its results file says
-    without = json.loads((REPO / "bench/results_fit_edit_damage_without_photographs.json").read_text())["chosen"]
+    without = json.loads((REPO / "bench/results/detector/fit_edit_damage_without_photographs.json").read_text())["chosen"]
     refit = sens.CHANGES[sens.WITHOUT_PHOTOGRAPHS]
     assert refit["floor"] == tuple(without["grain_abs"]) and refit["ratio"] == tuple(without["grain_ratio"])
     assert refit["units"]["colour_cast"][1] == without["cast_unit"] and refit["even"] is without["evenness"]
     # the shipped setting is the fit's choice, as its results file says
-    chosen = json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["chosen"]
+    chosen = json.loads((REPO / "bench/results/detector/fit_edit_damage.json").read_text())["chosen"]
     assert shipped["floor"] == tuple(chosen["grain_abs"]) and shipped["ratio"] == tuple(chosen["grain_ratio"])
     assert shipped["units"]["colour_cast"][1] == chosen["cast_unit"]
     assert shipped["units"]["lattice"][1] == chosen["lattice_unit"]
@@ -132,7 +129,7 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
 def test_the_fit_takes_the_mate_photographs_only_and_names_their_package(monkeypatch, tmp_path):
     """The fit's sources end with MATE's 12 photographs (the Plasma ones and the sixth draw's stay held out);
     without the package the fit stops and says what to install."""
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    from bench.detector import validate_edit_damage as validate
     mate = [n for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg == fit.FIT_PHOTOGRAPHS_PACKAGE]
     assert len(mate) == 12
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
@@ -147,14 +144,14 @@ def test_the_fit_takes_the_mate_photographs_only_and_names_their_package(monkeyp
     held = [n for n, (pkg, _) in validate.DISTRIBUTION_PHOTOGRAPHS.items() if pkg != fit.FIT_PHOTOGRAPHS_PACKAGE]
     assert held and not any(f"deb:{n}" in sources for n in held)
     assert set(validate.SIXTH_PACKAGES).isdisjoint({fit.FIT_PHOTOGRAPHS_PACKAGE, *validate.FRESH_PACKAGES})
-    shipped = json.loads((REPO / "bench/results_fit_edit_damage.json").read_text())["sources"]
+    shipped = json.loads((REPO / "bench/results/detector/fit_edit_damage.json").read_text())["sources"]
     assert shipped == sources  # the shipped fit is of these sources
 
 
 def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch, capsys):
     """A --cache written for another source list (before the photographs joined, say) is refused before any
     fitting: it would fit the wrong data under this run's name."""
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    from bench.detector import validate_edit_damage as validate
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
     for n, (pkg, path) in validate.DISTRIBUTION_PHOTOGRAPHS.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -170,8 +167,8 @@ def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch, capsys)
 def test_the_sensitivity_keeps_the_recorded_photograph_draws_when_their_photographs_are_missing(tmp_path, monkeypatch):
     """Rerun on a machine without the Debian photographs, heldout_sensitivity.py keeps each change's
     recorded fifth- and sixth-draw figures and recomputes the rest."""
-    sens = pytest.importorskip("heldout_sensitivity", reason="bench/heldout_sensitivity.py needs bench/damage_model_b")
-    validate = pytest.importorskip("validate_edit_damage", reason="bench/validate_edit_damage.py needs skimage")
+    from bench.detector import heldout_sensitivity as sens
+    from bench.detector import validate_edit_damage as validate
     stats = lambda g: {"grain": g, "texture": g, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0, "evenness": 1.0}
     chains = {"d": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
                     "b": {"group": "photo", "stats": {0: stats(1.0), 10: stats(3.0)}}}}

@@ -1,6 +1,6 @@
-"""The GPU checks of bench/gpu_check.sh as tests, through the `device` fixture (conftest): on a
+"""The GPU checks of bench/gpu/gpu_check.sh as tests, through the `device` fixture (conftest): on a
 machine with CUDA, `pytest -m gpu` runs the cuda cases; elsewhere they skip, and the cpu cases
-run in the fast tier. (Throughput and memory stay in bench/gpu_check.py: timings are not tests.)"""
+run in the fast tier. (Throughput and memory stay in bench/gpu/gpu_check.py: timings are not tests.)"""
 
 from __future__ import annotations
 

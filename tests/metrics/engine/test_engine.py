@@ -193,7 +193,7 @@ def test_too_small_is_checked_before_any_scoring(monkeypatch):
 @pytest.mark.parametrize("name", FAST)
 def test_minimum_is_pyiqas_real_minimum(name):
     """pyiqa scores an image of exactly its accepted minimum and fails one pixel below it; the
-    engine's minimum (the smallest meaningful size, bench/bench_min_size.py) is not below that."""
+    engine's minimum (the smallest meaningful size, bench/metrics/bench_min_size.py) is not below that."""
     import pyiqa
 
     spec = get_metric(name)
@@ -448,7 +448,7 @@ class _Conv(torch.nn.Module):
 
 def test_half_is_refused_until_the_table_states_a_measured_tolerance():
     assert get_metric("cnniqa").half_tolerance is None
-    with pytest.raises(ValueError, match="bench/gpu_check.py --half"):
+    with pytest.raises(ValueError, match="python -m bench.gpu.gpu_check --half"):
         MetricScorer.from_model("cnniqa", _Conv(), device="cpu").allow_half()
 
 

@@ -330,7 +330,7 @@ def test_module_returns_flat_share(weights_from_shared):
 
 
 def test_warning_thresholds_are_the_measured_ones():
-    """FLAT_WARN_SHARE comes from bench/flat_regime.py: the largest flat share up to which the
+    """FLAT_WARN_SHARE comes from bench/metrics/flat_regime.py: the largest flat share up to which the
     official scores' spread over possible leftovers stayed within 0.5 % (rounded to 2 digits)."""
     import json
 

@@ -1,4 +1,4 @@
-"""bench/gpu_vlm_check.py on CPU with the tiny model, as bench/gpu_check.sh runs it there: the GPU
+"""bench/gpu/gpu_vlm_check.py on CPU with the tiny model, as bench/gpu/gpu_check.sh runs it there: the GPU
 measurement of VisualQuality-R1 (issue 31) cannot rot unnoticed between GPU loans."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ pytest.importorskip("transformers")
 
 @pytest.mark.integration
 def test_gpu_vlm_check_runs_on_cpu_as_gpu_check_sh_calls_it(tmp_path):
-    sh = (REPO / "bench" / "gpu_check.sh").read_text()
+    sh = (REPO / "bench" / "gpu" / "gpu_check.sh").read_text()
     tiny = shlex.split(re.search(r"tiny=\((--tiny[^)]*)\)", sh).group(1))  # the CPU arguments gpu_check.sh passes
     out = tmp_path / "vlm.json"
-    cmd = [sys.executable, str(REPO / "bench" / "gpu_vlm_check.py"), "--device", "cpu", *tiny,
+    cmd = [sys.executable, "-m", "bench.gpu.gpu_vlm_check", "--device", "cpu", *tiny,
            "--max-new-tokens", "4", "--budget-s", "1e9", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

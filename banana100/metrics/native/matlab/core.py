@@ -25,7 +25,7 @@ YIQ_Y = (0.299, 0.587, 0.114)
 YCBCR_Y = (65.481, 128.553, 24.966)
 
 
-# CPU convolution policy (bench/bench_conv.py measures it against plain F.conv2d calls): each
+# CPU convolution policy (bench/engine/bench_conv.py measures it against plain F.conv2d calls): each
 # image of a batch alone, in strips of about this many input bytes (fastest from 0.5K to 2K wide).
 # CPU_CONV_POLICY = False makes conv2d a plain F.conv2d call.
 CONV_STRIP_BYTES = 512 * 1024
@@ -36,7 +36,7 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, groups: int = 1) -> torch.Tens
     """`F.conv2d` (no padding) of each image of `x` alone, bit for bit, faster on CPU.
 
     oneDNN convolves a large few-channel image far below its speed on small ones: PIQE's 7x7
-    pair at 2K runs about 2x faster in strips of `CONV_STRIP_BYTES` (bench/bench_conv.py). So on
+    pair at 2K runs about 2x faster in strips of `CONV_STRIP_BYTES` (bench/engine/bench_conv.py). So on
     CPU each image goes alone (a batched float32 call can round differently from the one-image
     calls pyiqa makes) and, when large, in strips: every output pixel gets the arithmetic of the
     single call (tests/metrics/native/test_native_common.py checks it). In float32, oneDNN switches algorithm
@@ -101,7 +101,7 @@ def pyiqa_y_channel(x: torch.Tensor, color_space: str = "yiq") -> torch.Tensor:
     (same weights, same matmul) before going to float64. On CPU only the weights' first column
     goes into the matmul: pyiqa's Y column bit for bit (every one of the 2^24 RGB triples,
     tests/metrics/native/test_native_common.py) and ~25x faster at 512 px than the 3-column product, whose
-    3-wide output takes a slow BLAS path (bench/bench_y_channel.py).
+    3-wide output takes a slow BLAS path (bench/metrics/bench_y_channel.py).
     """
     x = x.to(torch.float32)
     y_only = x.device.type == "cpu"
