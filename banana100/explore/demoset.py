@@ -15,9 +15,9 @@ def demo_set_name(metrics: list[str], chains: int, steps: int, side: int) -> str
     """The demo set's folder name: banana100's version, the detector's when edit_damage is among the metrics
     (a set scored by an earlier edit_damage is not reused), the set's size and its metrics."""
     from banana100 import __version__
-    from banana100.metrics.detector import model as ed
+    from banana100.metrics.table import get_metric
 
-    detector = f"-ed{ed.DETECTOR_VERSION}" if "edit_damage" in metrics else ""
+    detector = f"-ed{get_metric('edit_damage').version}" if "edit_damage" in metrics else ""
     return f"demo-v{__version__}{detector}-{chains}x{steps}-{side}-{'+'.join(metrics)}"
 
 

@@ -117,11 +117,11 @@ class ChainScores:
 
 
 def _version_tag(metric: str) -> str:
-    """"__v2" for the bare edit_damage (its DETECTOR_VERSION: a cache of an earlier detector's scores is not
+    """"__v2" for the bare edit_damage (the metric table's version of it: a cache of an earlier detector's scores is not
     read), "" for every other metric."""
-    from banana100.metrics.detector import model as ed
+    from banana100.metrics.table import get_metric
 
-    return f"__v{ed.DETECTOR_VERSION}" if metric == "edit_damage" else ""
+    return f"__v{get_metric('edit_damage').version}" if metric == "edit_damage" else ""
 
 
 def _reference(scorer, images: dict):

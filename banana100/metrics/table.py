@@ -112,6 +112,13 @@ class MetricSpec:
     extra: str = "deep"  # the pip extra that brings what its backend imports
     # False: a metric of this toolkit that pyiqa does not have (the edit_damage detector): native only.
     in_pyiqa: bool = True
+    # The version of the metric's scores: bump it whenever a change alters them (a new form or new
+    # fitted constants). Scores files record it per row, so that rows of two versions are never
+    # resumed into one file or compared; caches of scores (the Space's) name it.
+    version: int = 1
+    # The metric scored beside this one against each image's reference (a chain's step 0, or
+    # `score --reference`): edit_damage's is edit_damage_rel.
+    companion: str | None = None
 
     @property
     def accepted_min_size(self) -> int:
@@ -446,6 +453,8 @@ _DETECTORS = [
     MetricSpec(
         "edit_damage", "Edit damage", "detector", True, (0, None), native=True, in_pyiqa=False, min_size=64,
         native_module="banana100.metrics.detector.model",
+        version=2,  # 2: the evenness component weighs the grain term
+        companion="edit_damage_rel",
         min_size_note="64 px: the lattice component looks at lags up to a quarter of the side (at most 32 px) "
                       "on 16x16 tiles; below 64 px too few tiles and lags remain.",
         uniform="scored",

@@ -525,12 +525,12 @@ def test_chain_info_names_variant_and_chat_mode():
 
 def test_caches_of_edit_damage_scores_name_the_detector_version(tmp_path):
     """A demo set or an on-demand cache scored by an earlier edit_damage is not served after a refit: both
-    names carry the detector's version (edit_damage.DETECTOR_VERSION); other metrics' names do not."""
+    names carry the detector's version (the metric table's version of edit_damage); other metrics' names do not."""
     from banana100.explore.demoset import demo_set_name
     from banana100.explore.ondemand import ChainScores
-    from banana100.metrics.detector import model as ed
+    from banana100.metrics.table import get_metric
 
-    v = ed.DETECTOR_VERSION
+    v = get_metric("edit_damage").version
     assert f"-ed{v}-" in demo_set_name(["piqe", "edit_damage", "edit_damage_rel"], 4, 20, 768)
     assert "-ed" not in demo_set_name(["piqe"], 4, 20, 768)
     cache = ChainScores(tmp_path)

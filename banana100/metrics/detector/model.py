@@ -77,9 +77,8 @@ import torch
 import torch.nn.functional as F
 
 COMPONENTS = ("grain", "lattice", "colour_cast", "softness", "texture", "evenness")
-# the bare score's version: bump it whenever its form or fitted constants change. Caches of its scores name it
-# (the Space's demo set, its on-demand scores), so that none serves scores of an earlier detector. 2: evenness
-DETECTOR_VERSION = 2
+# The bare score's version is the metric table's `version` of edit_damage (bump it there whenever the form or
+# the fitted constants change): scores files and the Space's caches name it.
 # texture and evenness add no term of their own: they weigh grain's (bare score only)
 TERMS = ("grain", "lattice", "colour_cast", "softness")
 UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / unit (grain: see GRAIN_RATIO)
