@@ -65,7 +65,7 @@ from PIL import Image
 
 from banana100 import about, extras
 from banana100 import explore as ex
-from banana100.chains.editors import EDITORS, make_editor
+from banana100.chains.editors import make_editor
 from banana100.errors import Banana100Error
 from banana100.protocol import DEFAULT_CHECK_STEPS, check_steps_for
 from banana100.metrics.table import METRICS
@@ -74,7 +74,9 @@ MAX_UPLOAD_MB = 10
 MAX_PIXELS = 16_000_000
 WORK_SIDE = 512  # live chains run on images at most this large
 MAX_STEPS = {"simulated": int(os.environ.get("BANANA100_SPACE_MAX_STEPS", "30")), "gemini": 10}
-GEMINI = "gemini" in EDITORS
+# "Try it" offers the Gemini editor where its extra (google-genai) is installed; the user pastes the
+# key for each run, so none is needed here.
+GEMINI = extras.extra_installed("gemini")
 
 
 def _gpu_present() -> bool:
