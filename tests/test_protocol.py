@@ -1,4 +1,4 @@
-"""The sensitivity protocol on hand-computed cases (DESIGN.md, "The sensitivity protocol")."""
+"""The sensitivity protocol on hand-computed cases (docs/protocol.md)."""
 
 import math
 

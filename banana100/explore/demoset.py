@@ -73,7 +73,7 @@ def build_demo_set(cache_dir: str | os.PathLike, chains: int = 4, steps: int = 2
     return dataset, scores
 
 
-#: What the paper measured on the real chains, for the page (DESIGN.md; arXiv 2604.03400).
+#: What the paper measured on the real chains, for the page (arXiv:2604.03400; docs/evaluators.md).
 REAL_CHAIN_FACTS = (
     "On the paper's real Nano Banana Pro chains no pyiqa metric passed every chain (21 tested); only two "
     "large vision-language judges (VisualQuality-R1, RALI) did. BRISQUE even *improved* on a replicated "

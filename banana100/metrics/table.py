@@ -447,7 +447,7 @@ _SPECS = [
     ),
 ]
 
-# Beyond the roster: this toolkit's own detector of recursive-edit damage (DESIGN.md), native
+# Beyond the roster: this toolkit's own detector of recursive-edit damage (docs/edit-damage.md), native
 # only; `banana100/metrics/detector/model.py` says what it measures and why.
 _DETECTORS = [
     MetricSpec(

@@ -28,9 +28,10 @@ and in milliseconds per step. Each call applies, in order:
 6. compression: a JPEG round trip through Pillow at `jpeg_quality` (chroma subsampling 4:4:4
    unless `jpeg_subsampling` says otherwise).
 
-Why each default, and what it reproduces. The paper (and DESIGN.md) reports measured or observed
-facts about Nano Banana Pro chains; each default answers one of them, none was chosen to make a
-metric look bad, and none was changed after looking at metric scores. The defaults date from
+Why each default, and what it reproduces. The paper (arXiv:2604.03400; docs/generation.md)
+reports measured or observed facts about Nano Banana Pro chains; each default answers one of
+them, none was chosen to make a metric look bad, and none was changed after looking at metric
+scores. The defaults date from
 version `simulated-v1` (set by eye on photographs); they were then checked, unchanged, against
 the facts on sources like the paper's (`banana100.synth.GENERATED_SOURCES`: smooth, noise-free,
 flat and textured areas), 1024 px wide, 100 replicate steps (`bench/generation/simulated_facts.py`,
