@@ -186,7 +186,7 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 def _taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     """The 1-D correlation of x (padded along `dim`) with k as a sum of shifted copies: on CPU far
     faster than oneDNN's one-channel convolution, which took about 60 % of a 1024 px image's
-    time (BENCHMARKS.md, the edit_damage cost); equal to it to float32 rounding."""
+    time (`git show b381d54:BENCHMARKS.md`, the edit_damage cost); equal to it to float32 rounding."""
     n = x.shape[dim] - k.numel() + 1
     out = x.narrow(dim, 0, n) * k[0]
     for j, w in enumerate(k.tolist()[1:], start=1):
@@ -225,8 +225,8 @@ class EditDamage(torch.nn.Module):
             raise ValueError(f"edit_damage: images need at least {MIN_SIDE}x{MIN_SIDE} pixels, got "
                              f"{x.shape[-1]}x{x.shape[-2]}")
         if x.device.type == "cpu" and x.shape[0] > 1:
-            # on CPU one image at a time: a batch's intermediates outgrow the caches (BENCHMARKS.md,
-            # the edit_damage cost); the same numbers to float32 rounding
+            # on CPU one image at a time: a batch's intermediates outgrow the caches (`git show
+            # b381d54:BENCHMARKS.md`, the edit_damage cost); the same numbers to float32 rounding
             scores, comps, casts = [], [], []
             for i in range(x.shape[0]):
                 scores.append(self._measure(x[i:i + 1]))
