@@ -23,7 +23,7 @@ from banana100.errors import Banana100Error, UsageError
 from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 # the grouped protocol lives in report.py (its chat-mode table uses it too): this module only
 # imports report, never the other way round
-from banana100.report import COLUMNS, _fmt, leaderboard, load_scores, md_cell, write_report
+from banana100.report import COLUMNS, format_number, leaderboard, load_scores, md_cell, write_report
 
 __all__ = ["COLUMNS", "heatmap", "leaderboard", "merge_scores", "to_markdown", "write_leaderboard"]
 
@@ -91,7 +91,7 @@ def to_markdown(board: pd.DataFrame, by: list[str], files: list[str], reference_
     for r in board.to_dict("records"):
         cells = [md_cell(r[c]) for c in by]
         lines.append(f"| {md_cell(r['label'])} | " + " | ".join(cells) + (" | " if by else "")
-                     + f"{r['chains']} | {r['failed']} | {_fmt(r['failure_rate'], pct=True)} | {_fmt(r['mean_rho'])} |")
+                     + f"{r['chains']} | {r['failed']} | {format_number(r['failure_rate'], pct=True)} | {format_number(r['mean_rho'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -84,28 +84,6 @@ def chain_verdict(
     }
 
 
-def score_direction(lower_better: bool | None = None, metric: str | None = None) -> bool:
-    """Whether a lower score means better quality: `lower_better` as given, else the metric
-    table's entry for `metric`. Never a guess: with neither (or an unknown metric), a UsageError.
-    PIQE's scores read the wrong way round turn a 100 % failure rate into about 50 %."""
-    from banana100.errors import UsageError
-    from banana100.metrics.table import METRICS
-
-    known = METRICS.get(str(metric).strip().lower()) if metric is not None else None
-    if lower_better is None:
-        if known is None:
-            named = f"metric={metric!r} is not in the metric table; " if metric is not None else ""
-            raise UsageError(f"{named}pass lower_better=True (a lower score means better quality: NIQE, "
-                             "BRISQUE, PIQE, IL-NIQE, PI) or lower_better=False, or metric=<a pyiqa id>")
-        return bool(known.lower_better)
-    if not isinstance(lower_better, (bool, np.bool_)):
-        raise UsageError(f"lower_better must be True or False, got {lower_better!r}")
-    if known is not None and bool(lower_better) != known.lower_better:
-        raise UsageError(f"lower_better={bool(lower_better)} contradicts the metric table: {known.name} is "
-                         f"{'lower' if known.lower_better else 'higher'}-is-better; leave lower_better out")
-    return bool(lower_better)
-
-
 def sensitivity(
     scores: Sequence[float],
     steps: Sequence[int],
@@ -113,13 +91,13 @@ def sensitivity(
     lower_better: bool | None = None,
     reference_step: int = DEFAULT_REFERENCE_STEP,
     check_steps: Sequence[int] = DEFAULT_CHECK_STEPS,
-    *,
-    metric: str | None = None,
 ) -> dict:
     """Apply the protocol to one metric's scores over many chains.
 
-    The direction is required: `lower_better=True/False`, or `metric=` a pyiqa id the metric
-    table knows (its direction is then taken from there); see `score_direction`.
+    The direction is required, never guessed: `lower_better=True/False` (PIQE's scores read the
+    wrong way round turn a 100 % failure rate into about 50 %). The protocol knows no metric: the
+    metric table's direction of a named metric is `banana100.metrics.table.score_direction`, which
+    the evaluate module `banana100_sensitivity` applies to its `metric=`.
 
     Returns `n_chains`, `n_passed`, `n_failed`, `n_incomplete`, `failure_rate`
     (n_failed / (n_chains - n_incomplete); None when no chain is complete), `mean_rho` (over
@@ -133,7 +111,12 @@ def sensitivity(
         raise ValueError(
             f"scores, steps and chain_ids must have the same length (got {len(scores)}, {len(steps)}, {len(chain_ids)})"
         )
-    lower_better = score_direction(lower_better, metric)
+    if not isinstance(lower_better, (bool, np.bool_)):
+        from banana100.errors import UsageError
+
+        raise UsageError(f"lower_better must be True or False (a lower score means better quality: NIQE, BRISQUE, "
+                         f"PIQE, IL-NIQE, PI), got {lower_better!r}; the evaluate module banana100_sensitivity "
+                         "also takes metric=<a pyiqa id>")
     check_steps = tuple(int(k) for k in check_steps)
     if not check_steps:
         raise ValueError("check_steps must name at least one step")

@@ -147,7 +147,7 @@ def md_cell(value) -> str:
     return " ".join(str(value).split()).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def _fmt(x, pct=False):
+def format_number(x, pct=False):
     if x is None or (isinstance(x, float) and np.isnan(x)):
         return "n/a"
     return f"{100 * x:.0f} %" if pct else f"{x:+.2f}"
@@ -164,9 +164,9 @@ def _reading(metric: str, r: dict) -> str:
              "moves against the damage (scores the copies as better)" if rho is not None and rho >= 0.5 else
              "shows no consistent trend with the damage")
     return (f"**{name}** saw the damage at steps {', '.join(map(str, r['check_steps']))} in {r['n_passed']} of "
-            f"{complete} chains (failure rate {_fmt(r['failure_rate'], pct=True)}); its oriented score {trend} "
-            f"(mean Spearman rho {_fmt(rho)}), and the last step scores worse than step {r['reference_step']} in "
-            f"{_fmt(r['share_last_worse'], pct=True)} of chains.")
+            f"{complete} chains (failure rate {format_number(r['failure_rate'], pct=True)}); its oriented score {trend} "
+            f"(mean Spearman rho {format_number(rho)}), and the last step scores worse than step {r['reference_step']} in "
+            f"{format_number(r['share_last_worse'], pct=True)} of chains.")
 
 
 def _reading_guide(df: pd.DataFrame, results: dict, reference_step: int = DEFAULT_REFERENCE_STEP,
@@ -285,7 +285,7 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
         if metric in (DETECTOR, RELATIVE):  # this toolkit's detector, not an NR-IQA metric: set apart
             ax.set_facecolor("#f3f3f3")
             name = f"detector: {name}"
-        ax.set_title(f"{name} ({'lower' if sign < 0 else 'higher'} is better) - fails {_fmt(fr, pct=True)}", fontsize=9)
+        ax.set_title(f"{name} ({'lower' if sign < 0 else 'higher'} is better) - fails {format_number(fr, pct=True)}", fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel(f"oriented change vs step {reference_step}\n(down = worse)", fontsize=8)
     for ax in list(axes.flat)[len(metrics):]:
@@ -343,8 +343,8 @@ def _by_chat_and_variant(df: pd.DataFrame, reference_step: int, check_steps) -> 
              "| --- | " + " | ".join("---" for _ in by) + " | ---: | ---: | ---: | ---: | ---: |"]
     for r in board.to_dict("records"):
         lines.append(f"| {md_cell(r['metric'])} | " + " | ".join(f"`{md_cell(r[c])}`" for c in by)
-                     + f" | {r['chains']} | {r['failed']} | {r['incomplete']} | {_fmt(r['failure_rate'], pct=True)}"
-                     f" | {_fmt(r['mean_rho'])} |")
+                     + f" | {r['chains']} | {r['failed']} | {r['incomplete']} | {format_number(r['failure_rate'], pct=True)}"
+                     f" | {format_number(r['mean_rho'])} |")
     return lines
 
 
@@ -400,7 +400,7 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
         direction = "lower better" if r["lower_better"] else "higher better"
         lines.append(
             f"| {metric} | {direction} | {r['n_chains']} | {r['n_passed']} | {r['n_failed']} | {r['n_incomplete']} "
-            f"| {_fmt(r['failure_rate'], pct=True)} | {_fmt(r['mean_rho'])} | {_fmt(r['share_last_worse'], pct=True)} |"
+            f"| {format_number(r['failure_rate'], pct=True)} | {format_number(r['mean_rho'])} | {format_number(r['share_last_worse'], pct=True)} |"
         )
     lines += _side_by_side(results)
     lines += _by_chat_and_variant(df, reference_step, check_steps)
@@ -417,7 +417,7 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
             verdict = {True: "pass", False: "FAIL", None: "incomplete"}[c["passed"]]
             if c["passed"] is None and c.get("incomplete_reason"):
                 verdict += f" ({c['incomplete_reason']})"
-            lines.append(f"| {c['chain_id']} | {verdict} | " + " | ".join(_fmt(c[k]) for k in dk) + f" | {_fmt(c['rho'])} |")
+            lines.append(f"| {c['chain_id']} | {verdict} | " + " | ".join(format_number(c[k]) for k in dk) + f" | {format_number(c['rho'])} |")
         lines.append("")
     path = out_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")

@@ -119,26 +119,36 @@ def test_direction_is_never_guessed():
     from fixtures.repopaths import REPO
 
     cids, steps, scores = map(list, zip(*PIQE_ROWS))
-    with pytest.raises(UsageError, match="lower_better=True"):
+    with pytest.raises(UsageError, match="lower_better must be True or False"):
         sensitivity(scores, steps, cids)
-    with pytest.raises(UsageError, match="not in the metric table"):
-        sensitivity(scores, steps, cids, metric="my_own_metric")
     with pytest.raises(UsageError, match="lower_better must be True or False"):
         sensitivity(scores, steps, cids, lower_better="yes")
     module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
     with pytest.raises(UsageError, match="lower_better"):
         module.compute(scores=scores, steps=steps, chain_ids=cids)
+    with pytest.raises(UsageError, match="not in the metric table"):
+        module.compute(scores=scores, steps=steps, chain_ids=cids, metric="my_own_metric")
 
 
 def test_direction_from_the_metric_table():
+    """The protocol knows no metric; the table's direction of a named one is score_direction, which
+    the evaluate module applies to its metric=."""
+    import evaluate
+
+    from banana100.metrics.table import score_direction
+    from fixtures.repopaths import REPO
+
     cids, steps, scores = map(list, zip(*PIQE_ROWS))
-    by_name = sensitivity(scores, steps, cids, metric="piqe")
+    module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
+    by_name = module.compute(scores=scores, steps=steps, chain_ids=cids, metric="piqe")
     assert by_name["lower_better"] is True and by_name["failure_rate"] == 0.5
     assert by_name == sensitivity(scores, steps, cids, lower_better=True)
     assert sensitivity(scores, steps, cids, lower_better=False)["failure_rate"] == 1.0  # the wrong reading
-    assert sensitivity(scores, steps, cids, metric="PIQE", lower_better=True) == by_name
+    assert score_direction(True, "PIQE") is True and score_direction(None, "clipiqa") is False
     with pytest.raises(ValueError, match="contradicts the metric table: piqe is lower-is-better"):
-        sensitivity(scores, steps, cids, metric="piqe", lower_better=False)
+        score_direction(False, "piqe")
+    with pytest.raises(ValueError, match="contradicts the metric table: piqe is lower-is-better"):
+        module.compute(scores=scores, steps=steps, chain_ids=cids, metric="piqe", lower_better=False)
 
 
 def test_evaluate_module_matches_library():

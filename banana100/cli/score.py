@@ -51,9 +51,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from banana100.metrics.resolve import parse_metrics, resolve
     from banana100.metrics.athand import metrics_at_hand
-    from banana100.scoring import DEFAULT_METRICS, image_files, score_to_parquet
+    from banana100.metrics.resolve import parse_metrics, resolve
+    from banana100.scoring import DEFAULT_METRICS, ScoreRun, Source
 
     # errors come first and alone: the options, then the sources, and only then the line about
     # default metrics left out (their files may be fetched now)
@@ -64,26 +64,19 @@ def run(args) -> None:
             raise UsageError(f"--backend native: {', '.join(plain)} ha{'s' if len(plain) == 1 else 've'} no native "
                              "backend (only the six hand-crafted metrics do); leave --backend out to score each "
                              "metric with its default backend")
-    source = args.source if len(args.source) > 1 else args.source[0]
-    image_files(source)
+    source = Source.of(args.source if len(args.source) > 1 else args.source[0])  # walked once, checked
     if metrics is None:
         metrics = metrics_at_hand(DEFAULT_METRICS)
-    out = score_to_parquet(
-        source, metrics, args.out, device=args.device,
-        batch_size=args.batch_size, backend=args.backend, mode=args.mode, keep_text=args.keep_text,
-        max_pixels=args.max_pixels, reference=args.reference, precision=args.precision,
-    )
+    plan = ScoreRun.plan(source, metrics, reference=args.reference, backend=args.backend)
+    out = plan.run(args.out, device=args.device, batch_size=args.batch_size, mode=args.mode, keep_text=args.keep_text,
+                   max_pixels=args.max_pixels, precision=args.precision)
     if int(os.environ.get("RANK", "0") or 0) != 0:  # accelerate / torchrun: process 0 alone shows the result
         return
     from banana100.cli import scoresout
 
-    # what this run scored: edit_damage_rel comes beside edit_damage for chains and with --reference
-    from banana100.metrics.detector.relative import with_relative
-
-    metrics = with_relative(metrics, chains=image_files(source) is None or args.reference is not None)
-    rows = scoresout.scored_rows(out, metrics)
+    rows = scoresout.scored_rows(out, plan.metrics)  # what this run scored, companions included
     if args.format == "table":
-        print(scoresout.summary_table(rows, metrics))
+        print(scoresout.summary_table(rows, plan.metrics))
         print(f"scores written to {out}")
     else:  # stdout carries the rows alone, for a pipe
         scoresout.write_rows(rows, args.format, sys.stdout)

@@ -43,7 +43,7 @@ def metric_label(metric: str) -> str:
     return label(metric)  # the table's name, or a user's metric (pyiqa:<id>, a module) as resolved
 
 
-def _thumbnail(img: Image.Image, max_side: int) -> Image.Image:
+def thumbnail(img: Image.Image, max_side: int) -> Image.Image:
     img = img.convert("RGB")
     if max(img.size) > max_side:
         img = img.copy()
@@ -51,7 +51,7 @@ def _thumbnail(img: Image.Image, max_side: int) -> Image.Image:
     return img
 
 
-def _jpeg(img: Image.Image) -> bytes:
+def jpeg_bytes(img: Image.Image) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=_THUMB_QUALITY, subsampling=0)  # 4:4:4: keeps the colour grain
     return buf.getvalue()

@@ -13,7 +13,7 @@ import pandas as pd
 from PIL import Image
 
 from banana100.errors import UploadError
-from banana100.explore.common import _thumbnail
+from banana100.explore.common import thumbnail
 from banana100.schema import chain_id as make_chain_id
 
 
@@ -56,7 +56,7 @@ def shrink(rgb: np.ndarray, max_side: int) -> np.ndarray:
     """An HxWx3 uint8 array with its longest side at most `max_side` (Lanczos)."""
     if max(rgb.shape[:2]) <= max_side:
         return rgb
-    return np.asarray(_thumbnail(Image.fromarray(rgb), max_side))
+    return np.asarray(thumbnail(Image.fromarray(rgb), max_side))
 
 
 # A live chain is named like any other (source "live", repeat 0); the Space runs `replicate`.

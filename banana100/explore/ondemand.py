@@ -95,7 +95,7 @@ class ChainScores:
                                                 f"{i} of {len(todo)} images")
             part = todo[i:i + chunk]
             scores, errors = _score_part(scorer, [images[s] for s in part], _reference(scorer, images))
-            for j, (step, score) in enumerate(zip(part, scores)):
+            for j, (step, score) in enumerate(zip(part, scores, strict=True)):
                 # an image with no score (uniform, unreadable, too small) is a row with its error,
                 # as in `banana100 score`: the protocol then names that step as missing
                 rows.append({"chain_id": info.chain_id, "source_id": info.source_id, "setting": info.setting,
@@ -126,7 +126,7 @@ def _version_tag(metric: str) -> str:
 
 def _reference(scorer, images: dict):
     """The chain's step 0, for a scorer that measures against a reference (edit_damage_rel); else None."""
-    if not getattr(scorer, "takes_records", False):
+    if not scorer.needs_reference:
         return None
     if 0 not in images:
         raise Banana100Error("edit_damage_rel needs the chain's step 0 (its source), which this chain lacks")
@@ -134,31 +134,31 @@ def _reference(scorer, images: dict):
 
 
 def _score_part(scorer, images: list, reference=None) -> tuple[list, dict[int, str]]:
-    """Scores of `images` (None where an image has none) and {index: error text}.
+    """Scores of `images` (None where an image has none) and {index: error text}, as `banana100
+    score` gives them: each image decoded alone, and a failure isolated to its image
+    (`banana100.metrics.engine.feed`)."""
+    from banana100.imageio import load_rgb
+    from banana100.metrics.engine.contract import Scores, image_names, isolating
+    from banana100.metrics.engine.feed import blame_any
 
-    The engine scores the others and raises one ImageReadError / ScoreUndefinedError carrying
-    `scores` and `errors`; an image below the metric's minimum size fails the whole call, so the
-    images are then scored one by one.
-    """
-    from banana100.errors import ImageTooSmallError, ScoreUndefinedError
-
-    try:
-        return list(scorer.score(images) if reference is None else scorer.score(images, reference)), {}
-    except (ImageReadError, ScoreUndefinedError) as e:
-        scores = getattr(e, "scores", None)
-        if scores is None:
-            raise
-        return list(scores), {int(k): str(v) for k, v in (getattr(e, "errors", None) or {}).items()}
-    except ImageTooSmallError:
-        if len(images) == 1:
-            raise
-    scores, errors = [], {}
-    for j, image in enumerate(images):
+    names = image_names(images)
+    arrays: list = []
+    errors: dict[int, str] = {}
+    for i, image in enumerate(images):
         try:
-            one, one_errors = _score_part(scorer, [image], reference)
-        except Banana100Error as e:
-            one, one_errors = [None], {0: str(e)}
-        scores.append(one[0])
-        if 0 in one_errors:
-            errors[j] = one_errors[0]
-    return scores, errors
+            arrays.append(load_rgb(image))
+        except ImageReadError as e:
+            arrays.append(None)
+            errors[i] = f"{names[i]}: {e}"
+    ok = [i for i, a in enumerate(arrays) if a is not None]
+
+    def run(idx: list[int]) -> Scores:
+        part, part_names = [arrays[i] for i in idx], [names[i] for i in idx]
+        return scorer.measure(part, part_names) if reference is None else scorer.measure(
+            part, part_names, references=reference)
+
+    pairs = isolating(run, ok, blame_any(names)) if ok else []
+    scored = Scores.gather(len(images), [(idx, got if isinstance(got, Scores) else Scores.failed(len(idx), got))
+                                         for idx, got in pairs])
+    errors.update({i: str(e) for i, e in scored.errors.items()})
+    return scored.scores, errors

@@ -13,7 +13,7 @@ from pathlib import Path
 from PIL import Image
 
 from banana100.errors import Banana100Error, DatasetError, ImageReadError
-from banana100.explore.common import DISPLAY_SIDE, _jpeg, _thumbnail
+from banana100.explore.common import DISPLAY_SIDE, jpeg_bytes, thumbnail
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class ChainImages:
         for step, data in raw.items():
             try:
                 with Image.open(io.BytesIO(data)) as img:
-                    thumbs[step] = _jpeg(_thumbnail(img, self.max_side))
+                    thumbs[step] = jpeg_bytes(thumbnail(img, self.max_side))
             except Exception as e:  # noqa: BLE001 - one unreadable image must not hide the chain
                 raise ImageReadError(f"{self.location}: chain {chain_id} step {step}: cannot decode image ({e})") from None
         with self._lock:

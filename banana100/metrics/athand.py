@@ -28,13 +28,13 @@ def _fetch(metric: str, filenames: list[str]) -> str:
 
     from banana100.errors import WeightsNotFoundError
     from banana100.metrics.table import get_metric
-    from banana100.metrics.weights import _hub_unreachable, resolved_files
+    from banana100.metrics.weights import hub_unreachable, resolved_files
 
     files = [wf for wf in get_metric(metric).backend_files() if wf.filename in filenames]
     if any(wf.size is None or wf.size > SMALL_FILE_BYTES for wf in files):
         return "not a small parameter file"
     for wf in files:  # one quick probe per host first, so that offline the first line is the warning
-        why_not = _hub_unreachable(url=wf.download_url)
+        why_not = hub_unreachable(url=wf.download_url)
         if why_not:
             return why_not
     hosts = ", ".join(dict.fromkeys(urlparse(wf.download_url).netloc for wf in files))

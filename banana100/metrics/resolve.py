@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from banana100.errors import Banana100Error, UnknownMetricError, UsageError
+from banana100.metrics.engine.contract import Scorer, Scores
 from banana100.metrics.table import (DEFAULT_BATCH_SIZE, EVALUATORS, METRICS, ROSTER, MetricSpec, did_you_mean,
                                      get_metric)
 
@@ -243,10 +244,9 @@ def label(name: str) -> str:
     return name
 
 
-def make_scorer(name: str, device: str | None = None, batch_size: int | None = None, backend: str | None = None,
-                mode: str = "pyiqa", precision: str = "exact", **options):
-    """A scorer for `name` with the engine's interface (`score`, `score_arrays`, `spec`, `backend`,
-    `mode`, `flat_shares`). `batch_size`: the most images per forward pass; None: the metric's own
+def make_scorer(name: str, device=None, batch_size: int | None = None, backend: str | None = None,
+                mode: str = "pyiqa", precision: str = "exact", **options) -> Scorer:
+    """The scorer of `name` (`banana100.metrics.engine.contract.Scorer`). `batch_size`: the most images per forward pass; None: the metric's own
     default (DEFAULT_BATCH_SIZE, 8, for all but VisualQuality-R1, which takes as many as the free
     memory holds). `options` go to the VisualQuality-R1 scorer (max_pixels, keep_text, ...);
     `precision` ("exact" or "fast") applies to the engine's scorers (the table's metrics and
@@ -303,7 +303,7 @@ def _hub_unreachable_now() -> str:
     the weights store (an offline machine answered only after ~55 s of retries without it)."""
     from banana100.metrics import weights
 
-    return "HF_HUB_OFFLINE=1" if weights.offline() else weights._hub_unreachable()
+    return "HF_HUB_OFFLINE=1" if weights.offline() else weights.hub_unreachable()
 
 
 @contextlib.contextmanager
@@ -337,32 +337,22 @@ def _no_downloads(reason: str):
             setattr(owner, name, value)
 
 
-class ModuleScorer:
-    """A user's evaluate module behind the engine's interface: one compute() per batch of arrays."""
+class ModuleScorer(Scorer):
+    """A user's evaluate module behind the scorer contract: one compute() per batch of arrays."""
 
     mode = "module"
     backend = "evaluate"
 
-    def __init__(self, resolved: ResolvedMetric, device: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(self, resolved: ResolvedMetric, device=None, batch_size: int = DEFAULT_BATCH_SIZE):
+        from banana100.metrics.engine.scorer import check_device
+
         self.resolved, self.spec, self.module = resolved, resolved.spec, resolved.module
-        self.device, self.batch_size = device, int(batch_size)
-        self.flat_shares: list[None] = []
+        self.device, self.batch_size = check_device(device), int(batch_size)
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def score(self, images) -> list[float]:
-        from banana100.imageio import load_rgb
-
-        return self.score_arrays([load_rgb(i) for i in images])
-
-    def score_arrays(self, arrays, names=None) -> list[float]:
+    def measure(self, arrays, names, records=None) -> Scores:
         from banana100.errors import ScoreUndefinedError
-        from banana100.metrics.engine.scorer import image_failures
 
-        arrays = list(arrays)
-        names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
+        arrays, names = list(arrays), list(names)
         scores: list[float | None] = []
         for k in range(0, len(arrays), self.batch_size):
             part = arrays[k : k + self.batch_size]
@@ -374,13 +364,9 @@ class ModuleScorer:
             if problem:
                 raise Banana100Error(f"{self.name}: breaks the metric-module contract: {problem}")
             scores.extend(None if s is None else float(s) for s in out["scores"])
-        self.flat_shares = [None] * len(arrays)
         failed = {i: ScoreUndefinedError(f"{names[i]}: {self.name} gave {s} for this image (no score)")
                   for i, s in enumerate(scores) if s is None or not math.isfinite(s)}
-        if failed:
-            raise image_failures(len(arrays), failed, [None if i in failed else s for i, s in enumerate(scores)],
-                                 self.spec.display_name)
-        return scores  # type: ignore[return-value]
+        return Scores(scores, failed)
 
     def __repr__(self) -> str:
         return f"ModuleScorer({self.name!r})"

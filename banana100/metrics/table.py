@@ -536,3 +536,24 @@ def did_you_mean(name: str, known=None) -> str:
 def all_specs() -> dict[str, MetricSpec]:
     """The roster and the evaluators: every metric the table knows."""
     return {**METRICS, **EVALUATORS}
+
+
+def score_direction(lower_better: bool | None = None, metric: str | None = None) -> bool:
+    """Whether a lower score means better quality: `lower_better` as given, else the metric
+    table's entry for `metric`. Never a guess: with neither (or an unknown metric), a UsageError.
+    PIQE's scores read the wrong way round turn a 100 % failure rate into about 50 %."""
+    from banana100.errors import UsageError
+
+    known = METRICS.get(str(metric).strip().lower()) if metric is not None else None
+    if lower_better is None:
+        if known is None:
+            named = f"metric={metric!r} is not in the metric table; " if metric is not None else ""
+            raise UsageError(f"{named}pass lower_better=True (a lower score means better quality: NIQE, "
+                             "BRISQUE, PIQE, IL-NIQE, PI) or lower_better=False, or metric=<a pyiqa id>")
+        return bool(known.lower_better)
+    if not isinstance(lower_better, bool) and type(lower_better).__name__ != "bool_":  # numpy's bool too
+        raise UsageError(f"lower_better must be True or False, got {lower_better!r}")
+    if known is not None and bool(lower_better) != known.lower_better:
+        raise UsageError(f"lower_better={bool(lower_better)} contradicts the metric table: {known.name} is "
+                         f"{'lower' if known.lower_better else 'higher'}-is-better; leave lower_better out")
+    return bool(lower_better)

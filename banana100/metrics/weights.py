@@ -140,7 +140,7 @@ def _hf_cached(filename: str, repo_id: str | None, snapshot: bool = False) -> Pa
     return Path(hit) if isinstance(hit, str) and os.path.isfile(hit) else None
 
 
-def _hub_unreachable(timeout: float = 3.0, url: str | None = None) -> str:
+def hub_unreachable(timeout: float = 3.0, url: str | None = None) -> str:
     """Why the Hub cannot be reached, or "" when its host accepts a TCP connection.
 
     huggingface_hub retries a failed request five times with back-off (about 30 s) and logs
@@ -167,7 +167,7 @@ def _download(filename: str, repo_id: str | None, wf: WeightFile | None = None) 
     """(path, "") on success, (None, reason) on failure; never raises, never prints a trace."""
     try:
         if wf is not None and wf.url:  # torchvision / CLIP: straight into the reading library's cache
-            reason = _hub_unreachable(url=wf.url)
+            reason = hub_unreachable(url=wf.url)
             if reason:
                 return None, reason
             import torch.hub
@@ -176,7 +176,7 @@ def _download(filename: str, repo_id: str | None, wf: WeightFile | None = None) 
             target.parent.mkdir(parents=True, exist_ok=True)
             torch.hub.download_url_to_file(wf.url, str(target), hash_prefix=wf.sha256_prefix, progress=True)
             return target, ""
-        reason = _hub_unreachable()
+        reason = hub_unreachable()
         if reason:
             return None, reason
         if wf is not None and wf.snapshot:

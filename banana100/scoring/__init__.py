@@ -18,28 +18,139 @@ import logging
 import os
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from banana100.distributed import Processes as _Processes
+from banana100.distributed import Processes
 from banana100.errors import UsageError
-from banana100.metrics.detector import relative as edit_damage_rel
 from banana100.fileio import ExclusiveLock
-from banana100.scoring.feed import Decoded, _score_chunk, decoded_images, uploads_ahead
-from banana100.scoring.inputs import ImageItem, image_files, iter_items, plain_scope
 from banana100.metrics.athand import metrics_at_hand
+from banana100.metrics.engine.feed import uploads_ahead
+from banana100.scoring.feed import Decoded, decoded_images, score_chunk
+from banana100.scoring.inputs import ImageItem, Source, image_files, iter_items
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
+from banana100.scoring.references import attach_references, with_companions
 from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_current_detector,
-                                     _check_same_method, _done_keys,
-                                     _drop_temporary_files, _merge, _parts_dir, _write_part, check_out, read_scores)
+                                     _check_same_method, _done_keys, _drop_temporary_files, _merge, _parts_dir,
+                                     _write_part, check_out, read_scores)
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNK = 32  # images per chunk: rows are written (and kept for a resume) chunk by chunk
 
-__all__ = ["DEFAULT_METRICS", "Decoded", "ImageItem", "RECORD_COLUMNS", "SCORES_SCHEMA", "build_scorers",
-           "check_metrics_ready", "decoded_images", "image_files", "iter_items", "metrics_at_hand", "read_scores",
-           "score_to_parquet"]
+__all__ = ["DEFAULT_METRICS", "Decoded", "ImageItem", "RECORD_COLUMNS", "SCORES_SCHEMA", "ScoreRun", "Source",
+           "build_scorers", "check_metrics_ready", "decoded_images", "image_files", "iter_items", "metrics_at_hand",
+           "read_scores", "score_to_parquet"]
+
+
+@dataclass
+class ScoreRun:
+    """One `banana100 score`, checked before any work: the source classified once, the metrics
+    with their companions (edit_damage_rel beside edit_damage, where the images have references),
+    every extra and file at hand. `run` then scores into `out`."""
+
+    source: Source
+    metrics: list[str]
+    reference: object = None
+    backend: str | None = None
+
+    @classmethod
+    def plan(cls, source, metrics: list[str], reference=None, backend: str | None = None) -> "ScoreRun":
+        if not isinstance(source, (str, os.PathLike, Source)):
+            source = list(source)
+            source = source[0] if len(source) == 1 else source
+        source = Source.of(source)  # checks the source before any model is built
+        if reference is not None and source.chains:
+            raise UsageError("a reference image is for plain images: a chain's reference is its own step 0")
+        metrics = with_companions(list(metrics), references=source.chains or reference is not None)
+        check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
+        return cls(source, metrics, reference, backend)
+
+    def run(self, out, device=None, batch_size: int | None = None, chunk_size: int | None = None,
+            progress: bool = True, decode_workers: int | None = None, mode: str = "pyiqa", keep_text: bool = False,
+            max_pixels: int | None = None, precision: str = "exact") -> Path:
+        """Score into `out` (see `score_to_parquet`), under the lock that keeps a second run off it."""
+        from banana100.metrics.engine.scorer import check_device
+        from banana100.metrics.precision import check_precision
+
+        check_precision(precision)
+        out = Path(out)
+        check_out(out)  # a folder, or a file that is not a scores file: refused before any work
+        out.parent.mkdir(parents=True, exist_ok=True)
+        procs = Processes(device)
+        device = check_device(procs.device(device))  # the one place a device name becomes a torch.device
+        options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
+        # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
+        # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
+        lock = out.with_name(f".{out.name}.lock" + (f".rank{procs.rank}" if procs.rank else ""))
+        with ExclusiveLock(lock, out, "banana100 score", remove=True):
+            if procs.rank == 0:
+                _drop_temporary_files(out)
+            scorers = build_scorers(self.metrics, device=device, batch_size=batch_size, backend=self.backend,
+                                    mode=mode, precision=precision, **options)
+            attach_references(scorers, self.source.given, self.reference)
+            self._score(scorers, out, procs, chunk_size, progress, decode_workers)
+        return out
+
+    def _score(self, scorers: dict, out: Path, procs: Processes, chunk_size: int | None, progress: bool,
+               decode_workers: int | None) -> None:
+        if chunk_size is None:  # what each scorer gets in one call: by default never fewer than its
+            # largest batch (VisualQuality-R1 sizes its batch by the free memory, up to 64 images)
+            chunk_size = max([DEFAULT_CHUNK, *(s.largest_batch for s in scorers.values())])
+        texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
+        before = read_scores(out)
+        _check_same_method(before, scorers, out)
+        _check_current_detector(before, scorers, out)
+        done = _done_keys(before)
+        parts = _parts_dir(out)
+        prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
+        procs.barrier()  # every process has read what is done before anyone writes
+        if procs.world > 1:
+            log.info("process %d/%d scores every %dth image from #%d", procs.rank, procs.world, procs.world,
+                     procs.rank)
+        n_errors = 0
+        total = self.source.total
+        share = total // procs.world + (procs.rank < total % procs.world)
+        bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
+        workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
+        images = decoded_images(self.source, list(scorers), done, procs.rank, procs.world, workers)
+        # one device for the engine's scorers: chunk k+1 goes there (a thread) while chunk k is scored
+        devices = {s.device for s in scorers.values() if s.shares_uploads}
+        device = next(iter(devices)) if len(devices) == 1 else None
+        try:
+            for chunk, uploads in uploads_ahead(_chunks(images, chunk_size, bar), lambda c: [d.rgb for d in c],
+                                                device):
+                rows = score_chunk(chunk, scorers, uploads)
+                n_errors += sum(r["error"] is not None for r in rows)
+                _write_part(parts, rows, prefix)
+                _append_texts(texts_file, rows)
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+            images.close()  # stops the decoding threads, also after an interruption
+        procs.barrier()
+        if procs.rank == 0:
+            _merge(out, self.source.scope())
+        procs.barrier()
+        if n_errors:
+            warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",
+                          stacklevel=4)
+
+
+def _chunks(images, size: int, bar):
+    """The decoded images that still need a metric, `size` at a time; the others only count."""
+    chunk: list[Decoded] = []
+    for d in images:
+        if not d.needed:
+            bar.update(1)
+            continue
+        chunk.append(d)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def score_to_parquet(
@@ -84,86 +195,7 @@ def score_to_parquet(
     from banana100.metrics.precision import check_precision
 
     check_precision(precision)
-    out = Path(out)
-    if not isinstance(source, (str, os.PathLike)):
-        source = list(source)
-        source = source[0] if len(source) == 1 else source
-    check_out(out)  # a folder, or a file that is not a scores file: refused before any work
-    out.parent.mkdir(parents=True, exist_ok=True)
-    procs = _Processes(device)
-    total, _ = iter_items(source)  # checks the source before any model is built
-    chains = image_files(source) is None
-    if reference is not None and chains:
-        raise UsageError("a reference image is for plain images: a chain's reference is its own step 0")
-    metrics = edit_damage_rel.with_relative(metrics, chains=chains or reference is not None)
-    check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
-    # the same kind of lock as `generate`: a second run on the same --out refuses (each process of
-    # a distributed run holds its rank's lock, so two distributed runs on one --out refuse too)
-    lock = out.with_name(f".{out.name}.lock" + (f".rank{procs.rank}" if procs.rank else ""))
-    with ExclusiveLock(lock, out, "banana100 score", remove=True):
-        if procs.rank == 0:
-            _drop_temporary_files(out)
-        return _score_locked(source, metrics, out, device, batch_size, chunk_size, progress, decode_workers,
-                             backend, mode, procs, total, keep_text, max_pixels, reference, precision)
-
-
-def _score_locked(source, metrics, out: Path, device, batch_size, chunk_size, progress, decode_workers, backend,
-                  mode, procs: "_Processes", total: int, keep_text: bool, max_pixels: int | None, reference=None,
-                  precision: str = "exact") -> Path:
-    options = {"keep_text": keep_text, **({"max_pixels": max_pixels} if max_pixels else {})}
-    scorers = build_scorers(metrics, device=procs.device(device), batch_size=batch_size, backend=backend, mode=mode,
-                            precision=precision, **options)
-    metrics = list(scorers)  # the resolved names, as the `metric` column writes them
-    if chunk_size is None:  # what each scorer gets in one call: by default never fewer than its
-        # largest batch (VisualQuality-R1 sizes its batch by the free memory, up to 64 images)
-        chunk_size = max([DEFAULT_CHUNK, *(getattr(s, "largest_batch", 0) for s in scorers.values())])
-    edit_damage_rel.attach(scorers, source, reference)
-    texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
-    before = read_scores(out)
-    _check_same_method(before, scorers, out)
-    _check_current_detector(before, scorers, out)
-    done = _done_keys(before)
-    parts = _parts_dir(out)
-    prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
-    procs.barrier()  # every process has read what is done before anyone writes
-    if procs.world > 1:
-        log.info("process %d/%d scores every %dth image from #%d", procs.rank, procs.world, procs.world, procs.rank)
-
-    n_errors = 0
-    share = total // procs.world + (procs.rank < total % procs.world)
-    bar = tqdm(total=share, unit="img", desc="scoring", disable=not progress or procs.rank != 0, file=sys.stderr)
-    workers = decode_workers if decode_workers is not None else min(4, os.cpu_count() or 1)
-    images = decoded_images(source, metrics, done, procs.rank, procs.world, workers)
-
-    def chunks():
-        chunk: list[Decoded] = []
-        for d in images:
-            if not d.needed:
-                bar.update(1)
-                continue
-            chunk.append(d)
-            if len(chunk) >= chunk_size:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
-
-    try:
-        # chunk k+1 goes to the device (a thread) while chunk k is scored
-        for chunk, uploads in uploads_ahead(chunks(), scorers):
-            rows = _score_chunk(chunk, scorers, uploads)
-            n_errors += sum(r["error"] is not None for r in rows)
-            _write_part(parts, rows, prefix)
-            _append_texts(texts_file, rows)
-            bar.update(len(chunk))
-    finally:
-        bar.close()
-        images.close()  # stops the decoding threads, also after an interruption
-    procs.barrier()
-    if procs.rank == 0:
-        _merge(out, plain_scope(source) if image_files(source) is not None else [])
-    procs.barrier()
-    if n_errors:
-        warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",
-                      stacklevel=3)
-    return out
+    check_out(Path(out))  # before the source and the metrics: a wrong --out is the cheapest check
+    return ScoreRun.plan(source, metrics, reference, backend).run(
+        out, device=device, batch_size=batch_size, chunk_size=chunk_size, progress=progress,
+        decode_workers=decode_workers, mode=mode, keep_text=keep_text, max_pixels=max_pixels, precision=precision)

@@ -106,16 +106,58 @@ def with_sha256(item: ImageItem) -> ImageItem:
     return ImageItem({**item.record, "sha256": sha256_bytes(data)}, item.name, lambda: data)
 
 
+@dataclass
+class Source:
+    """What `score` reads, classified once: a run folder, a dataset folder, or plain image files
+    (`files`, the folders and patterns walked once), with the number of images and their items."""
+
+    given: object  # as the caller named it: a path, or a list of paths and patterns
+    files: list[Path] | None  # the plain image files; None: a run or dataset folder (chains)
+    total: int
+    _items: Callable[[], Iterator[ImageItem]]
+
+    @classmethod
+    def of(cls, source) -> "Source":
+        """`source` classified and checked (an error naming what is wrong, before any work)."""
+        if isinstance(source, Source):
+            return source
+        files = image_files(source)
+        total, items = _items_of(source, files)
+        return cls(source, files, total, items)
+
+    @property
+    def chains(self) -> bool:
+        """A run or dataset folder: its images are chain steps, each with its chain's step 0."""
+        return self.files is None
+
+    def items(self) -> Iterator[ImageItem]:
+        """The images, in order (a new iterator each call)."""
+        return self._items()
+
+    def scope(self) -> list[str]:
+        """The folders whose plain images this run lists in full (`plain_scope`); [] for chains."""
+        return [] if self.chains else plain_scope(self.given)
+
+    def folder(self) -> Path:
+        """The run or dataset folder (chains only)."""
+        return Path(self.given if isinstance(self.given, (str, os.PathLike)) else list(self.given)[0])
+
+
 def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
     """(number of images, iterator of images) of a run folder, a dataset folder, or plain images
     (a folder, a list or a glob of image files: one item each, with no chain or step)."""
-    files = image_files(source)
+    source = Source.of(source)
+    return source.total, source.items()
+
+
+def _items_of(source, files: list[Path] | None) -> tuple[int, Callable[[], Iterator[ImageItem]]]:
+    """(number of images, a maker of their iterator) for `source`, whose plain `files` are known."""
     if files is not None:
         def plain_items():
             for path in files:
                 yield ImageItem({"image": str(path)}, str(path), lambda path=path: read_regular_bytes(path))
 
-        return len(files), plain_items()
+        return len(files), plain_items
     source = Path(source if isinstance(source, (str, os.PathLike)) else list(source)[0])
     if (source / MANIFEST_NAME).is_file():
         records = read_manifest(source)
@@ -133,7 +175,7 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
                 path = image_path(source, r)
                 yield ImageItem(r, str(path), lambda path=path, r=r: _checked(read_regular_bytes(path), r))
 
-        return len(records), run_items()
+        return len(records), run_items
 
     from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
 
@@ -146,7 +188,7 @@ def iter_items(source) -> tuple[int, Iterator[ImageItem]]:
         rows = count_dataset_rows(source)
         if not rows:
             raise DatasetError(f"{source}: the dataset holds no image, so there is nothing to score")
-        return rows, dataset_items()
+        return rows, dataset_items
     if not source.exists():
         raise Banana100Error(f"{source}: no such folder")
     raise DatasetError(f"{source} is neither a run folder (no {MANIFEST_NAME}) nor a dataset folder (no README.md with configs)")

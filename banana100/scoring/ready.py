@@ -19,7 +19,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     from banana100 import extras
     from banana100.errors import MissingExtraError, WeightsNotFoundError
     from banana100.metrics.resolve import PYIQA_PREFIX, resolve
-    from banana100.metrics.weights import ENV_VAR, _hub_unreachable, missing, offline
+    from banana100.metrics.weights import ENV_VAR, hub_unreachable, missing, offline
 
     need_extra, lacking = {}, {}  # metric -> the extra it lacks / its files not at hand
     for m in metrics:
@@ -36,7 +36,7 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
                 lacking[m] = files
         if extra and not extras.extra_installed(extra):
             need_extra[m] = extra
-    if lacking and not offline() and not _hub_unreachable():
+    if lacking and not offline() and not hub_unreachable():
         lacking = {}  # online: the engine downloads what is missing (one quick probe says so)
     if not need_extra and not lacking:
         return

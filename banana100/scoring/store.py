@@ -97,7 +97,7 @@ def read_scores(out: Path) -> pa.Table:
     seen: dict[tuple, str] = {}
     for name, table in named:
         for r in table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist():
-            key = _key(r, r["metric"])
+            key = score_key(r, r["metric"])
             if key in seen and key[0] is not None:
                 where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
                 what = f"image {key[1]!r}" if key[0] is None else f"chain {key[0]!r} step {key[1]}"
@@ -138,12 +138,12 @@ def _plain(value):
 def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
     """Refuse to resume into `out` with a metric computed another way (backend, mode or precision) before."""
     cols = table.select([c for c in ("metric", "backend", "mode", "precision") if c in table.column_names]).to_pydict()
-    before = set(zip(cols["metric"], cols["backend"], cols["mode"], cols.get("precision", ["exact"] * table.num_rows)))
+    before = set(zip(cols["metric"], cols["backend"], cols["mode"], cols.get("precision", ["exact"] * table.num_rows), strict=True))
     for metric, backend, mode, precision in sorted(before):
         scorer = scorers.get(metric)
         if scorer is None:
             continue
-        now = (scorer.backend, scorer.mode, getattr(scorer, "precision", "exact"))
+        now = (scorer.backend, scorer.mode, scorer.precision)
         if now != (backend, mode, precision):
             raise Banana100Error(
                 f"{out} already holds {metric} scores computed with backend={backend!r}, mode={mode!r}, "
@@ -171,7 +171,7 @@ def _check_current_detector(table: pa.Table, scorers: dict, out: Path) -> None:
             f"Score into another --out (or remove that file) to score edit_damage again.")
 
 
-def _key(record: dict, metric: str) -> tuple:
+def score_key(record: dict, metric: str) -> tuple:
     """What identifies a scored (image, metric): its chain and step, or a plain image's path (in its
     canonical form) and bytes, so that a plain image changed on disk is scored again."""
     if record.get("chain_id") is None:
@@ -187,7 +187,7 @@ def _plain_path(image: str | None) -> str | None:
 
 def _done_keys(table: pa.Table) -> set[tuple]:
     cols = table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist()
-    return {_key(r, r["metric"]) for r in cols}
+    return {score_key(r, r["metric"]) for r in cols}
 
 
 def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Table:

@@ -287,8 +287,8 @@ STEP5 = {
 
 
 def score(scorer: MetricScorer, images: list[np.ndarray]) -> tuple[list[float], list[dict]]:
-    s = scorer.score_arrays(images)
-    return s, list(scorer.components)
+    scored = scorer.measure(images, [f"image {i}" for i in range(len(images))])
+    return scored.values(), list(scored.components)
 
 
 def auc(neg: list[float], pos: list[float]) -> float:

@@ -88,13 +88,9 @@ def set_path(scorer, path: str) -> None:
 
 def score(scorer, images):
     """Scores (None where the answer did not parse) and answers of `images`."""
-    from banana100.errors import ScoreUndefinedError
 
-    try:
-        scores = scorer.score_arrays(images)
-    except ScoreUndefinedError as e:
-        scores = e.scores
-    return list(scores), list(scorer.last_texts)
+    scored = scorer.measure(images, [f"image {i}" for i in range(len(images))])
+    return list(scored.scores), list(scored.texts)
 
 
 def agreement(scorer, images, cuda: bool) -> dict:

@@ -95,8 +95,8 @@ def test_the_scores_file_says_what_each_edit_damage_score_is_made_of(images, tmp
     assert df[df.metric == "piqe"].components.isna().all()
     scorer = MetricScorer("edit_damage", device="cpu")
     names = ["0.png", "1.png", "2.png"]
-    scorer.score([str(images / n) for n in names])
-    for name, expected in zip(names, scorer.components):
+    scored = scorer.measure_images([str(images / n) for n in names])
+    for name, expected in zip(names, scored.components, strict=True):
         got = mine.loc[name, "components"]
         assert got == pytest.approx(expected, rel=1e-9)
         assert sum(ed.terms(got).values()) == pytest.approx(mine.loc[name, "score"], rel=1e-9)

@@ -128,7 +128,7 @@ def test_download_fetches_and_copies_to_a_folder(capsys, monkeypatch, tmp_path):
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(weights, "_hub_unreachable", lambda timeout=3.0, url=None: "")
+    monkeypatch.setattr(weights, "hub_unreachable", lambda timeout=3.0, url=None: "")
     fetched = []
 
     def fake_hf(repo_id, filename, **kwargs):
@@ -162,7 +162,7 @@ def test_timm_backbone_comes_from_its_own_hub_repo(capsys, monkeypatch, tmp_path
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(weights, "_hub_unreachable", lambda timeout=3.0, url=None: "")
+    monkeypatch.setattr(weights, "hub_unreachable", lambda timeout=3.0, url=None: "")
     calls = []
 
     def fake_hf(repo_id, filename, **kwargs):

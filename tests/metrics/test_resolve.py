@@ -224,7 +224,7 @@ def test_a_hub_id_while_offline_could_not_be_reached(monkeypatch):
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(weights, "_hub_unreachable", lambda *a, **k: "download skipped: cannot reach huggingface.co:443")
+    monkeypatch.setattr(weights, "hub_unreachable", lambda *a, **k: "download skipped: cannot reach huggingface.co:443")
     rs.clear_cache()
     with pytest.raises(UnknownMetricError, match="could not be reached .download skipped: cannot reach huggingface"):
         rs.resolve("someone/no-such-metric")

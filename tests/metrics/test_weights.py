@@ -240,7 +240,7 @@ def test_download_is_used_and_checked(online, monkeypatch, tmp_path):
         calls.append((repo_id, filename))
         return str(PARAMS / filename)
 
-    monkeypatch.setattr(weights, "_hub_unreachable", lambda timeout=3.0: "")
+    monkeypatch.setattr(weights, "hub_unreachable", lambda timeout=3.0: "")
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     assert weights.resolve(NIQE_FILE) == PARAMS / NIQE_FILE
     assert calls == [(PYIQA_WEIGHTS_REPO, NIQE_FILE)]
@@ -259,7 +259,7 @@ def test_failed_download_gives_one_message_no_trace(online, monkeypatch, capsys)
     def broken(*args, **kwargs):
         raise RuntimeError("404 Client Error: Entry Not Found\n  (long server trace)")
 
-    monkeypatch.setattr(weights, "_hub_unreachable", lambda timeout=3.0: "")
+    monkeypatch.setattr(weights, "hub_unreachable", lambda timeout=3.0: "")
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", broken)
     with pytest.raises(WeightsNotFoundError) as exc:
         weights.resolve(NIQE_FILE)

@@ -29,7 +29,7 @@ def test_scores_every_image_and_metric(tmp_path, weights_from_shared):
 def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_from_shared, monkeypatch):
     records = make_run_folder(tmp_path / "run", steps=9, size=(100, 100))  # 20 images
     out = tmp_path / "s.parquet"
-    real = scoring._score_chunk
+    real = scoring.score_chunk
     calls = []
 
     def interrupted(chunk, scorers, *uploads):
@@ -38,14 +38,14 @@ def test_resume_after_interruption_scores_only_what_is_left(tmp_path, weights_fr
             raise KeyboardInterrupt
         return real(chunk, scorers, *uploads)
 
-    monkeypatch.setattr(scoring, "_score_chunk", interrupted)
+    monkeypatch.setattr(scoring, "score_chunk", interrupted)
     with pytest.raises(KeyboardInterrupt):
         scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe"], out, chunk_size=4, progress=False)
     assert not out.exists()
     assert len(list((tmp_path / "s.parquet.parts").glob("part-*.parquet"))) == 2  # 8 images kept
 
     counted = []
-    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers, *up: counted.append(len(chunk)) or real(chunk, scorers, *up))
+    monkeypatch.setattr(scoring, "score_chunk", lambda chunk, scorers, *up: counted.append(len(chunk)) or real(chunk, scorers, *up))
     scoring.score_to_parquet(tmp_path / "run", ["piqe", "niqe"], out, chunk_size=4, progress=False)
     assert sum(counted) == len(records) - 8
     rows = pq.read_table(out).to_pylist()
@@ -247,8 +247,8 @@ def test_chunks_are_never_smaller_than_a_metrics_largest_batch(tmp_path, monkeyp
     """A chunk is what each scorer gets in one call: with --batch-size 40 the chunks of 32 would
     cut every batch to 32 (VisualQuality-R1's memory-sized batch, up to 64, was capped so)."""
     make_run_folder(tmp_path / "run", steps=21, size=(64, 64))  # 44 images
-    real, sizes = scoring._score_chunk, []
-    monkeypatch.setattr(scoring, "_score_chunk", lambda chunk, scorers, *up: sizes.append(len(chunk)) or real(chunk, scorers, *up))
+    real, sizes = scoring.score_chunk, []
+    monkeypatch.setattr(scoring, "score_chunk", lambda chunk, scorers, *up: sizes.append(len(chunk)) or real(chunk, scorers, *up))
     scoring.score_to_parquet(tmp_path / "run", ["piqe"], tmp_path / "a.parquet", batch_size=40, progress=False)
     assert sizes == [40, 4]
     sizes.clear()

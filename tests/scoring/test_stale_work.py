@@ -205,14 +205,14 @@ def _rows(out) -> dict:
 
 @pytest.fixture
 def scored(monkeypatch):
-    """The images each _score_chunk call scores, by name."""
-    real, seen = scoring._score_chunk, []
+    """The images each score_chunk call scores, by name."""
+    real, seen = scoring.score_chunk, []
 
     def spy(chunk, scorers, *uploads):
         seen.extend(d.name for d in chunk)
         return real(chunk, scorers, *uploads)
 
-    monkeypatch.setattr(scoring, "_score_chunk", spy)
+    monkeypatch.setattr(scoring, "score_chunk", spy)
     return seen
 
 

@@ -19,17 +19,16 @@ another size is first resized (Lanczos, aspect kept) to the image's pixel count,
 measured at the same scale. The score is the sum of the four terms; 0 = nothing added.
 
 `banana100 score` writes it as its own metric, `edit_damage_rel`, beside the bare `edit_damage`
-(no schema change): for chains the reference is step 0 of the same `chain_id` (its statistics
-computed once per chain and size), for plain images the one given by `--reference`.
+(the table's `companion` of edit_damage): for chains the reference is step 0 of the same
+`chain_id` (its statistics computed once per chain and size; `banana100.scoring.references`
+finds it), for plain images the one given by `--reference`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -37,8 +36,8 @@ import torch
 
 from banana100.errors import Banana100Error, ImageReadError, ScoreUndefinedError
 from banana100.metrics.detector import model as ed
+from banana100.metrics.engine.contract import Scorer, Scores, check_size, image_names
 
-log = logging.getLogger(__name__)
 
 NAME = "edit_damage_rel"
 BARE = "edit_damage"
@@ -99,10 +98,10 @@ class StatsModel:
                 if held is not None and held[0] is a:  # the same array object, not a reused id
                     out[i] = held[1]
         todo = [i for i, st in enumerate(out) if st is None]
-        for i, st in zip(todo, self._measure([arrays[i] for i in todo])):
+        for i, st in zip(todo, self._measure([arrays[i] for i in todo]), strict=True):
             out[i] = st
         if share:
-            self._held = {id(a): (a, st) for a, st in zip(arrays, out)}
+            self._held = {id(a): (a, st) for a, st in zip(arrays, out, strict=True)}
         return out  # type: ignore[return-value]
 
     def _measure(self, arrays: list[np.ndarray]) -> list[dict]:
@@ -138,35 +137,30 @@ def _resized(reference: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return np.asarray(Image.fromarray(reference).resize(size, Image.LANCZOS))
 
 
-class RelativeScorer:
-    """`edit_damage_rel` behind the engine's interface (`score`, `score_arrays`, `spec`, `backend`,
-    `mode`, `flat_shares`, `components`), plus what it needs: each image's reference.
+class RelativeScorer(Scorer):
+    """`edit_damage_rel` behind the scorer contract, plus what it needs: each image's reference.
 
-    `score(images, references)` / `score_arrays(arrays, names, references=...)` take the
-    references directly (images or arrays, one per image); inside `banana100 score` the feeder
-    passes each image's manifest record instead (`records=`), and `find_reference(record)` (set
-    by `attach`) returns `(key, image)` for it, or None. A reference's statistics are cached per
-    (key, size), so a chain's source is measured once however many steps are scored.
+    `measure_against(images, references)` takes the references directly (images or arrays, one per
+    image, or one for all); inside `banana100 score` the feed passes each image's manifest record
+    instead (`records=`), and `find_reference(record)` (set by `banana100.scoring`) returns
+    `(key, image)` for it, or None. A reference's statistics are cached per (key, size), so a
+    chain's source is measured once however many steps are scored.
     """
 
     backend = "native"
     mode = "pyiqa"
-    takes_records = True
+    needs_reference = True
 
     def __init__(self, device=None, batch_size: int = 8):
         self.spec = spec()
         self.stats = StatsModel(device, batch_size)
-        self.device = self.stats.device
+        self.device, self.batch_size = self.stats.device, self.stats.batch_size
         self.find_reference: Callable[[dict], tuple[str, object] | None] | None = None
         self._cache: dict[tuple, dict] = {}
-        self.flat_shares: list[None] = []
-        self.components: list[dict[str, float] | None] = []
 
-    @property
-    def name(self) -> str:
-        return NAME
-
-    def score(self, images, references) -> list[float]:
+    def measure_against(self, images, references) -> Scores:
+        """Scores of `images` (paths, bytes, PIL images or arrays) against `references` (one, or one
+        per image): the damage each added since its reference."""
         from banana100.imageio import load_rgb
 
         images = list(images)
@@ -175,13 +169,19 @@ class RelativeScorer:
         for r in references:
             if id(r) not in loaded:
                 loaded[id(r)] = load_rgb(r)
-        return self.score_arrays([load_rgb(i) for i in images], None, references=[loaded[id(r)] for r in references])
+        arrays = [load_rgb(i) for i in images]
+        return self.measure(arrays, image_names(images), references=[loaded[id(r)] for r in references])
+
+    def score(self, images, references=None) -> list[float]:
+        """`measure_against(images, references)`'s scores; one error naming each image without one."""
+        if references is None:
+            raise ValueError(f"{NAME}: give the references the images were edited from (references=...)")
+        return self.measure_against(images, references).values(f" ({NAME})")
 
     def reference_stats(self, key, image, shape, cache: dict | None = None) -> dict:
         """The statistics of a reference, cached in `cache` (default: this scorer's, across calls)
         by `key` and the size it is measured at."""
         from banana100.imageio import load_rgb
-        from banana100.metrics.engine.scorer import check_size
 
         cache = self._cache if cache is None else cache
         ck = (key, tuple(shape[:2]))
@@ -191,9 +191,8 @@ class RelativeScorer:
             cache[ck] = self.stats([_resized(rgb, shape)])[0]
         return cache[ck]
 
-    def score_arrays(self, arrays, names=None, references=None, records=None) -> list[float]:
-        arrays = list(arrays)
-        names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
+    def measure(self, arrays, names, records=None, references=None) -> Scores:
+        arrays, names = list(arrays), list(names)
         failed: dict[int, Banana100Error] = {}
         refs: list[tuple | None] = [None] * len(arrays)
         call_cache: dict = {}  # references given to this call: each measured once per size, then dropped
@@ -201,11 +200,10 @@ class RelativeScorer:
         if references is not None:
             refs = [(f"#{id(r)}", r) for r in _broadcast(references, len(arrays))]
         elif records is not None:
-            refs = [self._record_reference(r, a, st) for r, a, st in zip(records, arrays, stats)]
+            refs = [self._record_reference(r, a, st) for r, a, st in zip(records, arrays, stats, strict=True)]
         scores: list[float | None] = [None] * len(arrays)
-        self.components = [None] * len(arrays)
-        self.flat_shares = [None] * len(arrays)
-        for i, (st, ref) in enumerate(zip(stats, refs)):
+        components: list[dict | None] = [None] * len(arrays)
+        for i, (st, ref) in enumerate(zip(stats, refs, strict=True)):
             if ref is None:
                 failed[i] = ScoreUndefinedError(f"{names[i]}: no reference to measure the damage from (a chain's "
                                                 "step 0, or --reference for plain images)")
@@ -216,13 +214,9 @@ class RelativeScorer:
             except (Banana100Error, OSError) as e:
                 failed[i] = ImageReadError(f"{names[i]}: its reference could not be used: {e}")
                 continue
-            self.components[i] = relative_components(st, base)
+            components[i] = relative_components(st, base)
             scores[i] = relative_score(st, base)
-        if failed:
-            from banana100.metrics.engine.scorer import image_failures
-
-            raise image_failures(len(arrays), failed, scores, f" ({NAME})")
-        return scores  # type: ignore[return-value]
+        return Scores(scores, failed, components=components)
 
     def _record_reference(self, record: dict, rgb: np.ndarray, stats: dict):
         chain = record.get("chain_id")
@@ -234,44 +228,27 @@ class RelativeScorer:
         return found
 
 
-class SharedBareScorer:
+class SharedBareScorer(Scorer):
     """`edit_damage`, the bare score, from the statistics `edit_damage_rel` measures of the same
     images anyway (`StatsModel(share=True)`): with both metrics each image is measured once, not
-    twice. Scores equal the engine's (same module, same float input, same combination); `attach`
-    puts it in place of the engine's scorer when both are scored on one device in exact precision.
-    The engine's interface as `banana100 score` uses it: `score_arrays`, `spec`, `backend`, `mode`,
-    `precision`, `flat_shares`, `components`."""
-
-    takes_records = False
+    twice. Scores equal the engine's (same module, same float input, same combination);
+    `banana100.scoring` puts it in place of the engine's scorer when both are scored on one device
+    in exact precision."""
 
     def __init__(self, engine_scorer, rel: "RelativeScorer"):
         self.spec = engine_scorer.spec
         self.backend, self.mode, self.precision = engine_scorer.backend, engine_scorer.mode, engine_scorer.precision
-        self.device = rel.device
+        self.device, self.batch_size = rel.device, rel.batch_size
         self.stats = rel.stats
-        self.flat_shares: list[None] = []
-        self.components: list[dict[str, float] | None] = []
 
-    @property
-    def name(self) -> str:
-        return BARE
-
-    def score_arrays(self, arrays, names=None) -> list[float]:
-        arrays = list(arrays)
-        names = list(names) if names is not None else [f"image {i}" for i in range(len(arrays))]
+    def measure(self, arrays, names, records=None) -> Scores:
+        arrays, names = list(arrays), list(names)
         stats = self.stats(arrays, share=True)
         comps = {c: torch.tensor([st[c] for st in stats], dtype=torch.float64) for c in ed.COMPONENTS}
         scores = ed.combine(comps).tolist()
-        self.components = [{c: st[c] for c in ed.COMPONENTS} for st in stats]
-        self.flat_shares = [None] * len(arrays)
         failed = {i: ScoreUndefinedError(f"{names[i]}: {self.spec.display_name} gave {s} for this image")
                   for i, s in enumerate(scores) if not math.isfinite(s)}
-        if failed:
-            from banana100.metrics.engine.scorer import image_failures
-
-            raise image_failures(len(arrays), failed, [None if i in failed else s for i, s in enumerate(scores)],
-                                 self.spec.display_name)
-        return scores
+        return Scores(scores, failed, components=[{c: st[c] for c in ed.COMPONENTS} for st in stats])
 
 
 def _broadcast(references, n: int) -> list:
@@ -293,45 +270,6 @@ def _broadcast(references, n: int) -> list:
     return references
 
 
-# --- inside `banana100 score`: which metrics, and each record's reference ----------------------
-
-def with_relative(metrics: list[str], chains: bool) -> list[str]:
-    """`metrics` plus edit_damage_rel right after edit_damage when scoring chains (their source is in
-    the manifest) or plain images with a reference."""
-    if BARE in metrics and NAME not in metrics and chains:
-        i = metrics.index(BARE)
-        return [*metrics[:i + 1], NAME, *metrics[i + 1:]]
-    return list(metrics)
-
-
-def chain_sources(source) -> Callable[[dict], tuple[str, object] | None]:
-    """record -> (chain_id, step 0's image) of a run or dataset folder; read once, on first use."""
-    index: dict[str, object] | None = None
-
-    def build() -> dict[str, object]:
-        from banana100.chains.manifest import MANIFEST_NAME, image_path, read_manifest
-
-        root = Path(source)
-        if (root / MANIFEST_NAME).is_file():
-            return {r["chain_id"]: image_path(root, r) for r in read_manifest(root) if r["step"] == 0}
-        from banana100.dataset.reader import card_configs, iter_dataset_records
-
-        names = {c.get("config_name") for c in card_configs(root) or []}
-        config = "endpoints" if "endpoints" in names else "default"  # the small config holds step 0
-        return {r["chain_id"]: data for r, data in iter_dataset_records(root, config) if r.get("step") == 0}
-
-    def find(record: dict):
-        nonlocal index
-        chain = record.get("chain_id")
-        if chain is None:
-            return None
-        if index is None:
-            index = build()
-        return (chain, index[chain]) if chain in index else None
-
-    return find
-
-
 def _heldout_auc() -> str:
     """The bare score's measured clean-vs-damaged AUC on held-out chains (the validation file), one a
     draw, and by kind of source where measured, for the warning."""
@@ -344,23 +282,6 @@ def _heldout_auc() -> str:
                                         if by_source else "")) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
-
-
-def attach(scorers: dict, source, reference=None) -> None:
-    """Give the relative scorer among `scorers` its references: `reference` (one image for every
-    plain image) or each chain's step 0 in `source`. Logs when the bare score goes out alone."""
-    rel = scorers.get(NAME)
-    if rel is not None:
-        if reference is not None:
-            rel.find_reference = lambda record, ref=reference: (str(ref), ref)
-        else:
-            rel.find_reference = chain_sources(source)
-        bare = scorers.get(BARE)
-        if (isinstance(rel, RelativeScorer) and bare is not None and getattr(bare, "backend", None) == "native"
-                and getattr(bare, "precision", None) == "exact" and getattr(bare, "device", None) == rel.device):
-            scorers[BARE] = SharedBareScorer(bare, rel)  # one measurement of each image for both scores
-    elif BARE in scorers:
-        log.warning("%s", alone_note())
 
 
 def alone_note() -> str:

@@ -17,10 +17,9 @@ one-at-a-time scores).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
-import itertools
-import contextlib
 import math
 import os
 import warnings
@@ -31,17 +30,18 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from banana100.errors import Banana100Error, ImageTooSmallError, ScoreUndefinedError, UsageError
+from banana100.imageio import ImageLike, image_size, load_rgb
 from banana100.metrics import weights
-from banana100.metrics.engine import fastpaths
-from banana100.errors import Banana100Error, ImageReadError, ImageTooSmallError, ScoreUndefinedError, UsageError
-from banana100.imageio import ImageLike, decode_ahead, describe, image_size, load_rgb
+from banana100.metrics.engine import fastpaths, feed
+from banana100.metrics.engine.contract import Scorer, Scores, check_size, image_names, isolating
 from banana100.metrics.native import MODES
 from banana100.metrics.precision import autocast_dtype, check_precision, float32_precision
 from banana100.metrics.table import DEFAULT_BATCH_SIZE, MetricSpec, get_metric
 from banana100.metrics.engine.upload import Uploaded, Uploader, to_float, to_tensor
 
-__all__ = ["DEFAULT_BATCH_SIZE", "MetricScorer", "check_device", "check_size", "default_device", "image_failures",
-           "keep_freed_memory", "to_tensor"]
+__all__ = ["DEFAULT_BATCH_SIZE", "MetricScorer", "check_device", "check_size", "default_device", "keep_freed_memory",
+           "to_tensor"]
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -102,40 +102,8 @@ def check_device(device) -> torch.device:
     return dev
 
 
-def check_size(spec: MetricSpec, image: np.ndarray | tuple[int, int], name: str) -> None:
-    """Raise ImageTooSmallError when `image` (an array, or its (height, width)) is below the metric's minimum.
-
-    The minimum is the metric's smallest meaningful size (the metric table's `min_size`: for the
-    hand-crafted metrics measured by bench/metrics/bench_min_size.py), not just what pyiqa accepts.
-    """
-    h, w = image.shape[:2] if isinstance(image, np.ndarray) else image
-    m = spec.min_size
-    if h < m or w < m:
-        raise ImageTooSmallError(
-            f"{spec.display_name} needs at least {m}x{m} pixels; {name} is {w}x{h} (width x height)"
-        )
-
-
-def image_failures(images: int, failed: dict[int, Banana100Error], scores: list, what: str = "") -> Banana100Error:
-    """One error for the images of a call that could not be scored, after the others were.
-
-    ImageReadError when any file could not be read, else ScoreUndefinedError; it carries
-    `scores` (None for each failed image) and `errors` ({index: that image's error}).
-    """
-    names = "; ".join(str(failed[i]) for i in sorted(failed))
-    unread = any(isinstance(e, ImageReadError) for e in failed.values())
-    undefined = any(not isinstance(e, ImageReadError) for e in failed.values())
-    verb = ("could not be decoded or scored" if unread and undefined else
-            "could not be decoded" if unread else f"have no {what} score".replace("  ", " "))
-    cls = ImageReadError if unread else ScoreUndefinedError
-    error = cls(f"{len(failed)} of {images} images {verb} ({names}); the others were scored: see this error's `scores`")
-    error.scores = scores
-    error.errors = dict(sorted(failed.items()))
-    return error
-
-
-class MetricScorer:
-    """Scores images with one metric of the table.
+class MetricScorer(Scorer):
+    """Scores images with one metric of the table (the scorer contract: `contract.Scorer`).
 
     Args:
         metric: pyiqa id from the metric table (`banana100.metrics.table`).
@@ -158,6 +126,8 @@ class MetricScorer:
     Raises WeightsNotFoundError (naming the file and where to put it) when the metric's
     parameter files are missing, UnknownMetricError for a name not in the table.
     """
+
+    shares_uploads = True  # `measure_uploaded`: several metrics score one upload of a batch
 
     def __init__(self, metric: str, device: str | torch.device | None = None,
                  batch_size: int | None = DEFAULT_BATCH_SIZE,
@@ -201,10 +171,6 @@ class MetricScorer:
         self.spec = metric if isinstance(metric, MetricSpec) else get_metric(metric)
         self.backend, self.mode, self.half, self.precision = "pyiqa", "pyiqa", False, "exact"
         self._uploader: Uploader | None = None
-        self.flat_shares: list[float | None] = []  # per image of the last score() call (native metrics)
-        # per image of the last score() call: {component: value} for a model that explains its
-        # score (`last_components`: the edit_damage detector), else None
-        self.components: list[dict[str, float] | None] = []
         self.device = check_device(device)
         if batch_size is None:
             batch_size = DEFAULT_BATCH_SIZE
@@ -265,62 +231,71 @@ class MetricScorer:
     def name(self) -> str:
         return self.spec.name
 
-    def score(self, images: Sequence[ImageLike]) -> list[float]:
-        """Scores of `images` (paths, bytes, PIL images or arrays), as Python floats in input order.
+    def measure_images(self, images: Sequence[ImageLike]) -> Scores:
+        """`measure` of paths, bytes, PIL images or arrays (`Scorer.measure_images`).
 
         Every image's size is checked before any scoring starts (files by their header: a
         missing, unreadable or too small file fails at once). Files are then decoded in
-        `decode_workers` threads a few batches ahead of the model, so decoding overlaps scoring
-        and only those batches are held in memory. A file whose pixel data turns out corrupt,
-        or an image the metric has no score for (a uniform image for a metric whose table entry
-        says `uniform="undefined"`, a NaN result), does not stop the others: they are scored,
-        then an ImageReadError (any unreadable file) or a ScoreUndefinedError names every such
-        image and carries all the scores in `error.scores` (None for the failed images) and
-        each image's error in `error.errors`. A NaN never comes back as a score.
+        `decode_workers` threads a chunk ahead of the model (`feed.measure_files`), so decoding
+        overlaps scoring and only those chunks are held in memory. A file whose pixel data turn out
+        corrupt, or an image the metric has no score for (a uniform image for a metric whose table
+        entry says `uniform="undefined"`, a NaN result), is an `errors` entry; the others are scored.
         """
         images = list(images)
-        sizes: list[tuple[int, int]] = []
-        names: list[str] = []
+        names = image_names(images)
         for i, img in enumerate(images):
-            names.append(describe(img) if isinstance(img, (str, os.PathLike)) else f"image {i} {describe(img)}")
             if isinstance(img, (str, os.PathLike, bytes)):
-                sizes.append(image_size(img, self.max_image_pixels))
+                size = image_size(img, self.max_image_pixels)
             else:  # arrays and PIL images are in memory already: convert them now
                 images[i] = load_rgb(img)
-                sizes.append(images[i].shape[:2])
-            check_size(self.spec, sizes[-1], names[-1])
-        return self._score(images, sizes, names)
+                size = images[i].shape[:2]
+            check_size(self.spec, size, names[i])
+        return feed.measure_files(self, images, names, self.decode_workers, self.max_image_pixels)
 
-    def _score(self, images: list, sizes: list[tuple[int, int]], names: list[str] | None = None) -> list[float]:
-        """Score arrays and files (decoded ahead) in same-size batches; see `score` for failures."""
-        names = names or [f"image {i} {describe(img)}" for i, img in enumerate(images)]
-        failed: dict[int, Banana100Error] = {}
+    def measure(self, arrays: Sequence[np.ndarray], names: Sequence[str], records=None) -> Scores:
+        """Scores of HxWx3 uint8 arrays (`Scorer.measure`): same-size groups uploaded once, a chunk
+        ahead of the model (`feed.measure_arrays`); an image below the metric's minimum size is an
+        `errors` entry (ImageTooSmallError), as is one with no defined score."""
+        names = list(names)
+        small: dict[int, Banana100Error] = {}
+        for i, (a, name) in enumerate(zip(arrays, names, strict=True)):
+            try:
+                check_size(self.spec, a, name)
+            except ImageTooSmallError as e:
+                small[i] = e
+        ok = [i for i in range(len(names)) if i not in small]
+        out = Scores.gather(len(names), [(ok, feed.measure_arrays(self, [arrays[i] for i in ok], [names[i] for i in ok]))])
+        out.errors.update(small)
+        return out
 
-        def uploaded():  # batch k+1 is decoded (threads) and uploaded (a thread) while batch k computes
-            with contextlib.closing(self._decoded_chunks(images, sizes, failed)) as chunks:
-                yield from self.uploader.ahead(chunks)
-
-        return self._score_batches(uploaded(), len(images), names, failed)
-
-    def score_uploaded(self, batch: Uploaded, names: Sequence[str]) -> list[float]:
+    def measure_uploaded(self, batch: Uploaded, names: Sequence[str]) -> Scores:
         """Scores of a batch of same-size images already on this scorer's device
         (`banana100.metrics.engine.upload.Uploader.upload`), in order: the entry through which several
-        metrics share one upload (`banana100 score --metrics a,b,c`). Sizes are checked first
-        (ImageTooSmallError); failures as in `score`."""
+        metrics share one upload (`feed.measure_chunk`). Images below the metric's minimum size
+        are `errors` entries; other failures as in `measure`."""
         names = list(names)
         if len(names) != len(batch):
-            raise UsageError(f"score_uploaded: {len(names)} names for {len(batch)} images")
+            raise UsageError(f"measure_uploaded: {len(names)} names for {len(batch)} images")
         if batch.pixels.device.type != self.device.type:
-            raise UsageError(f"score_uploaded: a batch on {batch.pixels.device} for a scorer on {self.device}")
+            raise UsageError(f"measure_uploaded: a batch on {batch.pixels.device} for a scorer on {self.device}")
         size = tuple(batch.pixels.shape[1:3])
-        for name in names:
-            check_size(self.spec, size, name)
+        try:
+            check_size(self.spec, size, names[0])
+        except ImageTooSmallError:  # the whole batch has that size: each image named
+            return Scores([None] * len(names), {i: self._too_small(size, name) for i, name in enumerate(names)})
         if self.spec.uniform != "scored":
             batch.colours()  # once for the whole batch (and every metric that shares it)
         chunks = self._chunks([size] * len(names))
-        return self._score_batches(((idx, batch.take(idx)) for idx in chunks), len(names), names, {})
+        return self._measure_batches(((idx, batch.take(idx)) for idx in chunks), len(names), names)
 
-    def _score_batches(self, batches, n: int, names: list[str], failed: dict[int, Banana100Error]) -> list[float]:
+    def _too_small(self, size: tuple[int, int], name: str) -> Banana100Error:
+        try:
+            check_size(self.spec, size, name)
+        except ImageTooSmallError as e:
+            return e
+        raise AssertionError(f"{name} is not too small")  # pragma: no cover
+
+    def _measure_batches(self, batches, n: int, names: list[str]) -> Scores:
         """Score (indices, Uploaded batch) pairs; the scores stay on the device until every batch
         is queued, then come back at once.
 
@@ -328,6 +303,7 @@ class MetricScorer:
         running the model (the table's `uniform`); a NaN or infinite score, or a linear-algebra
         failure of one image (pyiqa's NIQE / IL-NIQE on degenerate images), is ScoreUndefinedError.
         """
+        failed: dict[int, Banana100Error] = {}
         scores: list[float | None] = [None] * n
         shares: list[float | None] = [None] * n
         components: list[dict[str, float] | None] = [None] * n
@@ -336,7 +312,7 @@ class MetricScorer:
         for idx, batch in batches:
             colours = batch.colours() if self.spec.uniform != "scored" else [None] * len(idx)
             run = []
-            for j, (i, colour) in enumerate(zip(idx, colours)):
+            for j, (i, colour) in enumerate(zip(idx, colours, strict=True)):
                 if colour is None:
                     run.append(j)
                 elif self.spec.uniform == "undefined":
@@ -349,12 +325,10 @@ class MetricScorer:
             self.uploader.queued()
         for idx, outs in queued:  # one transfer per forward, after all of them are queued
             for out in outs:
-                if out.scores is None:
-                    continue
                 values = out.scores.cpu().tolist()
                 share = out.shares.cpu().tolist() if out.shares is not None else [None] * len(values)
                 comps = {k: v.cpu().tolist() for k, v in (out.components or {}).items()}
-                for k, (j, s) in enumerate(zip(out.positions, values)):
+                for k, (j, s) in enumerate(zip(out.positions, values, strict=True)):
                     i = idx[j]
                     shares[i] = share[k]
                     components[i] = {name: float(v[k]) for name, v in comps.items()} or None
@@ -364,76 +338,35 @@ class MetricScorer:
                         failed[i] = ScoreUndefinedError(
                             f"{names[i]}: {label} gave {s} for this image (no defined score; a nearly "
                             "uniform image, or too little variation for the metric's statistics)")
-        # the native hand-crafted metrics' share of flat windows per image (None elsewhere)
-        self.flat_shares = shares
-        self.components = components
         if self.backend == "native" or any(s is not None for s in shares):
             from banana100.metrics.native import warn_if_flat
 
             warn_if_flat(self.spec.name, shares, names)
-        if failed:
-            raise image_failures(n, failed, scores, label)
-        return scores  # type: ignore[return-value]
+        return Scores(scores, failed, shares, components)
 
     def _forward_isolating(self, batch: Uploaded, run: list[int], names: list[str], failed: dict,
                            idx: list[int]) -> list["_Out"]:
-        """The forwards of batch[run]; a linear-algebra failure is retried image by image, and an
-        image that fails alone is recorded in `failed` (scores None); any other error propagates."""
+        """The forwards of batch[run]; a linear-algebra failure is retried image by image
+        (`contract.isolating`), and an image that fails alone is recorded in `failed`; any other
+        error propagates."""
         if not run:
             return []
-        try:
-            return self._forward_backing_off(batch, run)
-        except torch.linalg.LinAlgError as e:
-            if len(run) == 1:
-                failed[idx[run[0]]] = ScoreUndefinedError(
-                    f"{names[0]}: {self.spec.display_name} failed on this image ({type(e).__name__.lstrip('_')}: "
-                    f"{str(e).splitlines()[0]}); a nearly uniform image has no defined score")
-                return [_Out(run, None, None, None)]
-        return [o for j, name in zip(run, names) for o in self._forward_isolating(batch, [j], [name], failed, idx)]
+        name_of = dict(zip(run, names, strict=True))
 
-    def _decoded_chunks(self, images: list, sizes: list[tuple[int, int]], failed: dict):
-        """Yield (indices, RGB arrays) per same-size batch, files decoded ahead (`decode_ahead`).
+        def blame(j: int, e: Exception) -> Banana100Error | None:
+            if not isinstance(e, torch.linalg.LinAlgError):
+                return None
+            return ScoreUndefinedError(
+                f"{name_of[j]}: {self.spec.display_name} failed on this image ({type(e).__name__.lstrip('_')}: "
+                f"{str(e).splitlines()[0]}); a nearly uniform image has no defined score")
 
-        Up to two batches (at least 2 x decode_workers images) are decoded ahead of the one
-        being scored: enough to keep the threads busy, few enough to bound memory for 2K images.
-        """
-        def decode(i: int) -> np.ndarray:
-            return images[i] if isinstance(images[i], np.ndarray) else load_rgb(images[i], self.max_image_pixels)
-
-        chunks = self._chunks(sizes)
-        ahead = max(2 * self.batch_size, 2 * self.decode_workers)
-        decoded = decode_ahead((i for idx in chunks for i in idx), decode, self.decode_workers, ahead)
-        try:
-            for idx in chunks:
-                done: dict[int, np.ndarray] = {}
-                for i, rgb in itertools.islice(decoded, len(idx)):
-                    if isinstance(rgb, ImageReadError):
-                        failed[i] = rgb
-                    else:
-                        done[i] = rgb
-                # a header can disagree with the decoded pixels (rare): batch by the real shape
-                by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
-                for i, rgb in done.items():
-                    by_shape[rgb.shape].append(i)
-                for group in by_shape.values():
-                    yield group, [done[i] for i in group]
-        finally:  # a failed batch stops the decoding threads at once
-            decoded.close()
-
-    def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
-        """Scores of HxWx3 uint8 arrays (already decoded RGB), in input order.
-
-        `names` (the files they came from, say) label them in errors and warnings."""
-        if names is None:
-            names = [f"array {i} {describe(a)}" for i, a in enumerate(arrays)]
-        elif len(names) != len(arrays):
-            raise UsageError(f"score_arrays: {len(names)} names for {len(arrays)} arrays")
-        for a, name in zip(arrays, names):
-            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
-                raise ImageReadError(f"{name}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
-            check_size(self.spec, a, name)
-        arrays = [np.ascontiguousarray(a) for a in arrays]
-        return self._score(arrays, [a.shape[:2] for a in arrays], list(names))
+        outs = []
+        for positions, got in isolating(lambda r: self._forward_backing_off(batch, r), run, blame):
+            if isinstance(got, Banana100Error):
+                failed[idx[positions[0]]] = got
+            else:
+                outs += got
+        return outs
 
     def _chunks(self, sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Index lists to score together: same-size groups cut to batch_size, or singles."""
@@ -453,7 +386,9 @@ class MetricScorer:
         """The forward of x (on the device) in this scorer's precision; results left on the device."""
         dtype = autocast_dtype(self.precision, self.device, self.half) if self.backend != "native" else None
         autocast = torch.autocast(self.device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
-        with torch.no_grad(), float32_precision(self.precision == "fast"), autocast:
+        # a native model holds TF32 off in its own forward (`native.build`); a pyiqa model here
+        precision = float32_precision(self.precision == "fast") if self.backend != "native" else contextlib.nullcontext()
+        with torch.no_grad(), precision, autocast:
             out = self.model(x)
         if isinstance(out, (tuple, list)):
             out = out[0]
@@ -477,7 +412,7 @@ class MetricScorer:
             x = to_float(batch.take(run).pixels)
             return [self._forward_device(x, run)]
         except Exception as e:  # noqa: BLE001 - only out-of-memory is handled here
-            if not _is_oom(e) or len(run) == 1:
+            if not is_out_of_memory(e) or len(run) == 1:
                 raise
         del x
         if self.device.type == "cuda":
@@ -500,7 +435,7 @@ class _Out(NamedTuple):
     components: dict[str, torch.Tensor] | None
 
 
-def _is_oom(e: BaseException) -> bool:
+def is_out_of_memory(e: BaseException) -> bool:
     """True for CUDA (or other accelerator / host) out-of-memory errors."""
     if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True

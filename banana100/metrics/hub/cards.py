@@ -381,18 +381,7 @@ def render_metric_card(name: str) -> str:
         from banana100.metrics.detector import card as detector_card
 
         return detector_card.render(spec)
-    n = spec.name
-    d = spec.display_name
-    files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.all_files) or (
-        f"  - none: {d} needs no parameter file."
-    )
-    live = any("LIVE" in wf.licence for wf in spec.all_files)
-    live_note = (
-        "\nThe LIVE files come with the LIVE copyright notice (University of Texas at Austin): "
-        "keep it with any copy of the files and acknowledge LIVE in publications that use them.\n"
-        if live
-        else ""
-    )
+    n, d = spec.name, spec.display_name
     return f"""{_header(spec)}
 # Metric Card for {d}
 
@@ -407,7 +396,13 @@ def render_metric_card(name: str) -> str:
 - **Family:** {spec.family}.
 
 {_install_section(spec)}
-## How to Use
+{_usage_section(spec)}{_outputs_section(spec)}{_closing_sections(spec)}"""
+
+
+def _usage_section(spec: MetricSpec) -> str:
+    """How to Use and its Inputs: the call, the options, how images are read and sized, failures."""
+    n, d = spec.name, spec.display_name
+    return f"""## How to Use
 
 ```python
 import evaluate
@@ -453,7 +448,13 @@ a missing score, by name. A file that cannot be read (missing, corrupt, or over 
 of 89,478,485 pixels that guards against decompression bombs: raise it with
 `max_image_pixels=` or `BANANA100_MAX_IMAGE_PIXELS`) raises `ImageReadError` naming the file.
 
-### Output Values
+"""
+
+
+def _outputs_section(spec: MetricSpec) -> str:
+    """Output Values, the agreement with the original implementation, the parameter files."""
+    n = spec.name
+    return f"""### Output Values
 
 - **metric** (`str`): `"{n}"`.
 - **scores** (`list[float]`): one score per image, in input order.
@@ -467,7 +468,23 @@ of 89,478,485 pixels that guards against decompression bombs: raise it with
 {flat_regime_section(spec)}### Parameter files
 
 {_files_section(spec)}
-## Limitations and Bias
+"""
+
+
+def _closing_sections(spec: MetricSpec) -> str:
+    """Limitations, licences, citation and references."""
+    d = spec.display_name
+    files_licences = "\n".join(f"  - `{wf.filename}`: {wf.licence}." for wf in spec.all_files) or (
+        f"  - none: {d} needs no parameter file."
+    )
+    live = any("LIVE" in wf.licence for wf in spec.all_files)
+    live_note = (
+        "\nThe LIVE files come with the LIVE copyright notice (University of Texas at Austin): "
+        "keep it with any copy of the files and acknowledge LIVE in publications that use them.\n"
+        if live
+        else ""
+    )
+    return f"""## Limitations and Bias
 
 {d} is a no-reference metric: it scores how "natural" or undistorted an image looks, not how
 faithful it is to a source. The Banana100 benchmark (arXiv 2604.03400) shows that NR-IQA

@@ -32,7 +32,7 @@ from banana100 import about
 from banana100.errors import UsageError
 from banana100 import protocol
 from banana100.metrics.engine.scorer import MetricScorer, check_device
-from banana100.metrics.table import get_metric
+from banana100.metrics.table import get_metric, score_direction
 
 _INPUTS_DESCRIPTION = """
 Args:
@@ -203,21 +203,22 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
             raise ValueError(f"{self.METRIC_NAME}: compute() got no images")
         scorer = self._scorer(device, batch_size, backend, mode, half, precision)
         scorer.max_image_pixels = max_image_pixels
-        scores = scorer.score(images)
+        scored = scorer.measure_images(images)
+        scores = scored.values(scorer.spec.display_name)
         out = {
             "metric": self.METRIC_NAME,
             "scores": scores,
             "mean": float(np.mean(scores)),
             "lower_better": get_metric(self.METRIC_NAME).lower_better,
         }
-        if any(s is not None for s in scorer.flat_shares):  # native hand-crafted metrics
-            out["flat_share"] = scorer.flat_shares
+        if any(s is not None for s in scored.flat_shares):  # native hand-crafted metrics
+            out["flat_share"] = scored.flat_shares
         if components:
-            if not any(c is not None for c in scorer.components):
+            if not any(c is not None for c in scored.components):
                 raise UsageError(f"{self.METRIC_NAME}: components=True is for a metric that explains its score "
                                  "(edit_damage); this one returns only the score")
-            names = next(c for c in scorer.components if c is not None)
-            out["components"] = {n: [c[n] if c is not None else None for c in scorer.components] for n in names}
+            names = next(c for c in scored.components if c is not None)
+            out["components"] = {n: [c[n] if c is not None else None for c in scored.components] for n in names}
         return out
 
 
@@ -235,10 +236,11 @@ class IQAMetric(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
         scorer = cache[key]
         refs = references if isinstance(references, (str, os.PathLike, bytes, Image.Image)) or (
             isinstance(references, np.ndarray) and references.ndim == 3) else _as_list(references)
-        scores = scorer.score([_from_arrow(x) for x in images], refs)
+        scored = scorer.measure_against([_from_arrow(x) for x in images], refs)
+        scores = scored.values(f" ({NAME})")
         out = {"metric": NAME, "scores": scores, "mean": float(np.mean(scores)), "lower_better": True}
         if components:
-            out["components"] = {n: [c[n] for c in scorer.components] for n in scorer.components[0]}
+            out["components"] = {n: [c[n] for c in scored.components] for n in scored.components[0]}
         return out
 
 
@@ -287,7 +289,7 @@ class SensitivityProtocol(evaluate.Metric):
 
     def _compute(self, scores, steps, chain_ids, lower_better=None, reference_step=protocol.DEFAULT_REFERENCE_STEP,
                  check_steps=protocol.DEFAULT_CHECK_STEPS, metric=None):
-        return protocol.sensitivity(scores, steps, chain_ids, lower_better=lower_better, metric=metric,
+        return protocol.sensitivity(scores, steps, chain_ids, lower_better=score_direction(lower_better, metric),
                                     reference_step=reference_step, check_steps=check_steps)
 
 
@@ -366,11 +368,12 @@ class VLMEvaluator(_StoresImages, evaluate.Metric, metaclass=abc.ABCMeta):
         scorer = self._scorer(device, batch_size, max_pixels or DEFAULT_MAX_PIXELS,
                               max_new_tokens or DEFAULT_MAX_NEW_TOKENS)
         scorer.keep_text = bool(keep_text)
-        scores = scorer.score([_from_arrow(x) for x in images])
+        scored = scorer.measure_images([_from_arrow(x) for x in images])
+        scores = scored.values(scorer.spec.display_name)
         out = {"metric": self.METRIC_NAME, "scores": scores, "mean": float(np.mean(scores)),
                "lower_better": get_metric(self.METRIC_NAME).lower_better}
         if keep_text:
-            out["texts"] = scorer.last_texts
+            out["texts"] = scored.texts
         return out
 
     def _compute(self, images):  # evaluate's add/add_batch path: the same scoring

@@ -9,7 +9,7 @@ AnswerParseError for that image, never a number.
 
     scorer = VLMScorer()                      # weights from the weights store
     scorer.score(["a.png", "b.png"])          # -> [3.52, 2.17]
-    scorer.last_texts                         # what the model answered, per image (keep_text=True)
+    scorer.measure_images(["a.png"]).texts    # what the model answered, per image (keep_text=True)
 
 Batches are padded on the left (a decoder-only model generates after the last prompt token);
 images are batched in order of size so that similar prompts share a batch.
@@ -26,9 +26,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from banana100.errors import AnswerParseError, Banana100Error, ImageReadError
-from banana100.imageio import ImageLike, describe, image_size, load_rgb
+from banana100.imageio import ImageLike, image_size, load_rgb
 from banana100.metrics import weights
-from banana100.metrics.engine.scorer import _is_oom, check_device, check_size, image_failures
+from banana100.metrics.engine.contract import Scorer, Scores, check_size, image_names
+from banana100.metrics.engine.scorer import check_device, is_out_of_memory
 from banana100.metrics.table import get_metric
 from banana100.metrics.vlm.attention import ATTENTION, set_vision_attention
 
@@ -88,7 +89,7 @@ def messages() -> list[dict]:
     return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
 
 
-class VLMScorer:
+class VLMScorer(Scorer):
     """Scores images with VisualQuality-R1 (or any Qwen2.5-VL checkpoint given as `model`).
 
     Args:
@@ -98,7 +99,7 @@ class VLMScorer:
             see MEMORY_SHARE) or CPU_AUTO_BATCH (CPU). Out of memory, a batch is halved and the
             lower size kept.
         max_pixels: largest image area fed to the model (see DEFAULT_MAX_PIXELS).
-        keep_text: keep each image's generated text in `last_texts` (always kept for failures,
+        keep_text: return each image's generated text in `Scores.texts` (always kept for failures,
             in the error message).
         max_new_tokens: the most tokens generated per image.
         vision_attention: the vision tower's attention; default all windows of a batch in one SDPA
@@ -149,8 +150,6 @@ class VLMScorer:
         self.max_pixels = int(max_pixels)
         self._oom_cap: int | None = None  # the batch size an out-of-memory error left
         self.keep_text, self.max_new_tokens = bool(keep_text), int(max_new_tokens)
-        self.last_texts: list[str | None] = []
-        self.flat_shares: list[None] = []
 
     @property
     def name(self) -> str:
@@ -169,40 +168,39 @@ class VLMScorer:
         return (f"VLMScorer({self.spec.name!r}, device={str(self.device)!r}, batch_size={self.batch_size or 'auto'}, "
                 f"max_pixels={self.max_pixels})")
 
-    # --- the engine's interface (MetricScorer.score / score_arrays) ---
-    def score(self, images: Sequence[ImageLike]) -> list[float]:
-        """Scores of `images` (paths, bytes, PIL images or arrays) in input order; see `score_arrays`.
+    # --- the scorer contract (banana100.metrics.engine.contract.Scorer) ---
+    def measure_images(self, images: Sequence[ImageLike]) -> Scores:
+        """`measure` of paths, bytes, PIL images or arrays, in input order.
 
         Files are checked by their header first (a missing or too small file fails at once) and
         decoded one batch at a time, so memory holds one batch of images, not the whole list.
         """
-        images, names, sizes = list(images), [], []
+        images, names, sizes = list(images), image_names(images), []
         for i, img in enumerate(images):
-            name = describe(img) if isinstance(img, (str, os.PathLike)) else f"image {i} {describe(img)}"
-            names.append(name)
             if isinstance(img, (str, os.PathLike, bytes)):
                 sizes.append(image_size(img, self.max_image_pixels))
             else:  # in memory already
                 images[i] = load_rgb(img)
                 sizes.append(images[i].shape[:2])
-            check_size(self.spec, sizes[-1], name)
-        return self._score(images, names, sizes)
+            check_size(self.spec, sizes[-1], names[i])
+        return self._measure(images, names, sizes)
 
-    def score_arrays(self, arrays: Sequence[np.ndarray], names: Sequence[str] | None = None) -> list[float]:
-        """Scores of HxWx3 uint8 arrays in input order.
+    def measure(self, arrays: Sequence[np.ndarray], names: Sequence[str], records=None) -> Scores:
+        """Scores of HxWx3 uint8 arrays in input order. An answer without a score is an
+        AnswerParseError for that image (an `errors` entry), as is an image below the minimum size."""
+        names, small = list(names), {}
+        for i, (a, name) in enumerate(zip(arrays, names, strict=True)):
+            try:
+                check_size(self.spec, a, name)
+            except Banana100Error as e:
+                small[i] = e
+        ok = [i for i in range(len(names)) if i not in small]
+        out = Scores.gather(len(names), [(ok, self._measure([arrays[i] for i in ok], [names[i] for i in ok],
+                                                            [arrays[i].shape[:2] for i in ok]))])
+        out.errors.update(small)
+        return out
 
-        An answer without a score is an AnswerParseError for that image, raised (after the others
-        were scored) as the engine raises undefined scores: `error.scores` (None there) and
-        `error.errors` ({index: error}).
-        """
-        names = list(names) if names is not None else [f"array {i} {describe(a)}" for i, a in enumerate(arrays)]
-        for a, name in zip(arrays, names):
-            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3):
-                raise ImageReadError(f"{name}: {describe(a)}; score_arrays takes HxWx3 uint8 arrays")
-            check_size(self.spec, a, name)
-        return self._score(list(arrays), names, [a.shape[:2] for a in arrays])
-
-    def _score(self, images: list, names: list[str], sizes: list) -> list[float]:
+    def _measure(self, images: list, names: list[str], sizes: list) -> Scores:
         failed: dict[int, Banana100Error] = {}
         order = sorted(range(len(images)), key=lambda i: tuple(sizes[i]))  # similar prompts share a batch
         texts: list[str | None] = [None] * len(images)
@@ -216,7 +214,7 @@ class VLMScorer:
                 except ImageReadError as e:  # corrupt pixel data: that image only
                     failed[i] = e
             if arrays:
-                for i, text in zip(idx, self._generate_backing_off(arrays)):
+                for i, text in zip(idx, self._generate_backing_off(arrays), strict=True):
                     texts[i] = text
         scores: list[float | None] = [None] * len(images)
         for i, text in enumerate(texts):
@@ -227,11 +225,7 @@ class VLMScorer:
             except ValueError as e:
                 failed[i] = AnswerParseError(f"{names[i]}: {self.spec.display_name} gave no score ({e}); "
                                              f"it answered {text[:200]!r}")
-        self.last_texts = texts if self.keep_text else [None] * len(images)
-        self.flat_shares = [None] * len(images)
-        if failed:
-            raise image_failures(len(images), failed, scores, self.spec.display_name)
-        return scores  # type: ignore[return-value]
+        return Scores(scores, failed, texts=texts if self.keep_text else None)
 
     def tokens_per_image(self, height: int, width: int) -> int:
         """Sequence length of one image's generation: visual tokens, the prompt, the answer."""
@@ -279,7 +273,7 @@ class VLMScorer:
         try:
             return self.generate(arrays)
         except Exception as e:  # noqa: BLE001 - only out-of-memory is handled here
-            if not _is_oom(e) or len(arrays) == 1:
+            if not is_out_of_memory(e) or len(arrays) == 1:
                 raise
         if self.device.type == "cuda":
             import torch

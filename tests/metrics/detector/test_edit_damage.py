@@ -43,8 +43,8 @@ def _grid(a, amplitude, period=8):
 
 
 def _components(scorer, images):
-    scores = scorer.score_arrays(images)
-    return scores, {c: [d[c] for d in scorer.components] for c in ed.COMPONENTS}
+    scored = scorer.measure(images, [f"image {i}" for i in range(len(images))])
+    return scored.values(), {c: [d[c] for d in scored.components] for c in ed.COMPONENTS}
 
 
 def test_in_the_table_beside_the_roster_not_in_it():
@@ -138,9 +138,10 @@ def test_batched_scores_equal_one_by_one(photo):
     images = [photo, _noise(photo, 3), _grid(photo, 3), np.ascontiguousarray(photo[::-1])]
     batched = MetricScorer("edit_damage", device="cpu", batch_size=4)
     single = MetricScorer("edit_damage", device="cpu", batch_size=1)
-    b, s = batched.score_arrays(images), single.score_arrays(images)
-    np.testing.assert_allclose(b, s, rtol=1e-6)
-    for cb, cs in zip(batched.components, single.components):
+    names = [f"image {i}" for i in range(len(images))]
+    b, s = batched.measure(images, names), single.measure(images, names)
+    np.testing.assert_allclose(b.values(), s.values(), rtol=1e-6)
+    for cb, cs in zip(b.components, s.components, strict=True):
         for k in ed.COMPONENTS:
             assert cb[k] == pytest.approx(cs[k], rel=1e-5, abs=1e-6)
 

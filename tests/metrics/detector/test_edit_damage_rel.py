@@ -31,10 +31,11 @@ def scorer():
 
 
 def test_the_reference_itself_scores_zero_and_damage_grows(scorer, chain):
-    scores = scorer.score(chain, chain[0])
+    scored = scorer.measure_against(chain, chain[0])
+    scores = scored.values()
     assert scores[0] == pytest.approx(0, abs=1e-9)
     assert scores[10] > scores[5] > scores[1] > 0
-    assert set(scorer.components[1]) == set(ed.TERMS)  # texture only normalises the bare grain term
+    assert set(scored.components[1]) == set(ed.TERMS)  # texture only normalises the bare grain term
 
 
 def test_what_the_source_already_had_does_not_count(scorer, chain):

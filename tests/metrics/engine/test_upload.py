@@ -68,7 +68,7 @@ def test_a_batch_takes_views_or_gathers_and_keeps_its_check():
     assert torch.equal(gathered.pixels, batch.pixels[[0, 4]]) and gathered.colours() == [colours[0], colours[4]]
 
 
-def test_score_uploaded_equals_score_arrays(weights_from_shared):
+def test_measure_uploaded_equals_score_arrays(weights_from_shared):
     imgs = chain_images(3, 128) + [np.full((128, 128, 3), 50, np.uint8)]
     for name in ("niqe", "piqe"):
         s = MetricScorer(name, device="cpu", batch_size=2)
@@ -78,7 +78,7 @@ def test_score_uploaded_equals_score_arrays(weights_from_shared):
             direct = e.scores
         batch = s.uploader.upload(imgs)
         try:
-            shared = s.score_uploaded(batch, [f"i{k}" for k in range(4)])
+            shared = s.measure_uploaded(batch, [f"i{k}" for k in range(4)]).values()
         except Exception as e:
             shared = e.scores
         assert shared == direct
@@ -129,7 +129,8 @@ def test_engine_scores_equal_on_each_device_through_several_batches(device):
     s = MetricScorer.from_model("cnniqa", Mean(), device=device, batch_size=2)
     expected = [float(torch.stack([to_tensor(a) for a in imgs]).mean(dim=(1, 2, 3))[k]) for k in range(7)]
     assert s.score_arrays(imgs) == pytest.approx(expected, rel=1e-6)
-    assert s.score_uploaded(s.uploader.upload(imgs), [str(k) for k in range(7)]) == pytest.approx(expected, rel=1e-6)
+    assert s.measure_uploaded(s.uploader.upload(imgs), [str(k) for k in range(7)]).scores == pytest.approx(expected,
+                                                                                             rel=1e-6)
 
 
 def test_uploads_ahead_run_in_a_thread_in_order_and_pass_errors_on(monkeypatch):
@@ -169,7 +170,7 @@ def test_score_uploads_the_next_chunk_while_this_one_is_scored(tmp_path, monkeyp
 
     make_run_folder(tmp_path / "run", steps=5, size=(100, 120))  # 12 images: chunks of 4
     uploads, second_chunk_uploaded = [], threading.Event()
-    real_upload, real_score = Uploader.upload, scoring._score_chunk
+    real_upload, real_score = Uploader.upload, scoring.score_chunk
 
     def upload_spy(self, rgbs):
         uploads.append(threading.get_ident())
@@ -184,7 +185,7 @@ def test_score_uploads_the_next_chunk_while_this_one_is_scored(tmp_path, monkeyp
         return real_score(chunk, scorers, *up)
 
     monkeypatch.setattr(Uploader, "upload", upload_spy)
-    monkeypatch.setattr(scoring, "_score_chunk", score_spy)
+    monkeypatch.setattr(scoring, "score_chunk", score_spy)
     out = scoring.score_to_parquet(tmp_path / "run", ["piqe", "edit_damage"], tmp_path / "s.parquet",
                                    device="cpu", chunk_size=4, progress=False)
     assert len(uploads) == 3 and threading.get_ident() not in uploads  # one per chunk, all in the thread

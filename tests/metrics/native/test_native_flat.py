@@ -304,16 +304,16 @@ def test_flat_share_is_reported_and_warned(weights_from_shared):
     scorer = MetricScorer("brisque", device="cpu", backend="native")
     with warnings.catch_warnings():
         warnings.simplefilter("error", FlatRegionWarning)
-        scorer.score_arrays([photo])  # no warning: 0.2 % flat windows
-    assert scorer.flat_shares[0] < FLAT_WARN_SHARE["brisque"]
+        alone = scorer.measure([photo], ["photo"])  # no warning: 0.2 % flat windows
+    assert alone.flat_shares[0] < FLAT_WARN_SHARE["brisque"]
     with pytest.warns(FlatRegionWarning, match="brisque: 1 image"):
-        scorer.score_arrays([photo, sky])
-    assert scorer.flat_shares[1] > 0.25 and scorer.flat_shares[0] < 0.01
+        both = scorer.measure([photo, sky], ["photo", "sky"])
+    assert both.flat_shares[1] > 0.25 and both.flat_shares[0] < 0.01
     piqe = MetricScorer("piqe", device="cpu", backend="native")
     with warnings.catch_warnings():
         warnings.simplefilter("error", FlatRegionWarning)
-        piqe.score_arrays([sky])  # PIQE is insensitive: share reported, no warning
-    assert piqe.flat_shares[0] > 0.25
+        sky_piqe = piqe.measure([sky], ["sky"])  # PIQE is insensitive: share reported, no warning
+    assert sky_piqe.flat_shares[0] > 0.25
 
 
 @pytest.mark.integration

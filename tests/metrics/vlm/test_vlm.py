@@ -79,14 +79,12 @@ def test_left_padding_and_pinned_size(tiny):
 
 def test_batched_equals_one_by_one(tiny):
     images = _images(5)
-    batched = _scorer(tiny, batch_size=5, keep_text=True)
-    with pytest.raises(ScoreUndefinedError):
-        batched.score_arrays(images)
-    singles = _scorer(tiny, batch_size=1, keep_text=True)
-    with pytest.raises(ScoreUndefinedError):
-        singles.score_arrays(images)
-    assert batched.last_texts == singles.last_texts
-    assert len(set(batched.last_texts)) > 1  # the images got different answers: a real comparison
+    names = [f"i{k}" for k in range(len(images))]
+    batched = _scorer(tiny, batch_size=5, keep_text=True).measure(images, names)
+    singles = _scorer(tiny, batch_size=1, keep_text=True).measure(images, names)
+    assert batched.errors and singles.errors
+    assert batched.texts == singles.texts
+    assert len(set(batched.texts)) > 1  # the images got different answers: a real comparison
 
 
 def test_unparsable_answer_is_a_named_error_not_a_score(tiny):
@@ -97,7 +95,7 @@ def test_unparsable_answer_is_a_named_error_not_a_score(tiny):
     assert err.scores == [None, None, None]
     assert all(isinstance(e, AnswerParseError) for e in err.errors.values())
     assert "a.png" in str(err.errors[0]) and "gave no score" in str(err.errors[0])
-    assert s.last_texts == [None, None, None]  # keep_text off: not kept
+    assert s.measure(_images(3), ["a.png", "b.png", "c.png"]).texts == [None, None, None]  # keep_text off
 
 
 class _Answers(vlm.VLMScorer):
@@ -119,7 +117,7 @@ def test_scores_in_input_order_with_one_failure(tiny):
         s.score_arrays(images)
     assert info.value.scores == [3.25, None, 1.5]
     assert list(info.value.errors) == [1]
-    assert s.last_texts[1] == "I cannot rate this"
+    assert s.measure(images, ["a", "b", "c"]).texts[1] == "I cannot rate this"
     s.answers[images[1].shape[:2]] = "<answer>4.00</answer>"
     assert s.score_arrays(images) == [3.25, 4.0, 1.5]
 
@@ -187,7 +185,7 @@ def test_scoring_rows_and_texts_file(tiny, tmp_path):
     images = _images(3)
     chunk = [scoring.Decoded({"chain_id": "c", "step": k}, f"c/step_{k}.png", ["visualquality_r1"], rgb=img)
              for k, img in enumerate(images)]
-    rows = scoring._score_chunk(chunk, {"visualquality_r1": scorer})
+    rows = scoring.score_chunk(chunk, {"visualquality_r1": scorer})
     assert [r["step"] for r in rows] == [0, 1, 2]
     assert all(np.isnan(r["score"]) and "gave no score" in r["error"] and "c/step_" in r["error"] for r in rows)
     assert all(r["mode"] == scorer.mode and r["backend"] == "transformers" for r in rows)
@@ -195,7 +193,7 @@ def test_scoring_rows_and_texts_file(tiny, tmp_path):
     scoring._append_texts(out, rows)
     kept = [json.loads(line) for line in out.read_text().splitlines()]
     assert [k["step"] for k in kept] == [0, 1, 2] and all(k["text"] for k in kept)
-    assert kept[0]["text"] == scorer.last_texts[0]
+    assert kept[0]["text"] == scorer.measure(images[:1], ["c/step_0.png"]).texts[0]
 
 
 def test_resume_with_another_max_pixels_is_refused(tiny, tmp_path):
@@ -221,12 +219,11 @@ def test_files_scored_like_arrays(tiny, tmp_path):
         paths.append(tmp_path / f"{k}.png")
         Image.fromarray(a).save(paths[-1])
     s = _scorer(tiny, batch_size=2, keep_text=True)
+    from_arrays = s.measure(images, ["0", "1", "2"]).texts
+    from_files = s.measure_images([str(p) for p in paths])
+    assert from_files.texts == from_arrays and str(paths[0]) in str(from_files.errors[0])
     with pytest.raises(ScoreUndefinedError):
-        s.score_arrays(images)
-    from_arrays = list(s.last_texts)
-    with pytest.raises(ScoreUndefinedError) as info:
         s.score([str(p) for p in paths])
-    assert s.last_texts == from_arrays and str(paths[0]) in str(info.value.errors[0])
 
 
 def test_auto_batch_on_cpu_and_a_fixed_size_as_the_cap(tiny):
