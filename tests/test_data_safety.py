@@ -137,7 +137,7 @@ def test_two_score_processes_on_one_out_the_second_refuses(tmp_path, capsys):
         def hold(*a, **k):
             print("locked", flush=True)
             sys.stdin.readline()
-        scoring._score_locked = hold
+        scoring.ScoreRun._score = hold
         scoring.score_to_parquet({str(tmp_path / 'run')!r}, ["piqe"], {str(out)!r}, device="cpu", progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

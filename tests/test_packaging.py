@@ -266,7 +266,7 @@ def test_wheel_and_clone_write_identical_cards(built, tmp_path):
     assert sorted(names) == sorted((*ROSTER, *DETECTORS))  # the detector's card reads package data too
     assert cards == {n: render_metric_card(n) for n in names}
     # the measurements themselves reached the cards (not an empty fallback on both sides)
-    assert "flat_share" in cards["brisque"] and "bench/metrics/native_agreement.py" in cards["brisque"]
+    assert "flat_share" in cards["brisque"] and "python -m bench.metrics.native_agreement" in cards["brisque"]
 
 
 # -- the built wheel, installed into a fresh venv outside the repository -----------------------
