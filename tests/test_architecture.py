@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import re
 from functools import cache
 from pathlib import Path
 
@@ -210,3 +211,28 @@ def test_the_scorers_implement_the_one_contract():
 
     for cls in (MetricScorer, VLMScorer, RelativeScorer, SharedBareScorer, ModuleScorer):
         assert issubclass(cls, Scorer) and not getattr(cls, "__abstractmethods__", None), cls
+
+
+def _documented_tree() -> list[str]:
+    """The file and folder names docs/architecture.md's tree lists (its first code block)."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    block = text.split("```", 2)[1]
+    names = []
+    for line in block.splitlines():
+        first = line.strip().split(" ", 1)[0]
+        if first.endswith((".py", "/")) or first == "<command>.py":
+            names.append(first)
+    return names
+
+
+def test_docs_architecture_lists_every_module_and_nothing_that_is_gone():
+    listed = _documented_tree()
+    files = {p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"} | {
+        p.name + "/" for p in PACKAGE.rglob("*") if p.is_dir() and (p / "__init__.py").is_file()}
+    gone = [n for n in listed if n not in files and n not in ("banana100/", "<command>.py", "__init__.py")]
+    assert gone == [], "docs/architecture.md lists what the tree lacks"
+    block = (REPO / "docs" / "architecture.md").read_text().split("```", 2)[1]
+    cli_commands = {p.name for p in (PACKAGE / "cli").glob("*.py")} - {"__init__.py", "common.py", "scoresout.py"}
+    missing = sorted(n for n in files - cli_commands - {"__main__.py"}
+                     if not re.search(rf"(?<![\w.]){re.escape(n)}", block))
+    assert missing == [], "docs/architecture.md does not list these modules"

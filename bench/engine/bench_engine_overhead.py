@@ -49,7 +49,7 @@ def main() -> None:
                     help="the commit whose engine is the baseline, a file of its engine.py, or none")
     ap.add_argument("--clock", choices=("cpu", "wall"), default=None, help="default: cpu on CPU, wall on a GPU")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    ap.add_argument("--out", default=None, help="results file (default bench/results_engine_overhead[_<device>].json)")
+    ap.add_argument("--out", default=None, help="results file (default bench/results/engine/engine_overhead[_<device>].json)")
     args = ap.parse_args()
 
     import os

@@ -173,7 +173,7 @@ def main() -> None:
                     help="interleaved long-lived workers, one thread, process CPU time (a shared machine)")
     ap.add_argument("--pairs", type=int, default=1,
                     help="with --cpu-time: start this many fresh pairs of workers, the rounds split between them")
-    ap.add_argument("--out", type=Path, help="the JSON file (default bench/results_flat_cost[_cpu_time].json)")
+    ap.add_argument("--out", type=Path, help="the JSON file (default bench/results/metrics/flat_cost[_cpu_time].json)")
     args = ap.parse_args()
     if args.cpu_time:
         rows = cpu_time_rows(args.before, args.metrics.split(","), args.rounds, args.params, args.pairs)

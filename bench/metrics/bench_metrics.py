@@ -1,7 +1,7 @@
 """Metric modules vs the plain pyiqa loop, and evaluate's overhead, on the same images in one run.
 
     python -m bench.metrics.bench_metrics --metrics piqe,niqe,brisque --n 32 --size 512 \
-        --weights ../shared/iqa-params --out bench/results_metrics.md
+        --weights ../shared/iqa-params --out /tmp/metrics_vs_loop.md
 
 For each metric, on the same PNG files:
   pyiqa loop : `m = pyiqa.create_metric(name)`, then `m(path)` one image at a time (pyiqa reads the file);

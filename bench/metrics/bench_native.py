@@ -11,7 +11,7 @@ Three tables (seconds per image, best of `--repeats` after a warm-up):
 3. cost vs batch size: native at `--size` for each of `--batches`.
 
 Every timed call's scores are compared: the run stops if native and pyiqa disagree by more
-than 1e-2 relative. Results go to bench/results_native_<device>.json.
+than 1e-2 relative. Results go to bench/results/metrics/native_<device>.json.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--flat", action="store_true",
-                    help="images with flat areas and clipping (flat_chain_images); results_native_<device>_flat.json")
-    ap.add_argument("--out", type=Path, default=None, help="the JSON file (default bench/results_native_<device>[_flat].json)")
+                    help="images with flat areas and clipping (flat_chain_images); results/metrics/native_<device>_flat.json")
+    ap.add_argument("--out", type=Path, default=None, help="the JSON file (default bench/results/metrics/native_<device>[_flat].json)")
     args = ap.parse_args()
     os.environ.setdefault("BANANA100_WEIGHTS", str(args.params))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
