@@ -15,12 +15,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from PIL import Image
 
 from banana100.chains.chat import user_parts
 from banana100.chains.editors.base import Editor, EditRequest, EditResult
 from banana100.chains.manifest import sha256_bytes, utc_now
 from banana100.chains.settings import Setting
-from banana100.errors import Banana100Error
+from banana100.errors import Banana100Error, RunStopped
 from banana100.imageio import encode_png, load_rgb
 from banana100.schema import FIELD_NAMES, RECORD_FIELDS
 
@@ -98,12 +99,39 @@ def make_step(editor: Editor, request: EditRequest) -> StepOutput:
     t0 = time.perf_counter()
     result = editor.edit(request)
     latency = time.perf_counter() - t0
+    _check_result(editor, result)
     data, rgb = _result_image(result)
     seed = result.seed if isinstance(result.seed, int) and not isinstance(result.seed, bool) else request.seed
     metadata = dict(result.metadata or {})
     if request.history is not None and not result.turn:
         raise Banana100Error(f"{type(editor).__name__} returned no conversation turn for a same-chat request")
     return StepOutput(data, rgb, seed, _metadata_fields(metadata, latency), metadata, result.turn)
+
+
+def _check_result(editor: Editor, result) -> None:
+    """Refuse (RunStopped: the same mistake would fail every chain) an answer that is not an
+    EditResult with an image of a usable type, naming the editor and what it returned."""
+    what = None
+    if not isinstance(result, EditResult):
+        what = f"{_describe(result)} from edit()"
+    elif result.image is not None and not isinstance(result.image, (np.ndarray, Image.Image, bytes)):
+        what = f"an EditResult whose image is {_describe(result.image)}"
+    elif result.image_bytes is not None and not isinstance(result.image_bytes, (bytes, bytearray)):
+        what = f"an EditResult whose image_bytes is {_describe(result.image_bytes)}"
+    elif result.metadata is not None and not isinstance(result.metadata, dict):
+        what = f"an EditResult whose metadata is {_describe(result.metadata)}"
+    if what is not None:
+        spec = getattr(editor, "editor_spec", None) or editor.name
+        raise RunStopped(f"the editor {spec} returned {what}; edit() must return "
+                         "banana100.chains.editors.EditResult(image=an HxWx3 uint8 array or PIL image, metadata=dict) "
+                         "(docs/own-editor.md)")
+
+
+def _describe(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a bare ndarray ({value.dtype} {tuple(value.shape)})"
+    text = " ".join(repr(value).split())
+    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
 def _result_image(result: EditResult) -> tuple[bytes, np.ndarray]:

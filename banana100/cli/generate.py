@@ -6,25 +6,32 @@ from pathlib import Path
 
 from banana100.cli.common import command, COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_INT
 from banana100.errors import UsageError
-from banana100.chains.editors import gemini  # its defaults are the options' defaults
+from banana100.chains.editors import gemini, service  # their defaults are the options' defaults
 
 
 def add_parser(sub) -> None:
     g = command(sub, "generate", "make degradation chains (resumable: rerun the same command)")
     g.add_argument(
         "--editor", default="simulated",
-        help="editor: simulated (offline model of the effect), gemini (Nano Banana) or diffusers (an open "
-             "editor on your own GPU: FLUX.2, Qwen-Image-Edit, Kontext; see docs/open-editors.md)"
+        help="editor: simulated (offline model of the effect), gemini (Nano Banana), openai (GPT Image), xai (Grok "
+             "Imagine), bfl (FLUX.2 [pro]/[max]), diffusers (an open editor on your own GPU: FLUX.2 [dev], "
+             "Qwen-Image-Edit; docs/open-editors.md), an installed package's editor, or your own class: "
+             "path/to/file.py:Class or package.module:Class (docs/own-editor.md). Every family: docs/editors.md"
     )
     g.add_argument(
         "--model",
         default=None,
         help=f"gemini model id: {gemini.DEFAULT_MODEL} (Nano Banana Pro, the default) or "
-        f"{gemini.FAST_MODEL} (Nano Banana 2, fast); diffusers: a Hub id or local pipeline folder (required)",
+        f"{gemini.FAST_MODEL} (Nano Banana 2, fast); openai, xai, bfl: the service's model id (defaults in "
+        "docs/editors.md); diffusers: a Hub id or local pipeline folder (required)",
     )
     g.add_argument(
-        "--base-url", default=None, help="gemini: API base URL (default: $GOOGLE_GEMINI_BASE_URL, else Google's)"
+        "--base-url", default=None,
+        help="gemini, openai, xai, bfl: API base URL (default: the service's; gemini also reads "
+             "$GOOGLE_GEMINI_BASE_URL)"
     )
+    g.add_argument("--quality", default=None, choices=("low", "medium", "high"),
+                   help="openai: image quality (default medium); fixed for the run folder, like --model")
     g.add_argument("--sources", required=True, type=Path, help="folder of source images (required)")
     g.add_argument("--setting", default="replicate", help="setting name from generation/settings.yaml")
     g.add_argument("--steps", type=POSITIVE_INT, default=100, help="edit steps per chain")
@@ -40,12 +47,12 @@ def add_parser(sub) -> None:
     g.add_argument("--retry-stopped", action="store_true", help="retry chains the editor stopped (safety blocks)")
     g.add_argument("--chat", default="different", metavar="different|same",
                    help="different: a fresh request per step (the paper's protocol); same: one conversation per "
-                   "chain, each request resends the earlier turns (gemini); 'different,same' makes both")
-    g.add_argument("--timeout", type=POSITIVE, default=gemini.TIMEOUT_S, help="gemini: seconds per request before retrying")
-    g.add_argument("--max-attempts", type=POSITIVE_INT, default=gemini.MAX_ATTEMPTS,
-                   help="gemini: calls per step on transient faults")
-    g.add_argument("--safety-retries", type=COUNT, default=gemini.SAFETY_RETRIES,
-                   help="gemini: new-seed retries after safety blocks")
+                   "chain, each request resends the earlier turns (gemini, openai); 'different,same' makes both")
+    g.add_argument("--timeout", type=POSITIVE, default=service.TIMEOUT_S, help="service editors: seconds per request before retrying")
+    g.add_argument("--max-attempts", type=POSITIVE_INT, default=service.MAX_ATTEMPTS,
+                   help="service editors: calls per step on transient faults")
+    g.add_argument("--safety-retries", type=COUNT, default=service.SAFETY_RETRIES,
+                   help="service editors: new-seed retries after safety blocks")
     g.add_argument("--device", default=None, help="diffusers: cpu, cuda, cuda:N (default: cuda when available)")
     g.add_argument("--dtype", default=None, help="diffusers: bfloat16 (default on GPU) or float32 (default on CPU)")
     g.add_argument("--cpu-offload", action="store_true",
@@ -70,31 +77,43 @@ def add_parser(sub) -> None:
     g.set_defaults(func=run)
 
 
-def run(args) -> None:
-    from banana100.chains.editors import make_editor
-    from banana100.chains.runner import generate_chains
+API_EDITORS = ("gemini", "openai", "xai", "bfl")  # service editors: a key, a base URL, retries
 
-    options = {}
-    if args.editor.strip().lower() == "gemini":
-        options = {
-            "base_url": args.base_url,
-            "timeout_s": args.timeout,
-            "max_attempts": args.max_attempts,
-            "safety_retries": args.safety_retries,
-        }
+
+def editor_options(args) -> dict:
+    """The constructor options of `--editor` from the command line; an option that does not
+    apply to that editor is refused with one line."""
+    key = args.editor.strip().lower()
+    if key != "openai" and args.quality is not None:
+        raise UsageError(f"--quality applies to the openai editor, not {args.editor!r}")
+    if key in API_EDITORS:
+        options = {"base_url": args.base_url, "timeout_s": args.timeout, "max_attempts": args.max_attempts,
+                   "safety_retries": args.safety_retries}
         if args.model:  # else the editor's default model
             options["model"] = args.model
-    elif args.editor.strip().lower() == "diffusers":
-        if args.base_url:
-            raise UsageError("--base-url applies to the gemini editor, not diffusers")
-        options = {
+        if args.quality is not None:
+            options["quality"] = args.quality
+        return options
+    if args.base_url:
+        raise UsageError(f"--base-url applies to the service editors ({', '.join(API_EDITORS)}), not {args.editor!r}")
+    if key == "diffusers":
+        return {
             "model": args.model, "device": args.device, "dtype": args.dtype, "cpu_offload": args.cpu_offload,
             "vae_tiling": args.vae_tiling, "size": args.size, "max_batch": args.batch_size,
             "num_inference_steps": args.inference_steps, "guidance_scale": args.guidance,
         }
-    elif args.model or args.base_url:
-        raise UsageError(f"--model and --base-url apply to the gemini editor, not {args.editor!r}")
-    editor = make_editor(args.editor, **options)
+    if args.model:
+        if key == "simulated":
+            raise UsageError("--model applies to the service editors and diffusers, not 'simulated'")
+        return {"model": args.model}  # your own editor (or an installed one) takes it, or says it does not
+    return {}
+
+
+def run(args) -> None:
+    from banana100.chains.editors import make_editor
+    from banana100.chains.runner import generate_chains
+
+    editor = make_editor(args.editor, **editor_options(args))
     summary = generate_chains(
         editor,
         sources=args.sources,

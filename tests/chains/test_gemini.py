@@ -343,16 +343,18 @@ def test_dry_run_calls_and_writes_nothing(server, sources, tmp_path, capsys, mon
 
 
 def test_cli_options_default_to_the_editors_defaults():
-    """`banana100 generate` takes the gemini editor's defaults from the editor (one home)."""
+    """`banana100 generate` takes the service editors' defaults from their shared base (one home)."""
     import inspect
 
+    from banana100.chains.editors.service import ServiceEditor
     from banana100.cli import build_parser
 
     args = build_parser().parse_args(["generate", "--sources", ".", "--out", "o"])
-    params = inspect.signature(GeminiEditor).parameters
+    params = inspect.signature(ServiceEditor).parameters
     assert (args.timeout, args.max_attempts, args.safety_retries) == tuple(
         params[k].default for k in ("timeout_s", "max_attempts", "safety_retries"))
-    assert args.model is None and params["model"].default == PRO  # no --model: the editor's default
+    assert args.model is None and inspect.signature(GeminiEditor).parameters["model"].default == PRO
+    assert GeminiEditor().model == PRO  # no --model: the editor's default
 
 
 # -- settings --------------------------------------------------------------------------------

@@ -4,18 +4,10 @@
 One `edit` is one chain step: the previous image (the stored PNG bytes) and the step's
 prompt go to `models.generate_content`; the answer's final image (not the interim "thought"
 images), finish reason, thought summaries, token usage and latency come back. Faults are
-handled here, with bounded retries, and all of them are counted:
-
-- 429: wait for the Retry-After header (or the RetryInfo delay in the error body), plus jitter;
-  without one, exponential backoff with jitter;
-- 500/502/503/504/408, timeouts and dropped connections: exponential backoff with jitter;
-- an answer with no image, or an image that does not decode completely (truncated, corrupt):
-  rejected (never stored), retried with a new seed;
-- a safety block (promptFeedback.blockReason, or a SAFETY/IMAGE_SAFETY/PROHIBITED... finish
-  reason): counted, retried with a new seed up to `safety_retries` times, then the chain is
-  stopped (ChainStopped) with the reason;
-- 401/403/404 (bad key, no access, unknown model): the run stops (RunStopped); other 4xx: this
-  step fails without retry.
+handled by the API editors' shared loop (`banana100.chains.editors.service`: 429 with
+Retry-After, or the RetryInfo delay in the error body; 5xx, timeouts; no image or a truncated
+one; safety blocks, here promptFeedback.blockReason or a SAFETY/IMAGE_SAFETY/PROHIBITED...
+finish reason; a bad key), with bounded retries, and all of them are counted.
 
 The SDK's own retries are switched off (HttpRetryOptions(attempts=1)) so that these are the
 only ones. The API key is read by the SDK from GEMINI_API_KEY / GOOGLE_API_KEY; the editor
@@ -26,30 +18,22 @@ else the SDK's GOOGLE_GEMINI_BASE_URL, else Google's endpoint.
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import os
-import random
-import re
-import threading
-import time
-from collections import Counter
 
-import numpy as np
-from PIL import Image
-
-from banana100.imageio import encode_png
 from banana100.chains.pricing import price_for
-from banana100.chains.editors.base import Editor, EditRequest, EditResult
-from banana100.errors import ChainStopped, EditError, RunStopped
+from banana100.chains.editors.base import EditRequest
+from banana100.chains.editors.service import (
+    MAX_ATTEMPTS, SAFETY_RETRIES, TIMEOUT_S, Call, ServiceEditor, api_seed, decode_image, exception_call, status_call,
+)
+from banana100.errors import RunStopped
+from banana100.imageio import encode_png
+
+__all__ = ["DEFAULT_MODEL", "FAST_MODEL", "MAX_ATTEMPTS", "SAFETY_RETRIES", "TIMEOUT_S", "GeminiEditor", "api_seed",
+           "decode_image"]
 
 DEFAULT_MODEL = "gemini-3-pro-image-preview"
 FAST_MODEL = "gemini-3.1-flash-image-preview"
-# Defaults of the options `banana100 generate` also offers (its --timeout, --max-attempts, --safety-retries).
-TIMEOUT_S = 180.0  # per request
-MAX_ATTEMPTS = 6  # calls per step for transient faults
-SAFETY_RETRIES = 3  # new-seed retries after safety blocks
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 SAFETY_REASONS = frozenset(
@@ -65,44 +49,8 @@ SAFETY_REASONS = frozenset(
         "MODEL_ARMOR",
     }
 )
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-FATAL_STATUS = frozenset({401, 403, 404})
 # Setting config keys this editor understands (anything else is refused, not silently dropped).
 CONFIG_KEYS = frozenset({"temperature", "top_p", "top_k", "image_size", "aspect_ratio", "seed_policy", "include_thoughts"})
-_INT32 = 2**31
-
-
-def _redactor(extra: tuple[str, ...] = ()):
-    secrets = [s for s in (*(os.environ.get(k) for k in KEY_ENV), *extra) if s and len(s) >= 4]
-    if not secrets:
-        return lambda text: str(text)
-    pattern = re.compile("|".join(re.escape(s) for s in sorted(set(secrets), key=len, reverse=True)))
-    return lambda text: pattern.sub("[REDACTED]", str(text))
-
-
-def api_seed(seed: int, retry: int = 0) -> int:
-    """The int32 seed sent to the service for a step seed (`retry` > 0: a new one per retry)."""
-    if retry == 0:
-        return int(seed) % _INT32
-    digest = hashlib.sha256(f"banana100-retry:{int(seed)}:{int(retry)}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % _INT32
-
-
-def decode_image(data: bytes) -> np.ndarray:
-    """Decode an answer's image completely, or raise ValueError (truncated, corrupt, not an image)."""
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.verify()  # chunk CRCs and structure
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()  # every pixel; a truncated stream raises here
-            rgb = np.asarray(im.convert("RGB"))
-    except Exception as e:  # noqa: BLE001 - PIL raises many kinds
-        raise ValueError(f"undecodable image ({type(e).__name__}: {e})") from None
-    if rgb.ndim != 3 or rgb.shape[0] < 1 or rgb.shape[1] < 1:
-        raise ValueError(f"image has shape {rgb.shape}")
-    return np.ascontiguousarray(rgb)
-
-
 def _turn_part(part) -> dict:
     """An SDK Part -> a banana100.chains.chat part (text or image, thought flag, signature)."""
     out: dict = {}
@@ -150,62 +98,23 @@ def _enum(value) -> str | None:
     return str(getattr(value, "value", value))
 
 
-class GeminiEditor(Editor):
+class GeminiEditor(ServiceEditor):
     """Nano Banana through google-genai. Thread-safe: one SDK client shared by all chains.
 
-    Options: model, base_url, timeout_s [180] per request, max_attempts [6] calls per step for
-    transient faults, safety_retries [3] new-seed retries after safety blocks, backoff_s [2]
-    first backoff (doubles per retry, with jitter), backoff_max_s [60], retry_after_max_s
-    [600], include_thoughts [True], api_key (default: the SDK reads the environment), client
-    (an SDK client, for tests), sleep (for tests).
+    Options: those of every API editor (`ServiceEditor`: model, base_url, timeout_s, max_attempts,
+    safety_retries, backoff, api_key, client, sleep), and include_thoughts [True].
     """
 
     name = "gemini"
-    metered = True
+    default_model = DEFAULT_MODEL
+    key_env = KEY_ENV
+    key_url = "https://aistudio.google.com/apikey"
     supports_chat = True  # same-chat mode: EditRequest.history goes with each request
 
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        *,
-        base_url: str | None = None,
-        timeout_s: float = TIMEOUT_S,
-        max_attempts: int = MAX_ATTEMPTS,
-        safety_retries: int = SAFETY_RETRIES,
-        backoff_s: float = 2.0,
-        backoff_max_s: float = 60.0,
-        retry_after_max_s: float = 600.0,
-        include_thoughts: bool = True,
-        api_key: str | None = None,
-        client=None,
-        sleep=time.sleep,
-        seed_rng: random.Random | None = None,
-    ):
-        if not model or not isinstance(model, str):
-            raise ValueError(f"GeminiEditor: model must be a model id, got {model!r}")
-        if int(max_attempts) < 1 or int(safety_retries) < 0:
-            raise ValueError("GeminiEditor: max_attempts must be >= 1 and safety_retries >= 0")
-        if not timeout_s > 0:
-            raise ValueError(f"GeminiEditor: timeout_s must be > 0, got {timeout_s!r}")
-        self.model = model
-        self.base_url = base_url
-        self.timeout_s = float(timeout_s)
-        self.max_attempts = int(max_attempts)
-        self.safety_retries = int(safety_retries)
-        self.backoff_s = float(backoff_s)
-        self.backoff_max_s = float(backoff_max_s)
-        self.retry_after_max_s = float(retry_after_max_s)
+    def __init__(self, model: str = DEFAULT_MODEL, *, include_thoughts: bool = True, **options):
+        super().__init__(model, **options)
         self.include_thoughts = bool(include_thoughts)
-        self._api_key = api_key
-        self._client = client
-        self._client_lock = threading.Lock()
-        self._sleep = sleep
-        self._jitter = seed_rng or random.Random()
-        self._redact = _redactor((api_key,) if api_key else ())
-        self.price = price_for(model)
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"GeminiEditor(model={self.model!r}, base_url={self.base_url!r}, timeout_s={self.timeout_s})"
+        self.price = price_for(self.model)
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -219,7 +128,7 @@ class GeminiEditor(Editor):
                 if not (self._api_key or any(os.environ.get(k) for k in KEY_ENV)):
                     raise RunStopped(
                         "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) to a Gemini API key "
-                        "(https://aistudio.google.com/apikey)"
+                        f"({self.key_url})"
                     )
                 from google import genai
                 from google.genai import types
@@ -270,179 +179,72 @@ class GeminiEditor(Editor):
 
     # -- one step ------------------------------------------------------------------------
 
-    def _backoff(self, n: int) -> float:
-        base = min(self.backoff_max_s, self.backoff_s * (2 ** max(n - 1, 0)))
-        return base / 2 + self._jitter.uniform(0, base / 2)  # "equal jitter"
+    def _history_images(self, request: EditRequest) -> int:
+        return _images_in(request) - 1 if request.history is not None else 0
 
-    def _retry_after(self, err) -> float | None:
-        headers = getattr(getattr(err, "response", None), "headers", None) or {}
-        value = None
-        try:
-            value = headers.get("retry-after")
-        except Exception:  # noqa: BLE001
-            value = None
-        if value is not None:
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                from email.utils import parsedate_to_datetime
+    def _prepare(self, client, request: EditRequest, config: dict):
+        from google.genai import types
 
-                try:
-                    return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-                except (TypeError, ValueError):
-                    pass
-        details = getattr(err, "details", None)
-        try:
-            for d in (details.get("error", {}) or {}).get("details", []) or []:
-                delay = d.get("retryDelay")
-                if isinstance(delay, str) and delay.endswith("s"):
-                    return max(0.0, float(delay[:-1]))
-        except (AttributeError, TypeError, ValueError):
-            pass
-        return None
-
-    def edit(self, request: EditRequest) -> EditResult:
-        try:
-            return self._edit(request)
-        except EditError:
-            raise
-        except Exception as e:  # noqa: BLE001 - nothing unscrubbed leaves this editor
-            raise EditError(f"gemini editor: {type(e).__name__}: {self._redact(e)}") from None
-
-    def _edit(self, request: EditRequest) -> EditResult:
-        from google.genai import errors, types
-
-        client = self.connect()
-        config = dict(request.config or {})
-        self.check_config(config)
-        size = config.get("image_size")
         if request.history is not None:  # same-chat mode: the conversation so far, then this turn
             contents = [_content(types, "user" if side == "user" else "model", turn[side])
                         for turn in request.history for side in ("user", "model")]
             contents.append(_content(types, "user", request.user_turn))
-            typical_reserve = self.estimate_usd(config, history_images=_images_in(request) - 1)
-        else:
-            png = request.image_bytes if request.image_bytes is not None else encode_png(request.image)
-            contents = [types.Part.from_bytes(data=png, mime_type="image/png"), request.prompt]
-            typical_reserve = self.estimate_usd(config)
-        reserve = typical_reserve[1] if typical_reserve else 0.0
-        meter = request.meter
+            return contents
+        png = request.image_bytes if request.image_bytes is not None else encode_png(request.image)
+        return [types.Part.from_bytes(data=png, mime_type="image/png"), request.prompt]
 
-        faults: Counter = Counter()
-        transient = 0  # calls that ended in a transient fault
-        content_retries = 0  # new seeds drawn (safety blocks, no image, bad image)
-        safety_blocks, attempts, cost_total = 0, 0, 0.0
-        safety_reasons: list[str] = []
-        last = "no call made"
-        while True:
-            seed = api_seed(request.seed, content_retries)
-            sent = self.request_config(config, seed)
-            attempts += 1
-            ticket = None
-            if meter is not None:
-                ticket = meter.start(
-                    reserve, chain_id=request.chain_id, step=request.step, attempt=attempts, seed=seed, model=self.model
-                )
-            t0 = time.perf_counter()
-            cost: float | None = 0.0
-            outcome, wait, retry_kind = "ok", None, None
-            response = None
+    def _call(self, client, contents, request: EditRequest, config: dict, seed: int) -> Call:
+        from google.genai import errors, types
+
+        sent = self.request_config(config, seed)
+        try:
+            response = client.models.generate_content(model=self.model, contents=contents,
+                                                      config=types.GenerateContentConfig(**sent))
+        except errors.APIError as e:
+            code = int(getattr(e, "code", 0) or 0)
+            message = f"{getattr(e, 'status', '') or ''}: {self._redact(getattr(e, 'message', '') or '')}".strip(": ")
+            headers = getattr(getattr(e, "response", None), "headers", None) or {}
             try:
-                response = client.models.generate_content(
-                    model=self.model, contents=contents, config=types.GenerateContentConfig(**sent)
-                )
-            except errors.APIError as e:
-                code = int(getattr(e, "code", 0) or 0)
-                outcome = f"http_{code}"
-                last = f"HTTP {code} {getattr(e, 'status', '') or ''}: {self._redact(getattr(e, 'message', '') or '')}"
-                if code in FATAL_STATUS:
-                    if meter is not None:
-                        meter.end(ticket, 0.0, outcome, latency_s=round(time.perf_counter() - t0, 4))
-                    raise RunStopped(f"gemini: {last} (model {self.model!r}); no chain can go on") from None
-                if code in RETRY_STATUS:
-                    retry_kind = "transient"
-                    if code == 429:
-                        ra = self._retry_after(e)
-                        if ra is not None:
-                            wait = min(ra, self.retry_after_max_s) + self._jitter.uniform(0, min(1.0, self.backoff_s))
-                else:
-                    if meter is not None:
-                        meter.end(ticket, 0.0, outcome, latency_s=round(time.perf_counter() - t0, 4))
-                    raise EditError(f"gemini: {last}; not retried") from None
-            except Exception as e:  # noqa: BLE001 - timeouts, dropped connections, unparsable answers
-                # The SDK's HTTP layer is httpx or its fork httpx2: match the classes by name.
-                kinds = {c.__name__ for c in type(e).__mro__}
-                if "TimeoutException" in kinds:
-                    outcome, last = "timeout", f"no answer within {self.timeout_s:g} s"
-                    cost = None  # the service may have done (and billed) the work
-                elif "ConnectError" in kinds:
-                    outcome, last = "connect_error", f"cannot connect ({self._redact(e)})"
-                elif "TransportError" in kinds:
-                    outcome, last = "transport_error", f"{type(e).__name__}: {self._redact(e)}"
-                    cost = None
-                else:
-                    outcome, last = "bad_response", f"unreadable answer ({type(e).__name__}: {self._redact(e)})"
-                    cost = None
-                retry_kind = "transient"
-            latency = time.perf_counter() - t0
+                wait = headers.get("retry-after")
+            except Exception:  # noqa: BLE001
+                wait = None
+            return status_call(code, message, wait if wait is not None else _retry_delay(e))
+        except Exception as e:  # noqa: BLE001 - timeouts, dropped connections, unparsable answers
+            return exception_call(e, self.timeout_s, self._redact)
+        return self._answer(response, config.get("image_size"), sent)
 
-            result = None
-            if response is not None:
-                parsed = self._parse(response, size)
-                cost = parsed["cost_usd"]
-                if parsed["blocked"]:
-                    outcome = "safety"
-                    safety_blocks += 1
-                    safety_reasons.append(parsed["blocked"])
-                    last = f"blocked for safety ({parsed['blocked']})"
-                    retry_kind = "safety"
-                elif parsed["image"] is None:
-                    outcome = parsed["no_image_kind"]
-                    last = f"answer without a usable image ({parsed['no_image_detail']})"
-                    retry_kind = "content"
-                else:
-                    result = parsed
-            if meter is not None:
-                meter.end(
-                    ticket,
-                    cost,
-                    outcome,
-                    latency_s=round(latency, 4),
-                    seed=seed,
-                    finish_reason=(response is not None and parsed.get("finish_reason")) or None,
-                )
-            cost_total += cost if cost is not None else reserve
-            if result is not None:
-                return self._result(result, request, sent, seed, attempts, faults, safety_blocks, cost_total, latency)
+    def _answer(self, response, size, sent: dict) -> Call:
+        parsed = self._parse(response, size)
+        cost = parsed["cost_usd"]
+        if parsed["blocked"]:
+            return Call("safety", "safety", f"blocked for safety ({parsed['blocked']})", cost,
+                        finish_reason=parsed["finish_reason"], safety_reason=parsed["blocked"])
+        if parsed["image"] is None:
+            return Call("content", parsed["no_image_kind"],
+                        f"answer without a usable image ({parsed['no_image_detail']})", cost,
+                        finish_reason=parsed["finish_reason"])
+        data, rgb, mime = parsed["image"]  # decoded in full by _parse
+        return Call("ok", "ok", "", cost, finish_reason=parsed["finish_reason"],
+                    result={"data": data, "rgb": rgb, "mime": mime, "turn": parsed["turn"], "parsed": parsed,
+                            "sent": sent})
 
-            faults[outcome] += 1
-            details = {
-                "step": request.step,
-                "attempts": attempts,
-                "faults": dict(faults),
-                "safety_blocks": safety_blocks,
-                "safety_reasons": safety_reasons,
-                "cost_usd": round(cost_total, 6),
-            }
-            if retry_kind == "safety":
-                if safety_blocks > self.safety_retries:
-                    raise ChainStopped(
-                        f"step {request.step} blocked for safety {safety_blocks} times "
-                        f"({', '.join(safety_reasons)}); chain stopped",
-                        dict(details, reason="safety", last_reason=safety_reasons[-1]),
-                    )
-                content_retries += 1
-                continue
-            transient += 1
-            if transient >= self.max_attempts:
-                raise EditError(
-                    f"gemini: step {request.step} failed after {attempts} calls "
-                    f"(faults: {json.dumps(dict(faults), sort_keys=True)}); last: {last}"
-                )
-            if retry_kind == "content":
-                content_retries += 1
-                continue
-            self._sleep(wait if wait is not None else self._backoff(transient))
+    def _metadata(self, call: Call, request: EditRequest) -> dict:
+        parsed = call.result["parsed"]
+        info = {"model_version": parsed["model_version"], "response_id": parsed["response_id"],
+                "thought_images": parsed["thought_images"]}
+        if parsed["text"]:
+            info["text"] = parsed["text"]
+        if request.history is not None:
+            info["chat_turns_sent"] = len(request.history) + 1
+            info["chat_images_sent"] = _images_in(request)
+        call.result["info"] = info
+        return {
+            "thought_summary": parsed["thought_summary"],
+            "input_tokens": parsed["input_tokens"],
+            "output_tokens": parsed["output_tokens"],
+            "thought_tokens": parsed["thought_tokens"],
+            "generation_config": json.dumps(call.result["sent"], sort_keys=True),
+        }
 
     def _parse(self, response, size) -> dict:
         candidates = getattr(response, "candidates", None) or []
@@ -506,33 +308,15 @@ class GeminiEditor(Editor):
         out["image"] = (bytes(data), rgb, mime)
         return out
 
-    def _result(self, parsed, request, sent, seed, attempts, faults, safety_blocks, cost_total, latency) -> EditResult:
-        data, rgb, mime = parsed["image"]
-        info = {
-            "faults": dict(faults),
-            "mime_type": mime,
-            "model_version": parsed["model_version"],
-            "response_id": parsed["response_id"],
-            "thought_images": parsed["thought_images"],
-            "step_seed": int(request.seed),
-        }
-        if parsed["text"]:
-            info["text"] = parsed["text"]
-        if request.history is not None:
-            info["chat_turns_sent"] = len(request.history) + 1
-            info["chat_images_sent"] = _images_in(request)
-        metadata = {
-            "latency_s": round(latency, 6),
-            "finish_reason": parsed["finish_reason"],
-            "thought_summary": parsed["thought_summary"],
-            "input_tokens": parsed["input_tokens"],
-            "output_tokens": parsed["output_tokens"],
-            "thought_tokens": parsed["thought_tokens"],
-            "attempts": attempts,
-            "safety_blocks": safety_blocks,
-            "cost_usd": round(cost_total, 8) if self.price is not None else None,
-            "generation_config": json.dumps(sent, sort_keys=True),
-            "editor_info": json.dumps(info, sort_keys=True, default=str),
-        }
-        return EditResult(image=rgb, metadata=metadata, image_bytes=data, seed=seed,
-                          turn=parsed["turn"] if request.history is not None else None)
+
+def _retry_delay(err) -> float | None:
+    """The RetryInfo delay ("3s") in a Gemini error body, in seconds."""
+    details = getattr(err, "details", None)
+    try:
+        for d in (details.get("error", {}) or {}).get("details", []) or []:
+            delay = d.get("retryDelay")
+            if isinstance(delay, str) and delay.endswith("s"):
+                return max(0.0, float(delay[:-1]))
+    except (AttributeError, TypeError, ValueError):
+        pass
+    return None
