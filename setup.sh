@@ -4,7 +4,7 @@
 #   bash setup.sh --space        ... plus Gradio, to run the Space (python space/app.py)
 #   bash setup.sh --all          ... plus every extra: deep (pyiqa), gemini (google-genai), space,
 #                                    vlm (transformers: VisualQuality-R1), diffusers (open editors)
-#   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,space,vlm,diffusers)
+#   bash setup.sh --extras LIST  ... plus the extras in LIST (comma-separated: deep,gemini,openai,space,vlm,diffusers)
 #   bash setup.sh --dev          every extra plus what the tests need (pytest, gradio_client, playwright)
 #   bash setup.sh --cpu ...      torch from PyTorch's CPU-only index (no CUDA libraries: a far
 #                                smaller download on a machine without an NVIDIA GPU); combine
@@ -12,14 +12,14 @@
 # Install sizes of the core and of each extra: BENCHMARKS.md ("Install size").
 set -euo pipefail
 cd "$(dirname "$0")"
-usage="usage: bash setup.sh [--cpu] [--space | --all | --dev | --extras deep,gemini,space,vlm,diffusers]"
+usage="usage: bash setup.sh [--cpu] [--space | --all | --dev | --extras deep,gemini,openai,space,vlm,diffusers]"
 extras="" torch_index=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --space) extras="[space]" ;;
     --all) extras="[all]" ;;
     --dev) extras="[dev]" ;;
-    --extras) extras="[${2:?--extras needs a comma-separated list: deep,gemini,space,vlm,diffusers}]"; shift ;;
+    --extras) extras="[${2:?--extras needs a comma-separated list: deep,gemini,openai,space,vlm,diffusers}]"; shift ;;
     --cpu) torch_index=(--index-url https://download.pytorch.org/whl/cpu) ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac

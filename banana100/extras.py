@@ -12,13 +12,14 @@ from banana100.about import git_source
 EXTRAS = {
     "deep": ("pyiqa", "the 15 deep metrics and backend='pyiqa' (pyiqa 0.1.16: PolyForm Noncommercial 1.0.0)"),
     "gemini": ("google.genai", "the gemini editor (google-genai)"),
+    "openai": ("openai", "the openai editor: GPT Image (openai)"),
     "space": ("gradio", "the Gradio Space and the metric widget apps (gradio)"),
     "vlm": ("transformers", "the VisualQuality-R1 evaluator (transformers, Qwen2.5-VL)"),
     "diffusers": ("diffusers", "the diffusers editor: open image editors on your own GPU (diffusers, transformers)"),
 }
 # top-level module -> the extra that brings it (for ModuleNotFoundError raised deeper down)
 MODULE_EXTRAS = {"pyiqa": "deep", "timm": "deep", "torchvision": "deep", "clip": "deep", "icecream": "deep",
-                 "google": "gemini", "gradio": "space",
+                 "google": "gemini", "openai": "openai", "gradio": "space",
                  "transformers": "vlm", "diffusers": "diffusers"}
 
 

@@ -21,7 +21,10 @@ with a warning naming the chain.
 
 A part, here and in `EditRequest.history` / `EditResult.turn`, is a plain dict: `{"text": str}`
 or `{"inline_data": {"mime_type": str, "data": bytes}}`, with optional `"thought": True` and
-`"thought_signature": bytes`. On disk bytes are base64; the final image's bytes, when they are
+`"thought_signature": bytes`; or `{"response_id": str}`, the service's own id of the answer when the
+service holds the conversation (OpenAI's Responses API: the next turn names it as
+`previous_response_id`, so the stored turn is what a resumed chain continues from).
+On disk bytes are base64; the final image's bytes, when they are
 the step's stored PNG, are a reference to it instead of a copy.
 """
 
@@ -69,6 +72,8 @@ def _part_to_json(part: dict, image_sha: str) -> dict:
         out["thought"] = True
     if part.get("thought_signature") is not None:
         out["thought_signature_b64"] = base64.b64encode(bytes(part["thought_signature"])).decode()
+    if part.get("response_id") is not None:
+        out["response_id"] = str(part["response_id"])
     return out
 
 
@@ -89,6 +94,8 @@ def _part_from_json(obj: dict, image: bytes, where: Path) -> dict:
         part["thought"] = True
     if "thought_signature_b64" in obj:
         part["thought_signature"] = base64.b64decode(obj["thought_signature_b64"])
+    if "response_id" in obj:
+        part["response_id"] = obj["response_id"]
     return part
 
 

@@ -114,3 +114,77 @@ def load_pricing() -> dict[str, ModelPrice]:
 def price_for(model: str) -> ModelPrice | None:
     """The price list entry of `model`, or None when the file does not know it."""
     return load_pricing().get(model)
+
+
+@dataclass(frozen=True)
+class ImagePrice:
+    """The price list entry of an editor billed per image (`image_models` in pricing.yaml)."""
+
+    model: str
+    provider: str
+    date: str
+    source: str
+    list_price: bool
+    output_usd: object = 0.0  # a number, or {quality: {size: USD}}
+    input_image_usd: float = 0.0
+    first_mp_usd: float | None = None  # per-megapixel pricing (BFL)
+    extra_mp_usd: float | None = None
+    tokens: dict | None = None  # USD per million tokens: text_in, image_in, image_out
+
+    def image_usd(self, quality: str | None = None, size: str | None = None) -> float:
+        """One output image; an unknown quality or size is counted at the dearest one (a bound)."""
+        table = self.output_usd
+        if not isinstance(table, dict):
+            return float(table)
+        by_size = table.get(quality) if quality in table else max(table.values(), key=lambda t: max(t.values()))
+        return float(by_size.get(size, max(by_size.values())))
+
+    def call_usd(self, quality: str | None = None, size: str | None = None, images_in: int = 1) -> float:
+        """One call: an output image, `images_in` images sent along."""
+        return self.image_usd(quality, size) + self.input_image_usd * int(images_in)
+
+    def megapixel_usd(self, out_mp: float, in_mps=()) -> float:
+        """Per-megapixel pricing: the output's first megapixel, then each further one, in and out
+        (each image rounded up to whole megapixels)."""
+        import math
+
+        extra = max(math.ceil(out_mp - 1e-9), 1) - 1 + sum(max(math.ceil(mp - 1e-9), 1) for mp in in_mps)
+        return float(self.first_mp_usd) + float(self.extra_mp_usd) * extra
+
+    def usage_usd(self, text_in: int, image_in: int, image_out: int) -> float | None:
+        """USD from the token counts an answer reports; None without token prices."""
+        if not self.tokens:
+            return None
+        t = self.tokens
+        return (text_in * t.get("text_in", 0) + image_in * t.get("image_in", 0) + image_out * t.get("image_out", 0)) / 1e6
+
+
+@lru_cache(maxsize=None)
+def load_image_pricing() -> dict[str, ImagePrice]:
+    ref = resources.files("banana100.generation").joinpath("pricing.yaml")
+    try:
+        data = yaml.safe_load(ref.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise SettingError(f"{PRICING_FILE}: not valid YAML ({e})") from None
+    out = {}
+    for model, raw in (data.get("image_models") or {}).items():
+        try:
+            mp = raw.get("first_mp_usd") is not None
+            out[model] = ImagePrice(
+                model=model, provider=str(raw["provider"]), date=str(raw["date"]), source=str(raw["source"]),
+                list_price=bool(raw.get("list_price", False)),
+                output_usd=raw["output_usd"] if not mp else 0.0,
+                input_image_usd=float(raw.get("input_image_usd", 0.0)),
+                first_mp_usd=float(raw["first_mp_usd"]) if mp else None,
+                extra_mp_usd=float(raw["extra_mp_usd"]) if mp else None,
+                tokens={k: float(v) for k, v in raw["tokens"].items()} if raw.get("tokens") else None,
+            )
+            out[model].image_usd()  # a malformed table fails here, not mid-run
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise SettingError(f"{PRICING_FILE}: image model {model!r} is malformed ({e!r})") from None
+    return out
+
+
+def image_price_for(model: str) -> ImagePrice | None:
+    """The per-image price list entry of `model`, or None when the file does not know it."""
+    return load_image_pricing().get(model)

@@ -97,7 +97,8 @@ def retry_after_s(value) -> float | None:
 class Call:
     """What one service call came to. `kind`: "ok", "transient" (retry after a wait), "content"
     (no usable image: retry with a new seed), "safety" (refused for safety), "fatal" (no chain can go
-    on) or "refused" (this step fails, not retried)."""
+    on), "refused" (this step fails, not retried) or "stop" (this chain cannot go on, e.g. the service
+    lost its conversation: ChainStopped)."""
 
     kind: str
     outcome: str  # calls.jsonl's outcome: ok, http_429, timeout, safety, bad_image, ...
@@ -294,6 +295,8 @@ class ServiceEditor(Editor):
             raise RunStopped(f"{self.name}: {got.detail} (model {self.model!r}); no chain can go on")
         if got.kind == "refused":
             raise EditError(f"{self.name}: {got.detail}; not retried")
+        if got.kind == "stop":
+            raise ChainStopped(f"{self.name}: {got.detail}", dict(tally.details(request.step), reason=got.outcome))
         if got.kind == "safety":
             tally.safety_blocks += 1
             tally.safety_reasons.append(got.safety_reason or "unknown")
