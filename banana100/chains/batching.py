@@ -96,7 +96,7 @@ class BatchGate(Editor):
         with self._cond:
             self.calls += 1
             self.requests += len(batch)
-            for s, r in zip(batch, results):
+            for s, r in zip(batch, results, strict=True):
                 s.result, s.error, s.done = r, error, True
             self._cond.notify_all()
 

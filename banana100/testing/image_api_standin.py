@@ -33,8 +33,6 @@ prompt, sha256 (of the image edited), width, height, config, key, previous_respo
 from __future__ import annotations
 
 import base64
-import email
-import email.policy
 import hashlib
 import io
 import itertools
@@ -47,6 +45,19 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 from PIL import Image
+
+
+def _multipart(ctype: str, body: bytes) -> list[tuple[str, bytes]]:
+    """(field name, bytes) of a multipart/form-data body, byte-exact."""
+    boundary = ctype.split("boundary=", 1)[1].strip().strip('"').encode()
+    out = []
+    for chunk in body.split(b"--" + boundary)[1:]:
+        if chunk.startswith(b"--"):
+            break
+        head, _, value = chunk.partition(b"\r\n\r\n")
+        name = head.split(b'name="', 1)[1].split(b'"', 1)[0].decode()
+        out.append((name, value[:-2] if value.endswith(b"\r\n") else value))
+    return out
 
 
 def _png(rgb: np.ndarray) -> bytes:
@@ -209,15 +220,12 @@ class ImageAPIStandIn:
     # -- OpenAI ----------------------------------------------------------------------------------
 
     def _openai_edit(self, ctype: str, body: bytes, key: str):
-        msg = email.message_from_bytes(f"Content-Type: {ctype}\r\n\r\n".encode() + body, policy=email.policy.HTTP)
         fields, raw = {}, None
-        for part in msg.iter_parts():
-            name = part.get_param("name", header="content-disposition")
+        for name, value in _multipart(ctype, body):
             if name in ("image", "image[]"):
-                raw = part.get_payload(decode=True)
+                raw = value
             else:
-                fields[name] = part.get_content().strip() if part.get_content_type().startswith("text") else \
-                    part.get_payload(decode=True).decode()
+                fields[name] = value.decode()
         info = {"api": "openai_edit", "model": fields.get("model"), "prompt": fields.get("prompt"), "_image": raw,
                 "config": {k: fields[k] for k in ("size", "quality", "output_format", "n") if k in fields}}
         spec = self._take(info, key)

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +35,7 @@ from banana100.testing.runfolder import write_source
 from banana100.testing.gemini_standin import StandIn
 
 from fixtures.repopaths import REPO
+from kill_harness import kill_after, on_disk
 KEY = "AIzaSy-TEST-ONLY-KEY-b4n4n4-0123456789"
 PRO = "gemini-3-pro-image-preview"
 
@@ -392,7 +391,7 @@ def test_every_setting_prompt_schedule(server, tmp_path):
         recs = records_of(out, cid)
         asked = server.requests[start:]
         assert [q["prompt"] for q in asked] == [s.prompt(k) for k in range(1, steps + 1)]
-        for k, (r, q) in enumerate(zip(recs[1:], asked), start=1):
+        for k, (r, q) in enumerate(zip(recs[1:], asked, strict=True), start=1):
             assert r["prompt"] == s.prompt(k)
             sent = json.loads(r["generation_config"])
             assert q["config"].get("temperature") == s.config.get("temperature") == sent.get("temperature")
@@ -452,34 +451,6 @@ def cli_cmd(base_url, sources, out, steps, repeats):
         "--sources", str(sources), "--steps", str(steps), "--repeats", str(repeats), "--out", str(out),
         "--concurrency", "3",
     ]
-
-
-def on_disk(out: Path) -> set[tuple[str, int]]:
-    """(chain, step) whose image is on disk with its record: in the manifest or adoptable."""
-    done = {(r["chain_id"], r["step"]) for r in read_manifest(out)}
-    for pending in out.glob("*/.step_*.record.json"):
-        try:
-            rec = json.loads(pending.read_text())
-        except ValueError:  # cut short by the kill: not adoptable (the runner ignores it too)
-            continue
-        img = out / rec["image"]
-        if img.is_file() and sha256_bytes(img.read_bytes()) == rec["sha256"]:
-            done.add((rec["chain_id"], rec["step"]))
-    return done
-
-
-def kill_after(cmd, env, out: Path, kill_ats, log_path: Path) -> None:
-    """Run `cmd` once per count in `kill_ats`, each time SIGKILLed once the manifest holds that
-    many lines."""
-    for kill_at in kill_ats:
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log)
-            deadline = time.monotonic() + 60
-            while not (out / MANIFEST_NAME).is_file() or (out / MANIFEST_NAME).read_bytes().count(b"\n") < kill_at:
-                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.005)
-            proc.send_signal(signal.SIGKILL)
-            assert proc.wait(30) == -signal.SIGKILL
 
 
 def test_sigkill_and_resume_repeat_no_call(tmp_path):

@@ -115,7 +115,7 @@ def test_flux2_batch_is_per_sample(flux2):
     requests = [EditRequest(image=noise_image(64, 80, i), prompt="copy", seed=7) for i in range(3)]
     together = editor.edit_batch(requests)
     assert calls == [3]  # one call for the three
-    for request, result in zip(requests, together):
+    for request, result in zip(requests, together, strict=True):
         diff = np.abs(result.image.astype(int) - editor.edit(request).image)
         assert diff.max() <= 1 and np.count_nonzero(diff) < 1e-3 * diff.size
     assert not np.array_equal(together[0].image, together[1].image)  # same seed and prompt, other image

@@ -187,7 +187,7 @@ def test_thread_safe():
         t.start()
     for t in threads:
         t.join()
-    assert all(np.array_equal(g, e) for g, e in zip(got, expected))
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
 
 
 # -- the editor against the paper's measured facts (the module doc lists which it reproduces) ------

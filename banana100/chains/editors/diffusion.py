@@ -192,7 +192,7 @@ class DiffusersEditor(Editor):
         for idx in groups.values():
             for start in range(0, len(idx), self.max_batch):
                 part = idx[start:start + self.max_batch]
-                for i, res in zip(part, self._call([requests[i] for i in part])):
+                for i, res in zip(part, self._call([requests[i] for i in part]), strict=True):
                     results[i] = res
         return results  # type: ignore[return-value]
 
