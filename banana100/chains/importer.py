@@ -146,7 +146,8 @@ def chat_mode_of(value: str | None, where: str) -> str | None:
 def _safe(value: str, what: str, path: str) -> str:
     value = value.strip()
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", value):
-        raise _error_at(path)(f"{path}: the {what} {value!r} is not a usable name (letters, digits, _ . -)")
+        raise _error_at(path)(f"{path}: the {what} {value!r} is not a usable name: letters, digits, _ . - "
+                              "only, starting with a letter or a digit")
     return value
 
 

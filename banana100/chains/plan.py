@@ -167,12 +167,21 @@ def plan_chains(
             last = recs[-1]
             plan.parent_sha256 = last["sha256"]
             plan.last_image = run_dir / last["image"]
-            if n <= steps:  # the chain continues: its last image (and a same-chat chain's turns) must be intact
-                _verify_image(plan.last_image, last, manifest)
-                if mode == "same":
-                    check_turns(run_dir, recs)
+            if n <= steps:  # the chain continues: what it is fed must be intact, before anything is sent
+                check_continuable(run_dir, recs, mode, manifest)
         plans.append(plan)
     return plans
+
+
+def check_continuable(run_dir: Path, recs: list[dict], mode: str, manifest: Path) -> None:
+    """A chain about to go on (records sorted by step): its source (step 0) and its last image as
+    recorded, and in same-chat mode every image and turn file the conversation replays; the first
+    one replaced or missing is refused, naming its file."""
+    images = recs if mode == "same" else [recs[0], recs[-1]] if len(recs) > 1 else recs
+    for rec in images:
+        _verify_image(run_dir / rec["image"], rec, manifest)
+    if mode == "same":
+        check_turns(run_dir, recs)
 
 
 def _verify_image(path: Path, record: dict, manifest: Path) -> None:
@@ -183,9 +192,11 @@ def _verify_image(path: Path, record: dict, manifest: Path) -> None:
             "restore the file, or start the run again in a new --out folder"
         )
     if sha256_file(path) != record["sha256"]:
+        what = "the chain's source" if record["step"] == 0 else "a step the chain goes on from"
         raise ManifestError(
             f"{path}: its bytes do not match the sha256 recorded ({where}); the file was changed after "
-            "it was written, so the chain cannot continue from it"
+            f"it was written, and it is {what}, so the chain cannot continue (nothing was sent). Restore the "
+            "file, or start the chain again in a new --out folder"
         )
 
 

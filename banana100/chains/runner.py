@@ -295,96 +295,156 @@ def generate_chains(
     t_start = time.monotonic()
     setting = setting if isinstance(setting, Setting) else get_setting(setting)
     check_arguments(editor, setting, steps, repeats, concurrency, seed, max_cost, rpm)
-    chat_modes = check_chat_modes(editor, chat)
-    srcs = collect_sources(sources)  # before any work: nothing is written if a source is bad
-    run_dir = Path(out_dir)
-    params = run_parameters(editor, setting, seed)
-    flags = dict(getattr(editor, "option_flags", {}) or {})
+    job = _Job(editor, setting, steps, repeats, Path(out_dir), seed, check_chat_modes(editor, chat),
+               collect_sources(sources),  # before any work: nothing is written if a source is bad
+               sources, concurrency, progress, max_cost, rpm, retry_stopped)
     # a folder made with other fixed parameters is refused now, before a model is loaded (read-only;
     # checked again under the lock below, where run.json is written)
-    check_run_parameters(run_dir, params, flags)
-
+    check_run_parameters(job.run_dir, job.params, job.flags)
     if dry_run:
-        records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
-        check_unrecorded_images(run_dir, records)
-        plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
-        stopped = {} if retry_stopped else read_stopped(run_dir)
-        pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped]
-        return dry_run_text(editor, setting, plans, pending, steps, seed, run_dir, stopped, max_cost)
+        return _dry_run(job)
 
     procs = _processes(editor, max_cost, rpm)
     editor.connect()  # a missing key fails here, before anything is written
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(run_dir) if procs.world == 1 else ProcessLocks(run_dir, procs.rank):
-        records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
-        # every process, before run.json is written or anything is asked (read-only: all refuse alike)
-        check_unrecorded_images(run_dir, records)
-        if procs.rank == 0:  # the folder's parameters and the ledger are set up by one process
-            check_run_file(run_dir, params, bool(records), sources, flags)
-            if retry_stopped:
-                clear_stopped(run_dir, read_stopped(run_dir))
-        procs.barrier()  # run.json is written before the others read it
-        if procs.rank != 0:
-            records = read_manifest(run_dir)
-            check_run_file(run_dir, params, bool(records), sources, flags)
-        plans = plan_chains(run_dir, srcs, setting, params, steps, repeats, records, chat_modes)
-        stopped_before = read_stopped(run_dir)
-        pending = [p for p in plans if p.next_step <= steps and p.chain_id not in stopped_before]
-        procs.barrier()  # every process has planned from the same manifest before any appends to it
-        mine = plans
-        if procs.world > 1:  # each chain is made by one process: every n-th chain still to make
-            pending = mine = procs.share(sorted(pending, key=lambda p: p.chain_id))
-        present = sum(p.present for p in mine)
-
-        bar = tqdm(total=len(mine) * (steps + 1), initial=present, unit="img", desc=f"generate {setting.name}",
-                   file=sys.stderr, disable=not progress or procs.rank != 0, dynamic_ncols=True)
-        paid = editor.estimate_usd(dict(setting.config)) is not None  # prices known: a running cost estimate
-
-        def show_cost(m: CallMeter) -> None:
-            if paid:
-                cap = f"/{m.max_cost:.2f}" if m.max_cost is not None else ""
-                bar.set_postfix_str(f"${m.spent:.2f}{cap}", refresh=False)
-
-        meter = CallMeter(run_dir / CALLS_FILE if editor.metered else None, max_cost=max_cost, rpm=rpm,
-                          on_change=show_cost)
-        if paid:
-            show_cost(meter)
-        writers = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(pending))),
-                                     thread_name_prefix="banana100-write")
-        # an editor that takes several images per call gets the same step of several chains at once
-        stepper = BatchGate(editor) if getattr(editor, "max_batch", 1) > 1 and concurrency > 1 else editor
-        run = _Run(stepper, setting, steps, seed, run_dir, bar, meter, writers)
-        try:
-            run.run_all(pending, concurrency)
-        finally:
-            writers.shutdown(wait=True)
-            bar.close()
-            run.store.close()
-            meter.close()
-
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(job.run_dir) if procs.world == 1 else ProcessLocks(job.run_dir, procs.rank):
+        planned = _plan_locked(job, procs)
+        run, meter, paid = _make_chains(job, planned, procs)
     summary = RunSummary(
-        run_dir=run_dir,
-        editor=editor.name,
-        model=editor.model,
-        setting=setting.name,
-        steps=steps,
-        chains=len(mine),
-        written=run.written,
-        already_present=present,
-        chains_complete=sum(1 for p in mine if p.next_step > steps),
-        chains_failed=len(run.failures),
-        wall_s=time.monotonic() - t_start,
-        chains_stopped=len(stopped_before) + len(run.stopped),
-        cost_usd=meter.spent if paid else None,
-        cost_this_run_usd=(meter.spent - meter.spent_before) if paid else None,
-        stop_reason=run.stop_reason,
-        process=(procs.rank, procs.world) if procs.world > 1 else None,
+        run_dir=job.run_dir, editor=editor.name, model=editor.model, setting=setting.name, steps=steps,
+        chains=len(planned.mine), written=run.written, already_present=planned.present,
+        chains_complete=sum(1 for p in planned.mine if p.next_step > steps), chains_failed=len(run.failures),
+        wall_s=time.monotonic() - t_start, chains_stopped=len(planned.stopped_before) + len(run.stopped),
+        cost_usd=meter.spent if paid else None, cost_this_run_usd=(meter.spent - meter.spent_before) if paid else None,
+        stop_reason=run.stop_reason, process=(procs.rank, procs.world) if procs.world > 1 else None,
     )
+    _raise_failures(run, summary, len(planned.mine))
+    return summary
+
+
+@dataclass
+class _Job:
+    """What `generate_chains` was asked, checked."""
+
+    editor: Editor
+    setting: Setting
+    steps: int
+    repeats: int
+    run_dir: Path
+    seed: int
+    chat_modes: tuple
+    srcs: list
+    sources: object  # as given (run.json records a folder)
+    concurrency: int
+    progress: bool
+    max_cost: float | None
+    rpm: float | None
+    retry_stopped: bool
+
+    @property
+    def params(self) -> dict:
+        return run_parameters(self.editor, self.setting, self.seed)
+
+    @property
+    def flags(self) -> dict:
+        return dict(getattr(self.editor, "option_flags", {}) or {})
+
+    def plan(self, records: list[dict]) -> list[ChainPlan]:
+        return plan_chains(self.run_dir, self.srcs, self.setting, self.params, self.steps, self.repeats, records,
+                           self.chat_modes)
+
+
+def _dry_run(job: _Job) -> str:
+    """What a run would do, touching nothing."""
+    run_dir = job.run_dir
+    records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
+    check_unrecorded_images(run_dir, records)
+    plans = job.plan(records)
+    stopped = {} if job.retry_stopped else read_stopped(run_dir)
+    pending = [p for p in plans if p.next_step <= job.steps and p.chain_id not in stopped]
+    return dry_run_text(job.editor, job.setting, plans, pending, job.steps, job.seed, run_dir, stopped, job.max_cost)
+
+
+@dataclass
+class _Planned:
+    mine: list  # the chains this process answers for
+    pending: list  # ... of which those still to make
+    stopped_before: dict  # chains stopped by earlier runs
+    present: int  # their images already there
+
+
+def _plan_locked(job: _Job, procs: Processes) -> _Planned:
+    """Under the run folder's lock: check the folder, write run.json, plan every chain."""
+    run_dir = job.run_dir
+    records = read_manifest(run_dir) if (run_dir / MANIFEST_NAME).is_file() else []
+    # every process, before run.json is written or anything is asked (read-only: all refuse alike)
+    check_unrecorded_images(run_dir, records)
+    if procs.rank == 0:  # the folder's parameters and the ledger are set up by one process
+        check_run_file(run_dir, job.params, bool(records), job.sources, job.flags)
+        if job.retry_stopped:
+            clear_stopped(run_dir, read_stopped(run_dir))
+    procs.barrier()  # run.json is written before the others read it
+    if procs.rank != 0:
+        records = read_manifest(run_dir)
+        check_run_file(run_dir, job.params, bool(records), job.sources, job.flags)
+    plans = job.plan(records)
+    stopped_before = read_stopped(run_dir)
+    pending = [p for p in plans if p.next_step <= job.steps and p.chain_id not in stopped_before]
+    procs.barrier()  # every process has planned from the same manifest before any appends to it
+    mine = plans
+    if procs.world > 1:  # each chain is made by one process: every n-th chain still to make
+        pending = mine = procs.share(sorted(pending, key=lambda p: p.chain_id))
+    return _Planned(mine, pending, stopped_before, sum(p.present for p in mine))
+
+
+def _make_chains(job: _Job, planned: _Planned, procs: Processes) -> tuple[_Run, CallMeter, bool]:
+    """Make the pending chains with a progress bar, the call meter and the pipelined writers."""
+    editor, setting = job.editor, job.setting
+    bar = tqdm(total=len(planned.mine) * (job.steps + 1), initial=planned.present, unit="img",
+               desc=f"generate {setting.name}", file=sys.stderr, disable=not job.progress or procs.rank != 0,
+               dynamic_ncols=True)
+    paid = editor.estimate_usd(dict(setting.config)) is not None  # prices known: a running cost estimate
+
+    def show_cost(m: CallMeter) -> None:
+        if paid:
+            cap = f"/{m.max_cost:.2f}" if m.max_cost is not None else ""
+            bar.set_postfix_str(f"${m.spent:.2f}{cap}", refresh=False)
+
+    meter = CallMeter(job.run_dir / CALLS_FILE if editor.metered else None, max_cost=job.max_cost, rpm=job.rpm,
+                      on_change=show_cost)
+    if paid:
+        show_cost(meter)
+    writers = ThreadPoolExecutor(max_workers=max(1, min(job.concurrency, len(planned.pending))),
+                                 thread_name_prefix="banana100-write")
+    # an editor that takes several images per call gets the same step of several chains at once
+    stepper = BatchGate(editor) if getattr(editor, "max_batch", 1) > 1 and job.concurrency > 1 else editor
+    run = _Run(stepper, setting, job.steps, job.seed, job.run_dir, bar, meter, writers)
+    try:
+        run.run_all(planned.pending, job.concurrency)
+    finally:
+        writers.shutdown(wait=True)
+        bar.close()
+        run.store.close()
+        meter.close()
+    return run, meter, paid
+
+
+def _raise_failures(run: _Run, summary: RunSummary, chains: int) -> None:
+    """Chains that failed: ChainsFailedError, saying which a rerun retries (an editor's error) and
+    which it cannot help (a file of the run folder that must be restored first); then a stop."""
     if run.failures:
+        retry = {c: f for c, f in run.failures.items() if _rerun_helps(f[1])}
         lines = [f"  {cid} at step {step}: {type(e).__name__}: {e}" for cid, (step, e) in sorted(run.failures.items())]
+        if len(retry) == len(run.failures):
+            advice = "rerun the same command to retry them"
+        elif not retry:
+            advice = "a rerun cannot help until the files named below are restored"
+        else:
+            advice = (f"rerun the same command to retry {len(retry)} of them; the others need the files named below "
+                      "restored first")
         raise ChainsFailedError(
-            f"{len(run.failures)} of {len(mine)} chains failed (their finished steps are recorded; "
-            "rerun the same command to retry them):\n" + "\n".join(lines) + "\n" + str(summary),
+            f"{len(run.failures)} of {chains} chains failed (their finished steps are recorded; {advice}):\n"
+            + "\n".join(lines) + "\n" + str(summary),
             dict(run.failures),
             summary,
         )
@@ -392,7 +452,13 @@ def generate_chains(
         err = type(run.stop_error)(f"{run.stop_error}\n{summary}")
         err.summary = summary
         raise err
-    return summary
+
+
+def _rerun_helps(error: BaseException) -> bool:
+    """False for a run folder's file that is wrong (missing, replaced): the rerun would meet it again."""
+    from banana100.errors import ImageReadError, ManifestError
+
+    return not isinstance(error, (ManifestError, ImageReadError))
 
 
 def _processes(editor: Editor, max_cost, rpm) -> Processes:

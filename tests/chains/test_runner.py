@@ -478,7 +478,8 @@ def test_cli_prints_summary(sources, tmp_path, capsys):
     assert cli_main(argv[:6] + ["mirror"] + argv[7:]) == 2
     assert "different setting" in capsys.readouterr().err
     assert cli_main(["generate", "--editor", "nope", "--sources", str(sources), "--out", str(out)]) == 2
-    assert "known editors: diffusers, gemini, simulated" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "known editors: bfl, diffusers, gemini, openai, simulated, xai" in err and "path/to/file.py:Class" in err
 
 
 def test_open_editor_batch_size_defaults_to_one(tmp_path, monkeypatch, capsys):
