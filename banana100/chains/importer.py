@@ -34,7 +34,9 @@ gap has no parent link) and reported; `banana100 verify` and `build-dataset` wil
 Re-running the same command resumes: images already in the run's manifest are skipped. A run
 folder this import did not make (another folder's images, a `generate` run) is refused rather
 than spliced into, and so are a source file changed since it was imported and new steps for a
-chain already there from a folder that lacks its recorded steps.
+chain already there from a folder that lacks its recorded steps. The import holds the run folder's
+lock (`.generate.lock`, as `generate` does): a second import or a `generate` into the same
+folder at the same time is refused with one line, so none reads a manifest another is appending to.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ from pathlib import Path
 from banana100.errors import ImportChainsError, ImportOptionError
 from banana100.chains.manifest import MANIFEST_NAME, ManifestWriter, read_manifest, utc_now
 from banana100.chains.plan import step_ranges
-from banana100.fileio import fsync_dir, read_regular_bytes, sha256_bytes, sha256_file, write_file_atomic
+from banana100.chains.store import LOCK_FILE
+from banana100.fileio import ExclusiveLock, fsync_dir, read_regular_bytes, sha256_bytes, sha256_file, write_file_atomic
 from banana100.schema import CHAT_MODES
 from banana100.schema import chain_id as make_chain_id
 
@@ -253,6 +256,15 @@ def import_chains(folder: str | os.PathLike, pattern: str, out_dir: str | os.Pat
                           variant=variant)
     if not planned.chains:
         raise ImportChainsError(f"no file under {folder} matches --pattern {pattern!r} ({planned.unmatched} files seen)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # the run folder's lock, as `generate` takes it: a second import (or a generate) into the same
+    # --out is refused while this one works, so no two of them read the same manifest and both append
+    with ExclusiveLock(out_dir / LOCK_FILE, out_dir, "banana100 generate or import-chains"):
+        return _import_locked(folder, pattern, out_dir, planned, prompt, link)
+
+
+def _import_locked(folder: Path, pattern: str, out_dir: Path, planned: ChainPlan, prompt: str | None,
+                   link: bool) -> ImportSummary:
     unmatched = planned.unmatched
     ids = {cid: c.key for cid, c in planned.chains.items()}
     chains = {c.key: {step: folder / rel for step, rel in c.files.items()} for c in planned.chains.values()}
