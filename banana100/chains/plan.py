@@ -252,8 +252,7 @@ def dry_run_text(
             lines.append(
                 f"  same-chat chains resend the conversation: each step costs at least ${grow:.4f} more than "
                 f"the one before (one more image in the history), so step {steps} costs at least "
-                f"${_step_usd(editor, setting, 'same', steps):.4f}; interim thought images the model returns go "
-                "back too (up to two a step) and are reserved at their real count under --max-cost"
+                f"${_step_usd(editor, setting, 'same', steps):.4f}" + (getattr(editor, "chat_cost_note", "") or "")
             )
         if max_cost is not None and total > max_cost:
             spent, n = 0.0, 0

@@ -84,7 +84,7 @@ def test_demo_with_a_missing_metric_stops_before_generating(tmp_path):
          "topiq_nr has no native backend"),
         (["score", ".", "--batch-size", "0", "--out", "x.parquet"], 2, "argument --batch-size: must be >= 1, got 0"),
         (["generate", "--sources", ".", "--out", "r", "--max-cost", "-1"], 2, "argument --max-cost: must be >= 0"),
-        (["generate", "--sources", ".", "--out", "r", "--model", "x"], 2, "apply to the gemini editor"),
+        (["generate", "--sources", ".", "--out", "r", "--model", "x"], 2, "--model applies to the service editors"),
         (["generate", "--sources", ".", "--out", "r", "--setting", "nosuch"], 2, "nosuch"),
         (["demo", "--chains", "99"], 2, "argument --chains: must be at most 7"),
         (["push", ".", "--repo-id", "no-slash", "--dry-run"], 2, "expected ORG/NAME"),

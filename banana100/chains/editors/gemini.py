@@ -110,6 +110,9 @@ class GeminiEditor(ServiceEditor):
     key_env = KEY_ENV
     key_url = "https://aistudio.google.com/apikey"
     supports_chat = True  # same-chat mode: EditRequest.history goes with each request
+    # the dry run's same-chat cost line ends with this
+    chat_cost_note = ("; interim thought images the model returns go back too (up to two a step) and are reserved "
+                      "at their real count under --max-cost")
 
     def __init__(self, model: str = DEFAULT_MODEL, *, include_thoughts: bool = True, **options):
         super().__init__(model, **options)
