@@ -327,3 +327,16 @@ def test_api_key_never_leaks(kind, tmp_path, sources):
         assert key.encode() not in blob
     ed = make_editor(kind, base_url="http://127.0.0.1:9", api_key=key, max_attempts=1)
     assert key not in repr(ed)
+
+
+def test_gemini_dry_run_needs_neither_the_extra_nor_the_key(monkeypatch, sources, tmp_path, capsys):
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sys.modules, "google.genai", None)  # the gemini extra is not installed
+    out = tmp_path / "run"
+    code = cli_main(["generate", "--editor", "gemini", "--sources", str(sources), "--steps", "10", "--out", str(out),
+                     "--chat", "different,same", "--dry-run"])
+    assert code == 0 and "estimated cost: $0.1392 a step" in capsys.readouterr().out and not out.exists()
+    with pytest.raises(MissingExtraError, match="gemini"):
+        generate_chains(make_editor("gemini"), sources, "replicate", 1, 1, out, progress=False)
+    assert not out.exists()
