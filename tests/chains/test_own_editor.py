@@ -187,3 +187,40 @@ def test_own_editor_fits_the_cli_options(my_editor, sources, tmp_path, capsys):
     assert code == 2 and "--base-url" in err
     assert sys.modules  # the module stays importable by its path on a second load
     assert make_editor(f"{my_editor}:Posterize").levels == 4
+
+
+PAID = '''
+from banana100.chains.editors import Editor, EditResult
+
+
+class Paid(Editor):
+    name = "paid"
+    model = "paid-1"
+    metered = True
+    price = "per call"
+
+    def estimate_usd(self, config, history_images=0):
+        return 0.25, 0.30
+
+    def edit(self, request):
+        ticket = request.meter.start(0.30, chain_id=request.chain_id, step=request.step)
+        request.meter.end(ticket, 0.25, "ok")
+        return EditResult(image=request.image, metadata={"cost_usd": 0.25})
+'''
+
+
+def test_a_paid_own_editor_gets_the_ledger_and_the_cost_cap(tmp_path, sources, capsys):
+    from banana100.chains.budget import CALLS_FILE, ledger_totals
+    from banana100.errors import BudgetExceeded
+
+    path = tmp_path / "paid.py"
+    path.write_text(PAID)
+    out = tmp_path / "run"
+    code, text, _ = cli(capsys, "generate", "--editor", f"{path}:Paid", "--sources", sources, "--steps", 4, "--out",
+                        out, "--max-cost", 1, "--dry-run")
+    assert code == 0 and "$0.2500 a step" in text and "--max-cost $1.00 will stop the run after about 4 steps" in text
+    with pytest.raises(BudgetExceeded):
+        generate_chains(make_editor(f"{path}:Paid"), sources, "replicate", 4, 1, out, progress=False, max_cost=1.0,
+                        concurrency=1)
+    totals = ledger_totals(out / CALLS_FILE)
+    assert totals["spent_usd"] <= 1.0 and totals["calls"] == 3  # the 4th call would pass the cap: not made
