@@ -340,3 +340,19 @@ def test_gemini_dry_run_needs_neither_the_extra_nor_the_key(monkeypatch, sources
     with pytest.raises(MissingExtraError, match="gemini"):
         generate_chains(make_editor("gemini"), sources, "replicate", 1, 1, out, progress=False)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_a_refused_connection_is_retried_and_costs_nothing(kind, tmp_path):
+    from banana100.chains.budget import CallMeter
+    from banana100.chains.editors.base import EditRequest
+    from banana100.errors import EditError
+
+    import numpy as np
+
+    meter = CallMeter(tmp_path / CALLS_FILE)
+    ed = make_editor(kind, base_url="http://127.0.0.1:9", max_attempts=2, sleep=Sleeps())  # nothing listens there
+    with pytest.raises(EditError, match=r'failed after 2 calls \(faults: \{"connect_error": 2\}\)'):
+        ed.edit(EditRequest(image=np.zeros((8, 8, 3), np.uint8), prompt="x", seed=1, meter=meter))
+    meter.close()
+    assert ledger_totals(tmp_path / CALLS_FILE) == {"spent_usd": 0.0, "calls": 2, "unfinished": 0}

@@ -138,15 +138,18 @@ def exception_call(e: BaseException, timeout_s: float, redact) -> Call:
     """The Call of an exception raised by a client (httpx, urllib, an SDK): timeouts, refused or
     dropped connections, unreadable answers; all transient."""
     kinds = {c.__name__ for c in type(e).__mro__}
-    reason = getattr(e, "reason", None)  # urllib.error.URLError wraps the socket's error
-    if reason is not None:
-        kinds |= {c.__name__ for c in type(reason).__mro__}
+    # what the client wraps: urllib's URLError the socket's error, an SDK's connection error httpx's
+    for inner in (getattr(e, "reason", None), e.__cause__):
+        if isinstance(inner, BaseException):
+            kinds |= {c.__name__ for c in type(inner).__mro__}
     if kinds & {"TimeoutException", "APITimeoutError", "timeout", "TimeoutError", "ReadTimeout"}:
         return Call("transient", "timeout", f"no answer within {timeout_s:g} s", None)
-    if kinds & {"ConnectError", "APIConnectionError", "ConnectionRefusedError", "URLError"} and not (
+    # nothing was sent (the connection never opened): free; a connection dropped later may have been billed
+    if kinds & {"ConnectError", "ConnectionRefusedError", "URLError"} and not (
             kinds & {"RemoteProtocolError", "ConnectionResetError", "IncompleteRead", "RemoteDisconnected"}):
         return Call("transient", "connect_error", f"cannot connect ({redact(e)})", 0.0)
-    if kinds & {"TransportError", "ConnectionError", "RemoteDisconnected", "IncompleteRead", "OSError"}:
+    if kinds & {"TransportError", "ConnectionError", "RemoteDisconnected", "IncompleteRead", "OSError",
+                 "APIConnectionError"}:
         return Call("transient", "transport_error", f"{type(e).__name__}: {redact(e)}", None)
     return Call("transient", "bad_response", f"unreadable answer ({type(e).__name__}: {redact(e)})", None)
 
