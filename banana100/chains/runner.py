@@ -304,7 +304,7 @@ def generate_chains(
     if dry_run:
         return _dry_run(job)
 
-    procs = _processes(editor, max_cost, rpm)
+    procs = run_processes(editor, max_cost, rpm)
     editor.connect()  # a missing key fails here, before anything is written
     job.run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(job.run_dir) if procs.world == 1 else ProcessLocks(job.run_dir, procs.rank):
@@ -461,7 +461,7 @@ def _rerun_helps(error: BaseException) -> bool:
     return not isinstance(error, (ManifestError, ImageReadError))
 
 
-def _processes(editor: Editor, max_cost, rpm) -> Processes:
+def run_processes(editor: Editor, max_cost, rpm) -> Processes:
     """This process's place in a run started by `accelerate launch` or `torchrun` (a lone process
     otherwise); in a distributed run, the editor's GPU is the process's own (cuda:LOCAL_RANK)."""
     procs = Processes(getattr(editor, "device", None))

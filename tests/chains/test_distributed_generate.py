@@ -310,7 +310,7 @@ def test_each_process_loads_the_editor_on_its_own_gpu(monkeypatch):
     monkeypatch.setattr(runner, "Processes", lambda device: procs)
     for asked, placed in ((None, "cuda:1"), ("cuda", "cuda:1"), ("cpu", "cpu")):
         editor = make_editor("diffusers", model="some/model", device=asked)
-        runner._processes(editor, None, None)
+        runner.run_processes(editor, None, None)
         assert editor.device == placed
 
 
