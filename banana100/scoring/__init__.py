@@ -32,9 +32,9 @@ from banana100.scoring.feed import Decoded, decoded_images, score_chunk
 from banana100.scoring.inputs import ImageItem, Source, image_files, iter_items
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
 from banana100.scoring.references import attach_references, with_companions
-from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _check_current_detector,
-                                     _check_same_method, _done_keys, _drop_temporary_files, _merge, _parts_dir,
-                                     _write_part, check_out, read_scores)
+from banana100.scoring.provenance import Made
+from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _drop_temporary_files, _merge,
+                                     _parts_dir, _write_part, check_out, read_scores, score_key)
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNK = 32  # images per chunk: rows are written (and kept for a resume) chunk by chunk
@@ -100,9 +100,9 @@ class ScoreRun:
             chunk_size = max([DEFAULT_CHUNK, *(s.largest_batch for s in scorers.values())])
         texts_file = Path(f"{out}.texts.jsonl" if procs.world == 1 else f"{out}.texts.rank{procs.rank:03d}.jsonl")
         before = read_scores(out)
-        _check_same_method(before, scorers, out)
-        _check_current_detector(before, scorers, out)
-        done = _done_keys(before)
+        made = Made(scorers, self.source.given, self.reference)  # compared with what made the rows before
+        made.check(before, out)
+        done = made.done_keys(before, score_key)
         parts = _parts_dir(out)
         prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
         procs.barrier()  # every process has read what is done before anyone writes
@@ -121,7 +121,7 @@ class ScoreRun:
         try:
             for chunk, uploads in uploads_ahead(_chunks(images, chunk_size, bar), lambda c: [d.rgb for d in c],
                                                 device):
-                rows = score_chunk(chunk, scorers, uploads)
+                rows = made.stamp(score_chunk(chunk, scorers, uploads))
                 n_errors += sum(r["error"] is not None for r in rows)
                 _write_part(parts, rows, prefix)
                 _append_texts(texts_file, rows)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from banana100.errors import Banana100Error, DatasetError, UsageError
 from banana100.fileio import is_temporary_name, write_file_atomic
 from banana100.metrics.detector.model import COMPONENTS as DAMAGE_COMPONENTS
+from banana100.scoring import provenance
 from banana100.scoring.inputs import canonical_image_path
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ SCORES_SCHEMA = pa.schema(
         # what the score is made of, per image: the edit_damage detector's components (edit_damage_rel: what
         # each added since the reference; docs/edit-damage.md); null for every other metric
         ("components", pa.struct([(c, pa.float64()) for c in DAMAGE_COMPONENTS])),
+        # what else made the score: the metric's version (the metric table's), and for a metric scored
+        # against a reference (edit_damage_rel) that reference's path and sha256 (scoring/provenance.py)
+        *provenance.COLUMNS,
     ]
 )
 
@@ -94,17 +98,18 @@ def read_scores(out: Path) -> pa.Table:
     named += [(str(p), _conform(pq.read_table(p))) for p in _pending_parts(out)]
     if not named:
         return SCORES_SCHEMA.empty_table()
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple, tuple[str, dict]] = {}
     for name, table in named:
-        for r in table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist():
+        for r in table.select(["chain_id", "step", "image", "sha256", "metric", "reference_sha256"]).to_pylist():
             key = score_key(r, r["metric"])
-            if key in seen and key[0] is not None:
-                where = "twice in " + name if seen[key] == name else f"in {seen[key]} and in {name}"
+            # a row scored again against another reference supersedes the older one (provenance.py)
+            if key in seen and key[0] is not None and not provenance.differ(seen[key][1], r):
+                where = "twice in " + name if seen[key][0] == name else f"in {seen[key][0]} and in {name}"
                 what = f"image {key[1]!r}" if key[0] is None else f"chain {key[0]!r} step {key[1]}"
                 raise DatasetError(
                     f"{out}: {what} metric {key[-1]!r} is scored {where}; the scores cannot be "
                     f"merged without doubling rows. Remove the damaged file (or score into a new --out)")
-            seen[key] = name
+            seen[key] = (name, r)
     return pa.concat_tables([t for _, t in named])
 
 
@@ -115,7 +120,8 @@ def _conform(table: pa.Table) -> pa.Table:
             table = table.append_column(name, pa.array(["pyiqa"] * len(table), pa.string()))
     if "precision" not in table.column_names:  # before precision="fast" existed every score was exact
         table = table.append_column("precision", pa.array(["exact"] * len(table), pa.string()))
-    for name in ("flat_share", "chat_mode", "variant", "components"):
+    table = provenance.with_versions(table)
+    for name in ("flat_share", "chat_mode", "variant", "components", "reference", "reference_sha256"):
         if name not in table.column_names:  # files from before the column: not measured / not recorded
             table = table.append_column(name, pa.nulls(len(table), SCORES_SCHEMA.field(name).type))
     return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
@@ -133,42 +139,6 @@ def _append_texts(path: Path, rows: list[dict]) -> None:
 def _plain(value):
     """numpy scalars (step, score) as Python numbers for JSON."""
     return value.item() if hasattr(value, "item") else str(value)
-
-
-def _check_same_method(table: pa.Table, scorers: dict, out: Path) -> None:
-    """Refuse to resume into `out` with a metric computed another way (backend, mode or precision) before."""
-    cols = table.select([c for c in ("metric", "backend", "mode", "precision") if c in table.column_names]).to_pydict()
-    before = set(zip(cols["metric"], cols["backend"], cols["mode"], cols.get("precision", ["exact"] * table.num_rows), strict=True))
-    for metric, backend, mode, precision in sorted(before):
-        scorer = scorers.get(metric)
-        if scorer is None:
-            continue
-        now = (scorer.backend, scorer.mode, scorer.precision)
-        if now != (backend, mode, precision):
-            raise Banana100Error(
-                f"{out} already holds {metric} scores computed with backend={backend!r}, mode={mode!r}, "
-                f"precision={precision!r}; this run asks for backend={now[0]!r}, mode={now[1]!r}, "
-                f"precision={now[2]!r}. Use another --out, or the same backend, mode and precision to resume."
-            )
-
-
-def _check_current_detector(table: pa.Table, scorers: dict, out: Path) -> None:
-    """Refuse to resume edit_damage into `out` when its rows were scored by a detector before the evenness
-    component (their components lack it): those bare scores were combined another way, and rows of both
-    kinds in one file would not compare. (The rows keep no version: a later change of constants alone
-    needs a check of its own, or a version column.)"""
-    if "edit_damage" not in scorers or "components" not in table.column_names:
-        return
-    import pyarrow.compute as pc  # here: not every import of banana100.scoring needs it
-
-    rows = table.filter(pc.equal(table["metric"], "edit_damage")).select(["score", "components"]).to_pylist()
-    stale = sum(1 for r in rows if r["score"] is not None and r["score"] == r["score"]
-                and (r["components"] or {}).get("evenness") is None)
-    if stale:
-        raise Banana100Error(
-            f"{out} holds {stale} edit_damage score(s) from an earlier version of the detector (before its "
-            f"evenness component, which now weighs the grain term): they would not compare with new ones. "
-            f"Score into another --out (or remove that file) to score edit_damage again.")
 
 
 def score_key(record: dict, metric: str) -> tuple:
@@ -246,7 +216,8 @@ def _merge(out: Path, scope: list[str] = ()) -> None:
     `out` and parts it lists as merged (skipped by `read_scores`).
     """
     merged = {p.name for p in _part_files(out)}  # all of them, after this merge
-    table = drop_stale_plain_rows(read_scores(out), list(scope), out)
+    table = provenance.drop_superseded(read_scores(out), score_key)
+    table = drop_stale_plain_rows(table, list(scope), out)
     table = table.sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            MERGED_PARTS_KEY: json.dumps(sorted(merged)).encode()})

@@ -201,12 +201,13 @@ def test_resume_with_another_max_pixels_is_refused(tiny, tmp_path):
     import pyarrow as pa
 
     from banana100.errors import Banana100Error
-    from banana100.scoring import _check_same_method
+    from banana100.scoring.provenance import Made
 
-    before = pa.table({"metric": ["visualquality_r1"], "backend": ["transformers"], "mode": [_scorer(tiny).mode]})
-    _check_same_method(before, {"visualquality_r1": _scorer(tiny)}, tmp_path / "s.parquet")  # same: resumes
+    before = pa.table({"metric": ["visualquality_r1"], "backend": ["transformers"], "mode": [_scorer(tiny).mode],
+                       "precision": ["exact"], "version": pa.array([1], pa.int32())})
+    Made({"visualquality_r1": _scorer(tiny)}, None).check(before, tmp_path / "s.parquet")  # same: resumes
     with pytest.raises(Banana100Error, match="max_pixels=50176"):
-        _check_same_method(before, {"visualquality_r1": _scorer(tiny, max_pixels=224 * 224)}, tmp_path / "s.parquet")
+        Made({"visualquality_r1": _scorer(tiny, max_pixels=224 * 224)}, None).check(before, tmp_path / "s.parquet")
 
 
 def test_files_scored_like_arrays(tiny, tmp_path):
