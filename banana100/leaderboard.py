@@ -23,7 +23,7 @@ from banana100.errors import Banana100Error, UsageError
 from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 # the grouped protocol lives in report.py (its chat-mode table uses it too): this module only
 # imports report, never the other way round
-from banana100.report import COLUMNS, format_number, leaderboard, load_scores, md_cell, write_report
+from banana100.report import COLUMNS, check_one_method, format_number, leaderboard, load_scores, md_cell, write_report
 
 __all__ = ["COLUMNS", "heatmap", "leaderboard", "merge_scores", "to_markdown", "write_leaderboard"]
 
@@ -58,6 +58,7 @@ def merge_scores(paths: list[str | os.PathLike]) -> pd.DataFrame:
     df.loc[makers > 1, "chain_id"] = df["chain_id"] + " [" + who + "]"
     key = ["chain_id", "step", "metric"]
     df = df.drop_duplicates(subset=key + ["score"]).reset_index(drop=True)
+    check_one_method(df, " and ".join(dict.fromkeys(df["scores_file"])))
     clash = df[df.duplicated(subset=key, keep=False)]
     if len(clash):
         first = clash.iloc[0]

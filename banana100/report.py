@@ -58,7 +58,44 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
         c, s, m = doubled.iloc[0]
         raise Banana100Error(f"{path}: {len(doubled)} rows repeat a (chain, step, metric) already scored, e.g. chain "
                              f"{c!r} step {s} metric {m!r}; score again into a new --out")
+    df = with_method(df)
+    check_one_method(df, str(path))
     return df
+
+
+def with_method(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with what made each score (backend, mode, precision, version), filled in for a file from before
+    a column as `banana100 score` reads it (banana100/scoring/provenance.py)."""
+    from banana100.scoring.provenance import legacy_versions
+
+    for column, before in (("backend", "pyiqa"), ("mode", "pyiqa"), ("precision", "exact")):
+        df[column] = df[column].fillna(before) if column in df else before
+    if "version" not in df:
+        comps = df["components"].tolist() if "components" in df else [None] * len(df)
+        df["version"] = pd.array(legacy_versions(df["metric"].tolist(), comps, df["score"].tolist()), "Int64")
+    return df
+
+
+def check_one_method(df: pd.DataFrame, where: str) -> None:
+    """Refuse scores of one metric made two ways (another backend, mode, precision or version: what
+    `banana100 score` refuses to resume into one file), on one line naming the files and the counts."""
+    from banana100.scoring.provenance import METHOD
+
+    files = df["scores_file"] if "scores_file" in df else pd.Series(where, index=df.index)
+    for metric, rows in df.groupby("metric", sort=True):
+        for column in METHOD:
+            values = rows[column].dropna()  # an error row of unknown version scored nothing
+            if values.nunique() < 2:
+                continue
+            said = []
+            for value, group in values.groupby(values, sort=True):
+                value = value.item() if hasattr(value, "item") else value  # 1, not np.int64(1)
+                names = sorted(set(files[group.index]))
+                said.append(f"{column} {value!r}: {len(group)} rows" + (f" in {', '.join(names)}"
+                                                                          if files.nunique() > 1 else ""))
+            raise DatasetError(
+                f"{where}: the {metric} scores were made two ways ({'; '.join(said)}); they would not compare. "
+                "Report them apart, or score them again one way into a new --out")
 
 
 def _steps_of(column: pd.Series, path) -> pd.Series:
@@ -92,8 +129,12 @@ def analyse(df: pd.DataFrame, reference_step=DEFAULT_REFERENCE_STEP, check_steps
 COLUMNS = ("chains", "passed", "failed", "incomplete", "failure_rate", "mean_rho")
 
 
-# columns of the scores that are measurements, not labels: no --by groups by them (components holds a dict)
-NOT_GROUPS = ("score", "lower_better", "error", "flat_share", "components", "metric")
+# columns of the scores that are measurements, not labels: no --by groups by them (components holds a dict);
+# nor by what differs from step to step of one chain (a group must hold whole chains: grouped by step or by
+# image, every group was "incomplete"), nor by what made the score (one value per metric: check_one_method)
+NOT_GROUPS = ("score", "lower_better", "error", "flat_share", "components", "metric",
+              "step", "sha256", "image", "width", "height", "parent_sha256", "prompt", "seed",
+              "backend", "mode", "precision", "version", "reference", "reference_sha256")
 
 
 def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENCE_STEP,
@@ -103,6 +144,11 @@ def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENC
     A column named twice counts once."""
     by = list(dict.fromkeys(by))
     usable = sorted(c for c in df.columns if c not in NOT_GROUPS)
+    per_step = [c for c in by if c in NOT_GROUPS[6:] and c in df.columns]
+    if per_step:
+        raise UsageError(f"--by {','.join(per_step)}: not a column to group by: a group must hold whole chains (the "
+                         f"protocol compares a chain's steps), and {per_step[0]} differs from step to step or says how "
+                         f"the scores were made; group by {', '.join(c for c in usable if c != 'chain_id')}")
     missing = [c for c in by if c not in usable]
     if missing:
         raise UsageError(f"--by {','.join(missing)}: no such column to group by in the scores; the scores carry "

@@ -172,3 +172,15 @@ def test_heatmap_of_3000_groups_stays_small_and_fast(tmp_path):
     with Image.open(png) as im:
         assert max(im.size) <= MAX_HEATMAP_SIDE_PX
     assert MAX_HEATMAP_GROUPS < n
+
+
+def test_a_column_that_differs_within_a_chain_is_no_group(tmp_path):
+    """Issue 44 item 13: --by step or --by sha256 made every group "incomplete" without a word."""
+    a = _scores(tmp_path / "a.parquet", "e", "m", ["s"])
+    df = pd.read_parquet(a).assign(sha256=lambda d: [f"{i:064x}" for i in range(len(d))])
+    df.to_parquet(a)
+    for column in ("step", "sha256"):
+        with pytest.raises(UsageError, match=f"--by {column}: not a column to group by: a group must hold whole "
+                                             "chains.*group by chat_mode, editor, model, repeat"):
+            write_leaderboard([a], tmp_path / "out", by=["setting", column])
+    assert not (tmp_path / "out").exists()

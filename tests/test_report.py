@@ -160,3 +160,40 @@ def test_a_step_column_stored_as_text_is_read_as_numbers_or_named(scores_file, t
     df.assign(step=df["step"] + 0.5).to_parquet(half)
     with pytest.raises(Banana100Error, match="half.parquet: the `step` column holds 0.5"):
         write_report(half, tmp_path / "r3")
+
+
+def _one_metric(tmp_path, name, **method):
+    """A scores file of one metric whose rows carry the given columns (precision, version, ...)."""
+    steps = [float(21 - k) for k in range(21)]
+    rows = [{**r, **method} for r in _rows("edit_damage", True, {f"{name}__replicate__r0": steps})]
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCORES_SCHEMA), path)
+    return path
+
+
+def test_report_refuses_what_score_refuses_to_mix(tmp_path):
+    """Issue 44 item 2: an earlier detector's edit_damage rows beside current ones, or fast rows beside exact
+    ones, were reported together (rc 0, no warning)."""
+    import pandas as pd
+
+    from banana100.errors import DatasetError
+    from banana100.leaderboard import write_leaderboard
+
+    old = _one_metric(tmp_path, "old", version=1, backend="native", mode="pyiqa", precision="exact")
+    new = _one_metric(tmp_path, "new", version=2, backend="native", mode="pyiqa", precision="exact")
+    with pytest.raises(DatasetError, match=r"old.parquet and new.parquet: the edit_damage scores were made two ways "
+                                           r"\(version 1: 21 rows in old.parquet; version 2: 21 rows in new.parquet\)"):
+        write_leaderboard([old, new], tmp_path / "lb", by=[])
+    fast = _one_metric(tmp_path, "fast", version=2, backend="native", mode="pyiqa", precision="fast")
+    both = tmp_path / "both.parquet"
+    pd.concat([pd.read_parquet(new), pd.read_parquet(fast)]).to_parquet(both)
+    with pytest.raises(DatasetError, match=r"both.parquet: the edit_damage scores were made two ways \(precision "
+                                           r"'exact': 21 rows; precision 'fast': 21 rows\)"):
+        write_report(both, tmp_path / "r")
+    # a file from before the version column: its edit_damage rows without evenness are version 1
+    legacy = pd.read_parquet(old).drop(columns=["version"])
+    legacy["components"] = [{"grain": 1.0}] * len(legacy)
+    legacy.to_parquet(tmp_path / "legacy.parquet")
+    with pytest.raises(DatasetError, match="version 1: 21 rows in legacy.parquet"):
+        write_leaderboard([tmp_path / "legacy.parquet", new], tmp_path / "lb", by=[])
+    assert write_report(new, tmp_path / "ok").is_file()  # one way: reported
