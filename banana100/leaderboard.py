@@ -23,7 +23,8 @@ from banana100.errors import Banana100Error, UsageError
 from banana100.protocol import DEFAULT_CHECK_STEPS, DEFAULT_REFERENCE_STEP
 # the grouped protocol lives in report.py (its chat-mode table uses it too): this module only
 # imports report, never the other way round
-from banana100.report import COLUMNS, check_one_method, format_number, leaderboard, load_scores, md_cell, write_report
+from banana100.report import (COLUMNS, check_one_method, check_out_dir, format_number, leaderboard, load_scores,
+                              md_cell, write_report)
 
 __all__ = ["COLUMNS", "heatmap", "leaderboard", "merge_scores", "to_markdown", "write_leaderboard"]
 
@@ -163,6 +164,7 @@ def write_leaderboard(scores: list[str | os.PathLike], out_dir: str | os.PathLik
     df = merge_scores(list(scores))
     check_steps = tuple(int(k) for k in check_steps)
     board = leaderboard(df, by, reference_step, check_steps)  # checks --by before anything is written
+    check_out_dir(out_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [Path(p).name for p in scores]

@@ -394,6 +394,15 @@ def _by_chat_and_variant(df: pd.DataFrame, reference_step: int, check_steps) -> 
     return lines
 
 
+def check_out_dir(out_dir: str | os.PathLike) -> None:
+    """The report folder checked before any work: an existing file there is one line naming it (it was a raw
+    "[Errno 17] File exists")."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: is a file; --out is the folder the report is written into "
+                         f"(e.g. {out_dir.with_suffix('')}_report/)")
+
+
 def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.PathLike, montage: Path | None = None,
                  name: str | None = None, reference_step: int = DEFAULT_REFERENCE_STEP,
                  check_steps=DEFAULT_CHECK_STEPS) -> Path:
@@ -406,6 +415,7 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
     """
     df = scores if isinstance(scores, pd.DataFrame) else load_scores(scores)
     name = name or Path(scores).name
+    check_out_dir(out_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_steps = tuple(int(k) for k in check_steps)

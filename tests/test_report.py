@@ -197,3 +197,22 @@ def test_report_refuses_what_score_refuses_to_mix(tmp_path):
     with pytest.raises(DatasetError, match="version 1: 21 rows in legacy.parquet"):
         write_leaderboard([tmp_path / "legacy.parquet", new], tmp_path / "lb", by=[])
     assert write_report(new, tmp_path / "ok").is_file()  # one way: reported
+
+
+def test_bad_report_options_are_one_line(scores_file, tmp_path, capsys):
+    """Issue 44 item 8: --check-steps with the reference step gave a ValueError traceback; --out naming a file,
+    a raw [Errno 17]."""
+    from banana100.cli import main
+
+    assert main(["report", str(scores_file), "--check-steps", "1,2,4", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["banana100 report: error: --check-steps 1,2,4: contains the reference step 1 (--reference-step), "
+                   "which each check step is compared with; give steps after it (the paper's: 5,10,20; ten-step "
+                   "releases: 2,5,10)"]
+    assert not (tmp_path / "r").exists()
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    for extra in ([], ["--by", "setting"]):
+        assert main(["report", str(scores_file), "--out", str(taken), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--out {taken}: is a file; --out is the folder the report is written" in err[0]

@@ -25,7 +25,15 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from banana100.report import write_report
+    from banana100.errors import UsageError
+    from banana100.report import check_out_dir, write_report
+
+    if args.reference_step in args.check_steps:  # the protocol compares each check step with the reference step
+        raise UsageError(f"--check-steps {','.join(map(str, args.check_steps))}: contains the reference step "
+                         f"{args.reference_step} (--reference-step), which each check step is compared with; give "
+                         "steps after it" + (" (the paper's: 5,10,20; ten-step releases: 2,5,10)"
+                                            if args.reference_step == 1 else ""))
+    check_out_dir(args.out)
 
     steps = dict(reference_step=args.reference_step, check_steps=args.check_steps)
     checked = f"steps checked: {', '.join(map(str, args.check_steps))} against step {args.reference_step}"

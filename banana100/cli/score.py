@@ -74,7 +74,10 @@ def run(args) -> None:
         return
     from banana100.cli import scoresout
 
-    rows = scoresout.scored_rows(out, plan.metrics)  # what this run scored, companions included
+    from banana100.scoring.inputs import source_ids
+
+    # what this run scored, companions included, of this run's images (the file may hold others)
+    rows = scoresout.scored_rows(out, plan.metrics, source_ids(plan.source.given))
     if args.format == "table":
         print(scoresout.summary_table(rows, plan.metrics))
         print(f"scores written to {out}")

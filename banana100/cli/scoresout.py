@@ -18,12 +18,17 @@ ROW_COLUMNS = ("image", "chain_id", "step", "metric", "score", "lower_better", "
 MAX_BREAKDOWN = 10
 
 
-def scored_rows(out: Path, metrics: list[str]) -> list[dict]:
+def scored_rows(out: Path, metrics: list[str], ids: tuple[str, set] | None = None) -> list[dict]:
     """The rows of the scores file `out` for `metrics` (this run's), metric by metric in their order
-    (with `components`, the detector's: for the breakdown, and in --format json)."""
+    (with `components`, the detector's: for the breakdown, and in --format json); with `ids`
+    (`banana100.scoring.inputs.source_ids`), of this run's images only (the file may hold others)."""
     import pyarrow.parquet as pq
 
+    from banana100.scoring.store import of_this_run
+
     rows = pq.read_table(out, columns=[*ROW_COLUMNS, "components"]).to_pylist()
+    if ids is not None:
+        rows = [r for r, mine in zip(rows, of_this_run(rows, ids), strict=True) if mine]
     order = {m: i for i, m in enumerate(metrics)}
     return sorted((r for r in rows if r["metric"] in order), key=lambda r: order[r["metric"]])  # stable
 

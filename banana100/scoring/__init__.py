@@ -29,12 +29,12 @@ from banana100.fileio import ExclusiveLock
 from banana100.metrics.athand import metrics_at_hand
 from banana100.metrics.engine.feed import uploads_ahead
 from banana100.scoring.feed import Decoded, decoded_images, score_chunk
-from banana100.scoring.inputs import ImageItem, Source, image_files, iter_items
+from banana100.scoring.inputs import ImageItem, Source, image_files, iter_items, source_ids
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
 from banana100.scoring.references import attach_references, with_companions
-from banana100.scoring.provenance import Made
+from banana100.scoring.provenance import Made, check_reference
 from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _drop_temporary_files, _merge,
-                                     _parts_dir, _write_part, check_out, read_scores, score_key)
+                                     _parts_dir, _write_part, check_out, read_scores, say_other_rows, score_key)
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNK = 32  # images per chunk: rows are written (and kept for a resume) chunk by chunk
@@ -63,6 +63,8 @@ class ScoreRun:
         source = Source.of(source)  # checks the source before any model is built
         if reference is not None and source.chains:
             raise UsageError("a reference image is for plain images: a chain's reference is its own step 0")
+        if reference is not None:
+            check_reference(reference, metrics)  # a usage error before any work, naming it
         metrics = with_companions(list(metrics), references=source.chains or reference is not None)
         check_metrics_ready(metrics, backend)  # every missing extra and file, in one message
         return cls(source, metrics, reference, backend)
@@ -102,6 +104,8 @@ class ScoreRun:
         before = read_scores(out)
         made = Made(scorers, self.source.given, self.reference)  # compared with what made the rows before
         made.check(before, out)
+        if procs.rank == 0:
+            say_other_rows(before, source_ids(self.source.given), out)  # rows added to an existing file: one line
         done = made.done_keys(before, score_key)
         parts = _parts_dir(out)
         prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"

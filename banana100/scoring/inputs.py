@@ -93,6 +93,25 @@ def plain_scope(sources) -> list[str]:
     return folders
 
 
+def source_ids(source) -> tuple[str, set]:
+    """What names this run's images in a scores file: ("image", their canonical paths) for plain images,
+    ("chain_id", the chain ids) for a run or dataset folder (its manifest, or the dataset's metadata
+    columns: no image is read)."""
+    files = image_files(source)
+    if files is not None:
+        return "image", {str(p) for p in files}
+    root = Path(source if isinstance(source, (str, os.PathLike)) else list(source)[0])
+    if (root / MANIFEST_NAME).is_file():
+        return "chain_id", {r["chain_id"] for r in read_manifest(root)}
+    from banana100.dataset.reader import dataset_files, iter_file_batches
+
+    ids: set = set()
+    for path in dataset_files(root):
+        for _, records, _ in iter_file_batches(path, ("chain_id",), with_images=False):
+            ids.update(r["chain_id"] for r in records)
+    return "chain_id", ids
+
+
 def with_sha256(item: ImageItem) -> ImageItem:
     """A plain image with the sha256 of its bytes in its record (read once, kept for the decode):
     its rows are keyed by path and bytes, so a changed file is scored again. Other items, and an

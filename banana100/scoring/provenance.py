@@ -65,6 +65,34 @@ def with_versions(table: pa.Table) -> pa.Table:
     return table.append_column("version", pa.array(versions, pa.int32()))
 
 
+def check_reference(reference, metrics: list[str]) -> None:
+    """`--reference` checked before any work: a usage error naming it when it is missing, a folder, not an
+    image, too small for the metric, or given without a metric that uses it (it was ignored silently, and a
+    missing file gave one error row per image with rc 0)."""
+    from banana100.errors import Banana100Error as Failed, UsageError
+    from banana100.imageio import load_rgb
+    from banana100.metrics.table import get_metric
+
+    bare = [s.name for s in METRICS.values() if s.companion]
+    if not set(bare) & set(metrics):
+        raise UsageError(f"--reference {reference}: only {', '.join(bare)} use{'s' if len(bare) == 1 else ''} a "
+                         f"reference (scored beside it as {', '.join(REFERENCE_METRICS)}), and the metrics of this "
+                         f"run ({', '.join(metrics)}) do not include it: add it to --metrics, or leave --reference out")
+    path = Path(reference)
+    if not path.exists():
+        raise UsageError(f"--reference {reference}: no such file")
+    if path.is_dir():
+        raise UsageError(f"--reference {reference}: is a folder; give the one image the others were edited from")
+    try:
+        rgb = load_rgb(path)
+    except Failed as e:
+        raise UsageError(f"--reference {e}") from None
+    for spec in (get_metric(name) for name in bare if name in metrics):
+        if min(rgb.shape[:2]) < spec.min_size:
+            raise UsageError(f"--reference {reference}: is {rgb.shape[1]}x{rgb.shape[0]} (width x height); "
+                             f"{spec.display_name} needs at least {spec.min_size}x{spec.min_size} pixels")
+
+
 def plain_reference(reference) -> Reference:
     """A plain image's --reference as recorded: its canonical path and the sha256 of its bytes."""
     from banana100.fileio import read_regular_bytes

@@ -78,10 +78,15 @@ def _pending_parts(out: Path) -> list[Path]:
     merged = _merged_parts(out)
     if merged is not None:
         return [p for p in _part_files(out) if p.name not in merged]
-    # merged by an older version, which kept no record: a part whose every row is in `out` was merged
-    keyed = ["chain_id", "step", "image", "sha256", "metric"]
-    done = _done_keys(pq.read_table(out, columns=keyed))
-    return [p for p in _part_files(out) if not _done_keys(pq.read_table(p, columns=keyed)) <= done]
+    # merged by an older version, which kept no record: a part whose every row is in `out` was merged (a row
+    # scored again against another reference is not: its reference's sha256 is part of what is compared)
+    def rows(path: Path) -> set[tuple]:
+        t = _conform(pq.read_table(path))
+        return {(*score_key(r, r["metric"]), r["reference_sha256"])
+                for r in t.select(["chain_id", "step", "image", "sha256", "metric", "reference_sha256"]).to_pylist()}
+
+    done = rows(out)
+    return [p for p in _part_files(out) if not rows(p) <= done]
 
 
 def read_scores(out: Path) -> pa.Table:
@@ -155,11 +160,6 @@ def _plain_path(image: str | None) -> str | None:
     return image if image is None or os.path.isabs(image) else canonical_image_path(image)
 
 
-def _done_keys(table: pa.Table) -> set[tuple]:
-    cols = table.select(["chain_id", "step", "image", "sha256", "metric"]).to_pylist()
-    return {score_key(r, r["metric"]) for r in cols}
-
-
 def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Table:
     """`table` (oldest rows first) without the stale rows of plain images, their paths canonical.
 
@@ -191,6 +191,27 @@ def drop_stale_plain_rows(table: pa.Table, scope: list[str], out: Path) -> pa.Ta
     table = table.set_column(table.schema.get_field_index("image"), "image", pa.array(images, pa.string()))
     keep = [i for i in range(len(images)) if i not in changed and i not in doubled and i not in gone]
     return table if len(keep) == len(images) else table.take(pa.array(keep, pa.int64()))
+
+
+def of_this_run(rows: list[dict], ids: tuple[str, set]) -> list[bool]:
+    """For each row (with `chain_id` and `image`), whether it is of an image of this run (`inputs.source_ids`)."""
+    column, mine = ids
+    if column == "image":
+        return [r["chain_id"] is None and _plain_path(r["image"]) in mine for r in rows]
+    return [r["chain_id"] in mine for r in rows]
+
+
+def say_other_rows(table: pa.Table, ids: tuple[str, set], out: Path) -> None:
+    """One line when `out` already holds rows of images this run does not score (another folder's): the
+    rows of this run are added to them, in one file (a mistyped --out looked like a bigger run)."""
+    rows = table.select(["chain_id", "image"]).to_pylist()
+    other = [r for r, mine in zip(rows, of_this_run(rows, ids), strict=True) if not mine]
+    if other:
+        images = len({(r["chain_id"], r["image"]) if r["chain_id"] is None else r["chain_id"] for r in other})
+        what = "image(s)" if ids[0] == "image" else "chain(s)"
+        log.warning("%s already holds %d row(s) of %d %s that this run does not score: this run's rows are added to "
+                    "that file (its table counts this run's images only); give a new --out to keep them apart",
+                    out, len(other), images, what)
 
 
 def _in_scope(image: str, scope: list[str]) -> bool:

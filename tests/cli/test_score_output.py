@@ -200,3 +200,45 @@ def test_edit_damage_scores_of_an_earlier_detector_are_refused_not_mixed(images,
                  "--device", "cpu"]) == 0
     assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out",
                  str(tmp_path / "new.parquet"), "--device", "cpu"]) == 0
+
+
+def test_rows_added_to_a_file_of_another_folder_are_said(images, tmp_path, capsys):
+    """Issue 44 item 5: 5 rows were already there and the table said `piqe 9` without a word."""
+    other = tmp_path / "other"
+    other.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)).save(other / f"o{i}.png")
+    out = tmp_path / "s.parquet"
+    assert main(["score", str(other), "--metrics", "piqe", "--out", str(out), "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert main(["score", str(images), "--metrics", "piqe", "--out", str(out), "--device", "cpu"]) == 0
+    got = capsys.readouterr()
+    said = [line for line in got.err.splitlines() if "already holds" in line]
+    assert said == [f"banana100 score: warning: {out} already holds 2 row(s) of 2 image(s) that this run does not "
+                    "score: this run's rows are added to that file (its table counts this run's images only); give "
+                    "a new --out to keep them apart"]
+    assert got.out.splitlines()[1].split()[:3] == ["piqe", "3", "1"]  # this run's 4 images, not 6
+    # resuming the same folder says nothing
+    assert main(["score", str(images), "--metrics", "piqe", "--out", str(out), "--device", "cpu"]) == 0
+    assert "already holds 2" in capsys.readouterr().err  # the other folder's rows are still there: said again
+    assert main(["score", str(other), str(images), "--metrics", "piqe", "--out", str(out), "--device", "cpu"]) == 0
+    assert "already holds" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("what", ["missing", "folder", "not an image", "too small", "no edit_damage"])
+def test_a_bad_reference_is_a_usage_error_before_any_work(images, tmp_path, capsys, what):
+    """Issue 44 item 11: a missing file, a folder or a non-image gave one error row per image with rc 0;
+    --reference without edit_damage was ignored."""
+    ref = {"missing": tmp_path / "nope.png", "folder": images, "not an image": tmp_path / "text.png",
+           "too small": images / "small.png", "no edit_damage": images / "0.png"}[what]
+    (tmp_path / "text.png").write_text("not an image")
+    metrics = "piqe" if what == "no edit_damage" else "edit_damage"
+    out = tmp_path / "r.parquet"
+    status = main(["score", str(images / "1.png"), "--metrics", metrics, "--reference", str(ref), "--out", str(out),
+                   "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and err[0].startswith(f"banana100 score: error: --reference {ref}")
+    assert {"missing": "no such file", "folder": "is a folder", "not an image": "not an image",
+            "too small": "needs at least 64x64 pixels", "no edit_damage": "add it to --metrics"}[what] in err[0]
+    assert not out.exists() and not out.with_name(out.name + ".parts").exists()

@@ -71,15 +71,24 @@ def test_another_reference_is_scored_again_not_resumed(pictures, tmp_path, caplo
     np.testing.assert_allclose(_score(pictures, out, ref).score, truth.score, rtol=1e-9)
 
 
-def test_error_rows_of_an_unusable_reference_go_once_it_is_fixed(pictures, tmp_path):
-    out, ref = tmp_path / "rel.parquet", tmp_path / "ref.png"
-    Image.fromarray(np.full((20, 20, 3), 99, np.uint8)).save(ref)  # below edit_damage's 64 px
-    with pytest.warns(UserWarning, match="could not be scored"):
-        bad = _score(pictures, out, ref)
-    assert bad.score.isna().all() and bad.error.str.contains("reference").all()
-    ref.write_bytes((pictures / "refA.png").read_bytes())
-    good = _score(pictures, out, ref)
-    assert good.error.isna().all() and good.score.notna().all() and len(pd.read_parquet(out)) == 6
+def test_error_rows_of_a_mistyped_reference_go_once_it_is_fixed(pictures, tmp_path):
+    """A mistyped --reference is a usage error now (test_score_output); the error rows an earlier version wrote
+    for one (no reference recorded, or one that could not be read: no sha256) are scored again."""
+    out = tmp_path / "rel.parquet"
+    good = _score(pictures, out, pictures / "refA.png")
+    t = pq.read_table(out)
+    rel = pa.compute.equal(t["metric"], "edit_damage_rel").to_pylist()
+    df = t.to_pandas()
+    df.loc[rel, "score"] = np.nan
+    df.loc[rel, "error"] = "x.png: its reference could not be used: refAA.png: no such file"
+    df.loc[rel, "components"] = None
+    for written in (df.assign(reference=[str(pictures / "refAA.png") if r else None for r in rel],
+                              reference_sha256=None),
+                    df.drop(columns=["version", "reference", "reference_sha256"])):
+        pq.write_table(pa.Table.from_pandas(written, preserve_index=False), out)
+        fixed = _score(pictures, out, pictures / "refA.png")
+        assert fixed.error.isna().all() and len(pd.read_parquet(out)) == 6
+        np.testing.assert_allclose(fixed.score, good.score, rtol=1e-9)
 
 
 def test_a_kill_between_two_references_keeps_the_newest(pictures, tmp_path):
