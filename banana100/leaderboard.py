@@ -83,7 +83,7 @@ def to_markdown(board: pd.DataFrame, by: list[str], files: list[str], reference_
     """The leaderboard as a Markdown table; `reference_step` and `check_steps` are the ones used."""
     by = list(dict.fromkeys(by))
     lines = ["# Banana100 leaderboard", "",
-             f"Scores: {', '.join(f'`{md_cell(f)}`' for f in files)}. "
+             f"Scores: {', '.join(md_cell(f) for f in files)}. "
              f"Grouped by: {', '.join(by) or 'nothing (all chains)'}. "
              f"A metric passes a chain when the score at every check step ({', '.join(map(str, check_steps))}) "
              f"is strictly worse than at step {reference_step}; failure rate = failed / (chains - incomplete). "

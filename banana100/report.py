@@ -6,8 +6,10 @@ Writes `report.md` (failure table, per-metric reading, per-chain verdicts), `sen
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -188,9 +190,20 @@ def _sources_join_their_chains(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return df
 
 
+# Markdown's punctuation that can start a link, an emphasis, a code span, a heading or a cell: escaped
+# (`_` only where it can open or close an emphasis: `different_chat` stays as it reads)
+_MD_ESCAPES = str.maketrans({c: "\\" + c for c in "\\`*[]()#!|~"})
+
+
 def md_cell(value) -> str:
-    """A value as one Markdown table cell: a `|` or a line break in a name would split the row."""
-    return " ".join(str(value).split()).replace("\\", "\\\\").replace("|", "\\|")
+    """A value as one Markdown table cell, shown as the text it is: a `|` or a line break would split the row,
+    HTML (`<script>`) and Markdown (`[link](...)`, `**bold**`) in a group name would be rendered; a name of
+    blanks alone would be an empty cell ("(blank)" instead)."""
+    text = " ".join(str(value).split())
+    if not text:
+        return "(blank)" if str(value) else "(empty)"
+    text = html.escape(text, quote=False).translate(_MD_ESCAPES)
+    return re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
 
 
 def format_number(x, pct=False):
@@ -388,7 +401,7 @@ def _by_chat_and_variant(df: pd.DataFrame, reference_step: int, check_steps) -> 
              f"| metric | {' | '.join(by)} | chains | failed | incomplete | failure rate | mean rho |",
              "| --- | " + " | ".join("---" for _ in by) + " | ---: | ---: | ---: | ---: | ---: |"]
     for r in board.to_dict("records"):
-        lines.append(f"| {md_cell(r['metric'])} | " + " | ".join(f"`{md_cell(r[c])}`" for c in by)
+        lines.append(f"| {md_cell(r['metric'])} | " + " | ".join(md_cell(r[c]) for c in by)
                      + f" | {r['chains']} | {r['failed']} | {r['incomplete']} | {format_number(r['failure_rate'], pct=True)}"
                      f" | {format_number(r['mean_rho'])} |")
     return lines

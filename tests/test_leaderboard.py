@@ -184,3 +184,19 @@ def test_a_column_that_differs_within_a_chain_is_no_group(tmp_path):
                                              "chains.*group by chat_mode, editor, model, repeat"):
             write_leaderboard([a], tmp_path / "out", by=["setting", column])
     assert not (tmp_path / "out").exists()
+
+
+def test_markdown_shows_html_and_markdown_in_names_as_text(tmp_path):
+    """Issue 44 item 14: `<script>`, `[link](...)` and `**bold**` in a group name went into leaderboard.md as
+    they were (rendered), and a name of spaces became an empty cell."""
+    from banana100.report import md_cell
+
+    assert md_cell("<script>alert(1)</script>") == "&lt;script&gt;alert\\(1\\)&lt;/script&gt;"
+    assert md_cell("[link](http://x)") == "\\[link\\]\\(http://x\\)"
+    assert md_cell("**bold** _it_ `code` a|b") == "\\*\\*bold\\*\\* \\_it\\_ \\`code\\` a\\|b"
+    assert md_cell("   ") == "(blank)" and md_cell("") == "(empty)"
+    assert md_cell("different_chat") == "different_chat" and md_cell("nano-banana-pro") == "nano-banana-pro"
+    a = _scores(tmp_path / "a.parquet", "<b>ed</b>", "m", ["**bold**", "   "])
+    md = write_leaderboard([a], tmp_path / "out", by=["setting", "editor"])["md"].read_text()
+    assert "<b>" not in md and "**bold**" not in md
+    assert "| NIQE | \\*\\*bold\\*\\* | &lt;b&gt;ed&lt;/b&gt; |" in md and "| NIQE | (blank) | &lt;b&gt;ed" in md
