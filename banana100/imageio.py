@@ -82,18 +82,21 @@ _PIL_LIMIT_LOCK = threading.Lock()
 
 
 def _pil_open(fp, limit: int) -> Image.Image:
-    """Image.open, with PIL's own process-wide limit raised to ours for the call when ours is higher.
+    """Image.open, with PIL's own process-wide limit lifted for the call: ours is checked instead.
 
-    PIL refuses an image over twice its limit while opening it (DecompressionBombError), whatever
-    ours says. Every open takes the lock, and PIL's value is read inside it: read outside, a
-    thread could see another thread's temporary value and open after it was restored. Header
-    only: the pixels are decoded later, outside the lock.
+    PIL refuses an image over twice its limit while opening it (DecompressionBombError) and warns
+    over its limit, whatever ours says. Every open takes the lock, and PIL's value is read inside
+    it: read outside, a thread could see another thread's temporary value and open after it was
+    restored. Header only: the pixels are decoded later, outside the lock.
     """
     with _PIL_LIMIT_LOCK:
         saved = Image.MAX_IMAGE_PIXELS
-        if saved is None or limit <= saved:
+        if saved is None:
             return Image.open(fp)
-        Image.MAX_IMAGE_PIXELS = limit
+        # PIL's guard off for the call: ours checks the size from the header right after (`_opened`), with
+        # a message naming the file and the limit; PIL's DecompressionBombWarning (between its limit and
+        # twice it) came out as a bare "could be decompression bomb DOS attack" warning beside ours
+        Image.MAX_IMAGE_PIXELS = None
         try:
             return Image.open(fp)
         finally:

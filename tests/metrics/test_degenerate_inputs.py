@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 import struct
+import warnings
 import zlib
 from pathlib import Path
 
 import evaluate
 import numpy as np
 import pyarrow.parquet as pq
+
 import pytest
 import torch
 from PIL import Image, ImageFile
@@ -269,20 +271,39 @@ def bomb(tmp_path) -> Path:
     return path
 
 
-def test_a_bomb_is_an_image_read_error_naming_the_file_and_the_limit(bomb, tmp_path):
+def test_a_bomb_is_an_image_read_error_naming_the_file_and_the_limit(bomb, tmp_path, capsys):
     good = tmp_path / "good.png"
     Image.fromarray(natural()).save(good)
     for call in (lambda: image_size(bomb), lambda: load_rgb(bomb), lambda: load_rgb(bomb.read_bytes())):
-        with pytest.raises(ImageReadError, match=r"400,000,000 pixels exceeds the image size limit of 89,478,485 pixels"):
+        with pytest.raises(ImageReadError, match=r"20000x20000 pixels \(400,000,000\) exceeds the image size limit of 89,478,485 pixels"):
             call()
-    with pytest.raises(ImageReadError, match=rf"{bomb}: 400,000,000 pixels exceeds .*BANANA100_MAX_IMAGE_PIXELS"):
+    with pytest.raises(ImageReadError, match=rf"{bomb}: 20000x20000 pixels \(400,000,000\) exceeds .*BANANA100_MAX_IMAGE_PIXELS"):
         module("piqe").compute(images=[str(good), str(bomb)], device="cpu")
-    # between PIL's limit and twice it PIL only warns; the library refuses from the header
+    # between PIL's limit and twice it PIL only warns: the library refuses from the header, in its own words
+    # alone (issue 44 item 15: PIL's "could be decompression bomb DOS attack" came out as a warning beside it)
     mid = tmp_path / "mid.png"
     mid.write_bytes(png_header(10000, 10000))
-    with pytest.warns(Image.DecompressionBombWarning), \
-            pytest.raises(ImageReadError, match=r"mid\.png: 10000x10000 pixels \(100,000,000\) exceeds"):
-        image_size(mid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ImageReadError, match=r"mid\.png: 10000x10000 pixels \(100,000,000\) exceeds the image "
+                                                 r"size limit of 89,478,485 pixels"):
+            image_size(mid)
+    from banana100.cli import main
+
+    assert main(["score", str(mid), "--metrics", "piqe", "--out", str(tmp_path / "s.parquet"), "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "DOS attack" not in err and "Image size (" not in err
+    import pandas as pd
+
+    assert "mid.png: 10000x10000 pixels (100,000,000) exceeds" in pd.read_parquet(tmp_path / "s.parquet").error[0]
+
+
+def test_an_image_that_is_none_is_named_by_its_index():
+    """Issue 44 item 15: images=[None] said "<NoneType>: expected ..." without saying which image."""
+    ok = natural()
+    for images, i in (([None], 0), ([ok, None], 1), ([ok, 3.5], 1)):
+        with pytest.raises(ImageReadError, match=rf"^images\[{i}\] <(NoneType|float)>: expected a path, bytes"):
+            module("piqe").compute(images=images, device="cpu")
 
 
 def test_a_raised_limit_holds_while_other_threads_open_files():
@@ -434,8 +455,8 @@ def test_score_rows_carry_the_error_text_and_the_report_names_the_missing_scores
     for metric, m in (("piqe", 96), ("niqe", 96)):
         assert f"needs at least {m}x{m} pixels" in rows[metric, "tiny", 1]["error"]
         assert "tiny/step_001.png is 8x8" in rows[metric, "tiny", 1]["error"]
-        assert "400,000,000 pixels exceeds the image size limit of 89,478,485" in rows[metric, "bomb", 5]["error"]
-        assert "bomb/step_005.png: 400,000,000 pixels" in rows[metric, "bomb", 5]["error"]
+        assert "(400,000,000) exceeds the image size limit of 89,478,485" in rows[metric, "bomb", 5]["error"]
+        assert "bomb/step_005.png: 20000x20000 pixels (400,000,000)" in rows[metric, "bomb", 5]["error"]
 
     report = write_report(out, tmp_path / "report").read_text()
     assert "## Missing scores" in report

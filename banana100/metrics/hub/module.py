@@ -100,8 +100,9 @@ def _storable(images: list) -> list:
 
     out = []
     for i, x in enumerate(images):
-        try:
-            out.append(load_rgb(x) if isinstance(x, np.ndarray) else x)
+        try:  # an array is converted; anything not an image (None, a number) fails here, named by its index
+            readable = isinstance(x, (str, os.PathLike, bytes, Image.Image, dict))
+            out.append(x if readable else load_rgb(x))
         except ImageReadError as e:
             raise ImageReadError(f"images[{i}] {e}") from None
     return out
