@@ -93,3 +93,24 @@ def test_set_up_sizes_and_times_have_one_home():
     anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", (REPO / "BENCHMARKS.md").read_text(), re.M)}
     links = re.findall(r"BENCHMARKS\.md#([\w\-]+)", install + README.read_text())
     assert len(links) >= 3 and set(links) <= anchors, set(links) - anchors
+
+
+def test_the_metric_count_comes_from_the_metric_table():
+    """Issue 44 item 17: the README said "21 of them" beside 24 folders under metrics/; the unknown-metric
+    errors listed 23 names, without edit_damage."""
+    from banana100.errors import UnknownMetricError
+    from banana100.metrics.resolve import resolve
+    from banana100.metrics.table import DETECTORS, EVALUATORS, ROSTER, all_specs, get_metric, known_names
+
+    with_module = [n for n in all_specs() if (REPO / "metrics" / n / f"{n}.py").is_file()]
+    folders = {p.name for p in (REPO / "metrics").iterdir() if (p / f"{p.name}.py").is_file()}
+    assert folders - set(with_module) == {"banana100_sensitivity"}  # the protocol's module, not a metric
+    said = re.search(r"one evaluate module per metric \((\d+): the paper's (\d+), (.*?)\)", README.read_text())
+    assert said and int(said.group(1)) == len(with_module) and int(said.group(2)) == len(ROSTER)
+    assert said.group(3).split(", ") == [n for n in with_module if n not in ROSTER]
+    for ask in (lambda: get_metric("nope"), lambda: resolve("nope")):
+        with pytest.raises(UnknownMetricError) as e:
+            ask()
+        assert all(n in str(e.value) for n in known_names())
+    assert {"edit_damage", "edit_damage_rel", "visualquality_r1"} <= set(known_names())
+    assert "rali" not in known_names() and len(known_names()) == len(ROSTER) + 2 * len(DETECTORS) + len(EVALUATORS) - 1

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from banana100.cli.common import command, POSITIVE_INT
+from banana100.metrics.table import ROSTER
 from banana100.errors import UsageError
 
 
@@ -16,7 +17,8 @@ def add_parser(sub) -> None:
                    help="a folder of images (searched recursively), image files or glob patterns ('imgs/*.jpg'): one "
                         "row per image; or one run folder or dataset folder: one row per chain step")
     s.add_argument("--metrics", default=None,
-                   help="comma-separated: metric-table ids, 'all' (the 21), visualquality_r1, pyiqa:<id> (any "
+                   help=f"comma-separated: metric-table ids, 'all' (the {len(ROSTER)} of the paper's roster), "
+                        "visualquality_r1, pyiqa:<id> (any "
                         "pyiqa NR metric), or a folder / Hub id of your own evaluate module (docs/own-metric.md); "
                         "each checked for its files and extras before any work. Left out: those of the default "
                         "set whose files are at hand or fetched now (small parameter files, when online), the "

@@ -4,7 +4,7 @@
     banana100 weights download METRIC ... [--to DIR]  fetch into the usual caches (and copy to DIR)
     banana100 weights check [METRIC ...]              exit 1 unless every file is present and intact
 
-`METRIC` is a pyiqa id from the metric table, or `all` (the default for list and check).
+`METRIC` is a metric of the table, or `all` (the default for list and check: the roster and the detectors).
 An offline cluster: run `download ... --to DIR` where there is internet, copy DIR over, set
 `BANANA100_WEIGHTS=DIR` and run `check`. Nothing here downloads unless asked to (`download`).
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 from banana100.cli.common import EXIT_DATA, EXIT_OK, HelpFormatter
 from banana100.errors import UsageError, WeightsChecksumError, WeightsNotFoundError
 from banana100.metrics import weights
-from banana100.metrics.table import ROSTER, WeightFile, get_metric
+from banana100.metrics.table import METRICS, WeightFile, get_metric
 
 
 def _metrics(names: list[str]) -> list[str]:
-    if not names or names == ["all"]:
-        return list(ROSTER)
+    if not names or names == ["all"]:  # every metric of the table: the roster and the detectors (edit_damage)
+        return list(METRICS)
     out = []
     for n in names:
         for part in n.split(","):

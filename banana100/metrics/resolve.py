@@ -29,7 +29,7 @@ import numpy as np
 from banana100.errors import Banana100Error, UnknownMetricError, UsageError
 from banana100.metrics.engine.contract import Scorer, Scores
 from banana100.metrics.table import (DEFAULT_BATCH_SIZE, EVALUATORS, METRICS, ROSTER, MetricSpec, did_you_mean,
-                                     get_metric)
+                                     get_metric, known_names)
 
 PYIQA_PREFIX = "pyiqa:"
 RELATIVE = "edit_damage_rel"
@@ -91,7 +91,7 @@ def _resolve(name: str) -> ResolvedMetric:
     if Path(name).is_dir() or _looks_like_hub_id(name):
         return _resolve_module(name)
     raise UnknownMetricError(
-        f"unknown metric {name!r}{did_you_mean(key)}: not in the metric table ({', '.join(ROSTER + tuple(EVALUATORS))}), "
+        f"unknown metric {name!r}{did_you_mean(key)}: not in the metric table ({', '.join(known_names())}), "
         "not pyiqa:<id>, not an existing folder, not a Hub id (owner/name)")
 
 
@@ -222,25 +222,15 @@ def parse_metrics(text: str) -> list[str]:
 
 
 def label(name: str) -> str:
-    """A metric's display name for reports and plots: the table's, a user module's own ("metric" in its
-    output, loading the module again in a new process), a gone module's folder name, else the name."""
+    """A metric's label for reports, plots and the Space: the table's display name; any other metric
+    (pyiqa:<id>, a user's module) as written, the scores file's `metric` (`./my_metric`), one label
+    wherever it shows, whether or not its module still loads (a module is never run again to name it)."""
     try:
         return get_metric(name).display_name
     except UnknownMetricError:
         pass
     if name == RELATIVE:
         return resolve(name).display_name
-    with _LOCK:
-        hit = _CACHE.get(name)
-    if hit is not None:
-        return hit.display_name
-    if Path(name).is_dir():  # a user's module read back from a scores file: its own name ("metric")
-        try:
-            return resolve(name).display_name
-        except Banana100Error:  # it no longer loads: its folder's name
-            pass
-    if name.startswith((".", "/", "~")):  # a module's folder that is gone: its name
-        return Path(name).name or name  # ./brightness -> brightness
     return name
 
 

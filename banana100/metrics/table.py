@@ -514,12 +514,19 @@ _EVALUATOR_SPECS = [
 EVALUATORS: dict[str, MetricSpec] = {s.name: s for s in _EVALUATOR_SPECS}
 
 
+def known_names() -> tuple[str, ...]:
+    """Every metric of the table a command takes by name, for each message that lists them: the roster,
+    the detectors and what each scores beside itself (edit_damage_rel), the evaluators that can run."""
+    return (*METRICS, *(s.companion for s in METRICS.values() if s.companion),
+            *(n for n, s in EVALUATORS.items() if s.status == "available"))
+
+
 def get_metric(name: str) -> MetricSpec:
     """The table's entry for `name` (any case: NIQE is niqe)."""
     spec = METRICS.get(name.lower()) or EVALUATORS.get(name.lower())
     if spec is None:
         raise UnknownMetricError(f"unknown metric {name!r}{did_you_mean(name)}; known: "
-                                 f"{', '.join(tuple(METRICS) + tuple(EVALUATORS))}, "
+                                 f"{', '.join(known_names())}, "
                                  "pyiqa:<id>, or the folder / Hub id of an evaluate module")
     return spec
 
@@ -528,7 +535,7 @@ def did_you_mean(name: str, known=None) -> str:
     """"; did you mean 'niqe'?" for a near miss of a known name (difflib; default: the table's), else ""."""
     import difflib
 
-    known = list(known if known is not None else (*METRICS, *EVALUATORS))
+    known = list(known if known is not None else known_names())
     close = difflib.get_close_matches(name.lower(), known, n=2, cutoff=0.6)
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 

@@ -229,3 +229,13 @@ def test_list_is_quiet_on_a_closed_pipe(tmp_path):
                           shell=True, executable="/bin/bash", capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.split() == ["FILE", "SIZE", "METRICS", "LICENCE", "STATUS"]
     assert proc.stderr == "" and proc.returncode == 0
+
+
+def test_check_all_counts_every_metric_of_the_table(capsys, offline):
+    """Issue 44 item 17: `weights check` said "1/21 metrics ready: piqe" although edit_damage needs no file."""
+    from banana100.metrics.table import METRICS
+
+    code, out = run(capsys, "check")
+    ready = next(line for line in out.splitlines() if "metrics ready" in line)
+    assert ready.startswith(f"{sum(not get_metric(m).all_files for m in METRICS)}/{len(METRICS)} metrics ready: ")
+    assert "edit_damage" in ready and "piqe" in ready

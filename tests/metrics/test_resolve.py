@@ -82,7 +82,7 @@ def test_users_module_folder(tmp_path):
     import numpy as np
 
     assert scorer.score_arrays([np.full((8, 8, 3), 10, np.uint8), np.full((8, 8, 3), 200, np.uint8)]) == [10.0, 200.0]
-    assert rs.label(str(folder)) == "brightness"
+    assert rs.label(str(folder)) == str(folder)  # the name as written, wherever it shows
     # the direction comes from the module
     rs.clear_cache()
     lower = _module(tmp_path, "darkness", BRIGHTNESS.replace("LOWER", "True").replace("Brightness", "Darkness"))
@@ -159,7 +159,7 @@ def test_score_cli_with_own_metric(tmp_path):
     assert len(mine) == 21 and mine["error"].isna().all() and not mine["lower_better"].any()
     res = subprocess.run(cli + ["report", str(out), "--out", str(tmp_path / "rep")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert "brightness" in (tmp_path / "rep" / "report.md").read_text()
+    assert f"**{folder}** saw the damage" in (tmp_path / "rep" / "report.md").read_text()  # one label
     bad = subprocess.run(cli + ["score", str(run), "--metrics", "piqe,rali", "--out", str(tmp_path / "x.parquet")],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "rali: unavailable" in bad.stderr
@@ -270,14 +270,16 @@ def test_names_in_any_case_and_a_did_you_mean_for_near_misses():
         get_metric("brisqe")
 
 
-def test_a_module_is_labelled_by_its_own_name_when_read_back(tmp_path, monkeypatch):
-    """A scores file keeps what the user wrote (./brightness); a report made later, in another
-    process, labels it with the module's own name, or its folder's once the folder is gone."""
+def test_a_module_has_one_label_everywhere(tmp_path, monkeypatch):
+    """Issue 44 item 18: the same module was `./shine` in the scores file and in score's table, and
+    `brightness` (its "metric" output) in the report, or `shine` once its folder was gone. Its label is
+    what the user wrote, resolved or not, present or gone; the module is not run again to name it."""
     monkeypatch.chdir(tmp_path)
     _module(tmp_path, "shine", BRIGHTNESS.replace("LOWER", "False"))  # its "metric" is brightness
-    assert rs.label("./shine") == "brightness"  # nothing resolved yet in this process
+    assert rs.label("./shine") == "./shine"  # nothing resolved yet in this process
+    assert rs.resolve("./shine").display_name == "brightness" and rs.label("./shine") == "./shine"  # resolved
     rs.clear_cache()
-    assert rs.label("./gone_module") == "gone_module"
+    assert rs.label("./gone_module") == "./gone_module"
     assert rs.label("pyiqa:musiq-ava") == "pyiqa:musiq-ava" and rs.label("niqe") == "NIQE"
 
 
