@@ -157,9 +157,30 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
     workers = workers or min(8, os.cpu_count() or 1)
     report = VerifyReport(dataset_dir)
     add = report.problems.append
-    names = [c["config_name"] for c in configs]
+    files = _config_files(dataset_dir, [c["config_name"] for c in configs], add)
+    if not files.get(DEFAULT_CONFIG):
+        add(Problem("config", "no `default` config with data files", where=str(dataset_dir)))
+        return report
+    broken: set[Path] = set()  # data files that cannot be read: each reported once, by the first config
+    rows = _default_rows(dataset_dir, files[DEFAULT_CONFIG], True, decode, workers, broken, report)
+    report.chains = _check_chains(rows, broken, add)
     expected = card_row_counts(dataset_dir)
+    for name, config_files in files.items():
+        _check_config(dataset_dir, name, config_files, rows, expected, decode, workers, broken, report)
+    return report
 
+
+def duplicated_steps(dataset_dir: str | os.PathLike) -> list[Problem]:
+    """The rows of the default config that repeat a (chain, step), each named with both places (a shard
+    copied twice): read from the metadata columns alone, no image, before `score` reads a dataset."""
+    dataset_dir = Path(dataset_dir)
+    report = VerifyReport(dataset_dir)
+    _default_rows(dataset_dir, dataset_files(dataset_dir, DEFAULT_CONFIG), False, False, 1, set(), report)
+    return [p for p in report.problems if p.kind == "duplicate"]
+
+
+def _config_files(dataset_dir: Path, names: list[str], add) -> dict[str, list[Path]]:
+    """Each config's data files; a config whose files cannot be listed is a problem, with none."""
     files: dict[str, list[Path]] = {}
     for name in names:
         try:
@@ -167,20 +188,23 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
         except DatasetError as e:
             add(Problem("counts", str(e), where=f"config {name}"))
             files[name] = []
-    if not files.get(DEFAULT_CONFIG):
-        add(Problem("config", "no `default` config with data files", where=str(dataset_dir)))
-        return report
+    return files
 
-    # ---- default: every row, every byte
+
+def _default_rows(dataset_dir: Path, files: list[Path], with_images: bool, decode: bool, workers: int, broken: set,
+                  report: VerifyReport) -> dict[tuple[str, int], dict]:
+    """The default config, every row (and with `with_images` every byte): {(chain, step): its fields and
+    where}; each row's hash and size checked, a step found twice reported (the first row kept)."""
+    add = report.problems.append
     rows: dict[tuple[str, int], dict] = {}
-    broken: set[Path] = set()  # data files that cannot be read: each reported once, by the first config
-    for meta, where, digest, size in _scan(dataset_dir, files[DEFAULT_CONFIG], True, decode, workers, broken):
+    for meta, where, digest, size in _scan(dataset_dir, files, with_images, decode, workers, broken):
         if meta is None:
             add(Problem("file", f"{size}; its rows are not checked", where=where))
             continue
         report.rows += 1
         cid, step = meta["chain_id"], meta["step"]
-        _check_row(meta, where, digest, size, add)
+        if with_images:
+            _check_row(meta, where, digest, size, add)
         key = (cid, step)
         if key in rows:
             same = "the same image" if rows[key]["sha256"] == meta["sha256"] else "a different image"
@@ -189,11 +213,14 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
             continue
         rows[key] = {k: meta[k] for k in ("sha256", "parent_sha256", "model", *CHAIN_KEYS)}
         rows[key]["where"] = where
+    return rows
 
+
+def _check_chains(rows: dict[tuple[str, int], dict], broken: set, add) -> int:
+    """Each chain's steps (no gap), parent links and shared fields; the number of chains."""
     chains: dict[str, dict[int, dict]] = defaultdict(dict)
     for (cid, step), r in rows.items():
         chains[cid][step] = r
-    report.chains = len(chains)
     for cid in sorted(chains):
         chain = chains[cid]
         steps = sorted(chain)
@@ -213,56 +240,62 @@ def verify_dataset(dataset_dir: str | os.PathLike, decode: bool = False, workers
         keys = {tuple(r[k] for k in CHAIN_KEYS) for r in chain.values()}
         if len(keys) > 1:
             add(Problem("chain", f"rows disagree on {'/'.join(CHAIN_KEYS)}: {sorted(keys, key=str)}", cid))
+    return len(chains)
 
-    # ---- the other configs
-    settings = {r["setting"] for r in rows.values()}
-    chain_model = chain_models((cid, step, r["model"]) for (cid, step), r in rows.items())
-    for name in names:
-        n = sum(_footer_rows(f) for f in files[name])
-        report.configs[name] = n
-        unreadable = any(f in broken for f in files[name])
-        if name in expected and expected[name] != n and not unreadable:
-            add(Problem("counts", f"{n} rows, the card's dataset_info says {expected[name]}", where=f"config {name}"))
-        if name == DEFAULT_CONFIG or not files[name]:
+
+def _config_rows(name: str, rows: dict[tuple[str, int], dict]) -> tuple[set | None, bool]:
+    """(the (chain, step) keys config `name` must hold exactly, whether its images are checked);
+    (None, False) for a config that is none of the known kinds."""
+    if name == ENDPOINTS_CONFIG:
+        return {k for k in rows if k[1] in ENDPOINT_STEPS}, True
+    if name in {r["setting"] for r in rows.values()}:
+        return {k for k, r in rows.items() if r["setting"] == name}, False
+    if name.startswith(MODEL_CONFIG_PREFIX):
+        chain_model = chain_models((cid, step, r["model"]) for (cid, step), r in rows.items())
+        return {k for k in rows if model_config(chain_model[k[0]]) == name}, False
+    return None, False
+
+
+def _check_config(dataset_dir: Path, name: str, files: list[Path], rows: dict, expected: dict, decode: bool,
+                  workers: int, broken: set, report: VerifyReport) -> None:
+    """One config: its row count against the card, and (but default) its rows against the default's."""
+    add = report.problems.append
+    n = sum(_footer_rows(f) for f in files)
+    report.configs[name] = n
+    unreadable = any(f in broken for f in files)
+    if name in expected and expected[name] != n and not unreadable:
+        add(Problem("counts", f"{n} rows, the card's dataset_info says {expected[name]}", where=f"config {name}"))
+    if name == DEFAULT_CONFIG or not files:
+        return
+    want, with_images = _config_rows(name, rows)
+    if want is None:
+        if not broken:  # else its rows may all be in the unreadable file
+            add(Problem("config", "neither a setting of the data, a model-* nor the endpoints config",
+                        where=f"config {name}"))
+        return
+    seen = set()
+    for meta, where, digest, size in _scan(dataset_dir, files, with_images, decode and with_images, workers, broken):
+        if meta is None:
+            add(Problem("file", f"{size}; its rows are not checked", where=where))
+            unreadable = True
             continue
-        if name == ENDPOINTS_CONFIG:
-            want = {k for k in rows if k[1] in ENDPOINT_STEPS}
-            scan = _scan(dataset_dir, files[name], True, decode, workers, broken)
-        elif name in settings:
-            want = {k for k, r in rows.items() if r["setting"] == name}
-            scan = _scan(dataset_dir, files[name], False, False, workers, broken)
-        elif name.startswith(MODEL_CONFIG_PREFIX):
-            want = {k for k in rows if model_config(chain_model[k[0]]) == name}
-            scan = _scan(dataset_dir, files[name], False, False, workers, broken)
-        else:
-            if not broken:  # else its rows may all be in the unreadable file
-                add(Problem("config", "neither a setting of the data, a model-* nor the endpoints config",
-                            where=f"config {name}"))
-            continue
-        seen = set()
-        for meta, where, digest, size in scan:
-            if meta is None:
-                add(Problem("file", f"{size}; its rows are not checked", where=where))
-                unreadable = True
-                continue
-            key = (meta["chain_id"], meta["step"])
-            where = f"config {name}: {where}"
-            if digest is not None:
-                _check_row(meta, where, digest, size, add)
-            if key in seen:
-                add(Problem("duplicate", f"appears twice in config {name}", *key, where))
-            elif key not in rows and broken:
-                pass  # its default row may be in the unreadable file, reported already
-            elif key not in want:
-                add(Problem("config", f"does not belong in config {name}", *key, where))
-            elif rows[key]["sha256"] != meta["sha256"]:
-                add(Problem("config", "sha256 differs from the default config's row", *key, where))
-            seen.add(key)
-        if unreadable or any(f in broken for f in files[name]):
-            continue  # its rows in the unreadable file are unknown, not missing
-        for key in sorted(want - seen):
-            add(Problem("config", f"missing from config {name}", *key))
-    return report
+        key = (meta["chain_id"], meta["step"])
+        where = f"config {name}: {where}"
+        if digest is not None:
+            _check_row(meta, where, digest, size, add)
+        if key in seen:
+            add(Problem("duplicate", f"appears twice in config {name}", *key, where))
+        elif key not in rows and broken:
+            pass  # its default row may be in the unreadable file, reported already
+        elif key not in want:
+            add(Problem("config", f"does not belong in config {name}", *key, where))
+        elif rows[key]["sha256"] != meta["sha256"]:
+            add(Problem("config", "sha256 differs from the default config's row", *key, where))
+        seen.add(key)
+    if unreadable or any(f in broken for f in files):
+        return  # its rows in the unreadable file are unknown, not missing
+    for key in sorted(want - seen):
+        add(Problem("config", f"missing from config {name}", *key))
 
 
 def _check_row(meta: dict, where: str, digest, size, add) -> None:

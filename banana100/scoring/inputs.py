@@ -199,6 +199,8 @@ def _items_of(source, files: list[Path] | None) -> tuple[int, Callable[[], Itera
     from banana100.dataset.reader import count_dataset_rows, is_dataset_dir, iter_dataset_records
 
     if is_dataset_dir(source):
+        _check_no_step_twice(source)
+
         def dataset_items():
             for record, data in iter_dataset_records(source):
                 yield ImageItem(record, f"{source}:{record.get('image') or record['chain_id']}/step {record['step']}",
@@ -211,6 +213,20 @@ def _items_of(source, files: list[Path] | None) -> tuple[int, Callable[[], Itera
     if not source.exists():
         raise Banana100Error(f"{source}: no such folder")
     raise DatasetError(f"{source} is neither a run folder (no {MANIFEST_NAME}) nor a dataset folder (no README.md with configs)")
+
+
+def _check_no_step_twice(source: Path) -> None:
+    """A dataset's shards checked before any image is scored (metadata columns only): a chain step found
+    twice (a shard copied twice) was scored in full, then refused at the merge, and again at every rerun."""
+    from banana100.dataset.verify import duplicated_steps
+
+    doubled = duplicated_steps(source)
+    if doubled:
+        first = doubled[0]
+        example = f"chain {first.chain_id!r} step {first.step} {first.message.removeprefix('step ')}"
+        raise DatasetError(f"{source}: {len(doubled)} row(s) repeat a chain step, e.g. {example}: a data file "
+                           f"copied twice? Remove the copy (`banana100 verify {source}` checks the whole folder); "
+                           "nothing was scored")
 
 
 def _checked(data: bytes, record: dict) -> bytes:

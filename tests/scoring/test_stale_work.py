@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -289,3 +290,24 @@ def test_rows_of_an_older_file_with_relative_paths_are_recognised(tmp_path, monk
     pq.write_table(twice, out)
     _score_plain(["g"], out)
     assert scored == [] and list(_rows(out)) == [str(a)]
+
+
+def test_a_dataset_with_a_shard_copied_twice_is_refused_before_any_work(tmp_path, capsys):
+    """Issue 44 item 10: a duplicated shard was scored in full, then score blamed its own part file, and the
+    rerun failed the same way; verify found it. Now the shards' metadata is checked first, on one line."""
+    from banana100.cli import main
+    from banana100.dataset.build import build_dataset
+    from fixtures.runs import make_run
+
+    make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=5)
+    ds = build_dataset([tmp_path / "run"], tmp_path / "ds")
+    [shard] = (ds / "data").rglob("*.parquet")
+    shutil.copy(shard, shard.with_name(shard.stem + " (copy).parquet"))
+    out = tmp_path / "s.parquet"
+    for _ in range(2):  # the rerun says the same, and still scores nothing
+        assert main(["score", str(ds), "--metrics", "piqe", "--out", str(out), "--device", "cpu"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"banana100 score: error: {ds}: 6 row(s) repeat a chain step, "
+                                                   "e.g. chain 'moss__replicate__r0' step 0 appears twice (")
+        assert "with the same image: a data file copied twice? Remove the copy" in err[0]
+        assert not out.exists() and not out.with_name(out.name + ".parts").exists()
