@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from banana100.errors import Banana100Error, UnknownMetricError, UsageError
+from banana100.errors import Banana100Error, UnknownMetricError, UsageError, WeightsNotFoundError
 from banana100.metrics.engine.contract import Scorer, Scores
 from banana100.metrics.table import (DEFAULT_BATCH_SIZE, EVALUATORS, METRICS, ROSTER, MetricSpec, did_you_mean,
                                      get_metric, known_names)
@@ -269,23 +269,54 @@ def make_scorer(name: str, device=None, batch_size: int | None = None, backend: 
 
 
 def _pyiqa_scorer(r: ResolvedMetric, device, batch_size, precision: str = "exact"):
-    import pyiqa
-
     from banana100.metrics.engine.scorer import MetricScorer, default_device
+
+    device = device or default_device()
+    held = _PREBUILT.pop(r.name, None)  # built on the CPU by the offline preflight (`check_pyiqa_buildable`)
+    model = held if held is not None and str(device) == "cpu" else _build_pyiqa(r, device)
+    return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size, precision=precision)
+
+
+_PREBUILT: dict[str, Any] = {}
+
+
+def check_pyiqa_buildable(name: str) -> list[str]:
+    """Offline: whether pyiqa can build `name` (a pyiqa:<id>) from the files at hand, built on the CPU (and
+    kept for the run); the files it would have downloaded, else []. pyiqa fetches its weights itself, so
+    only a build tells (the preflight said "ready" and the run then failed)."""
+    r = resolve(name)
+    try:
+        _PREBUILT[r.name] = _build_pyiqa(r, "cpu")
+    except WeightsNotFoundError as e:
+        return list(e.missing_urls)
+    return []
+
+
+def _build_pyiqa(r: ResolvedMetric, device):
+    """pyiqa.create_metric for a pyiqa:<id>; offline, every download refused at once (no "Downloading:" line)
+    and a refused one is a WeightsNotFoundError naming the file (exit status 1, as for the table's metrics)."""
+    import pyiqa
 
     pid = r.name[len(PYIQA_PREFIX):]
     unreachable = _hub_unreachable_now()
+    refused: list[str] = []
     try:
-        with _no_downloads(unreachable):
-            model = pyiqa.create_metric(pid, device=device or default_device())
+        with _no_downloads(unreachable, refused):
+            return pyiqa.create_metric(pid, device=device)
     except Exception as e:  # noqa: BLE001 - pyiqa raises many kinds (download, missing package)
+        if refused:
+            files = ", ".join(f"{u.rsplit('/', 1)[-1]} (from {u})" for u in refused)
+            error = WeightsNotFoundError(
+                f"missing files: {r.name}: {files}; pyiqa reads them from $TORCH_HOME/hub/pyiqa and downloads them "
+                f"itself, which cannot happen now ({unreachable}): run it once with a network")
+            error.missing_urls = refused
+            raise error from None
         if unreachable:
             raise UnknownMetricError(f"{r.name}: pyiqa could not build it and the Hub could not be reached "
                                      f"({unreachable}); it downloads its weights itself into $TORCH_HOME/hub/pyiqa: "
                                      f"run once with a network ({type(e).__name__}: {_first_line(e)})") from None
         raise UnknownMetricError(f"{r.name}: pyiqa could not build it ({type(e).__name__}: {_first_line(e)}); "
                                  "pyiqa downloads its weights itself into $TORCH_HOME/hub/pyiqa") from None
-    return MetricScorer.from_model(r.spec, model, device=device, batch_size=batch_size, precision=precision)
 
 
 def _hub_unreachable_now() -> str:
@@ -297,17 +328,23 @@ def _hub_unreachable_now() -> str:
 
 
 @contextlib.contextmanager
-def _no_downloads(reason: str):
+def _no_downloads(reason: str, refused: list | None = None):
     """While pyiqa builds a metric: when `reason` says the network is out, every download fails
-    at once (torch.hub, pyiqa's own, the Hub's retries) instead of after its retries; cached
-    files are read as usual."""
+    at once (torch.hub, pyiqa's own, the Hub's retries) instead of after its retries, its URL added
+    to `refused`; cached files are read as usual. The "Downloading: ..." line pyiqa and torch.hub
+    print before a download is dropped (nothing is downloaded); their other output goes through."""
     if not reason:
         yield
         return
+    import io
+    import sys
+
     import torch.hub
     from huggingface_hub import constants
 
     def refuse(url, *args, **kwargs):
+        if refused is not None:
+            refused.append(url)
         raise OSError(f"not downloaded: {url} ({reason})")
 
     try:  # pyiqa's own copy of torch.hub's function (pyiqa 0.1.x)
@@ -320,11 +357,16 @@ def _no_downloads(reason: str):
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
     for owner, name, value in patched:
         setattr(owner, name, value)
+    said = {sys.stdout: io.StringIO(), sys.stderr: io.StringIO()}
     try:
-        yield
+        with contextlib.redirect_stdout(said[sys.stdout]), contextlib.redirect_stderr(said[sys.stderr]):
+            yield
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
+        for stream, text in said.items():
+            stream.write("".join(line for line in text.getvalue().splitlines(keepends=True)
+                                 if not line.startswith("Downloading: ") and line.strip()))
 
 
 class ModuleScorer(Scorer):

@@ -21,13 +21,19 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
     from banana100.metrics.resolve import PYIQA_PREFIX, resolve
     from banana100.metrics.weights import ENV_VAR, hub_unreachable, missing, offline
 
-    need_extra, lacking = {}, {}  # metric -> the extra it lacks / its files not at hand
+    need_extra, lacking, by_pyiqa = {}, {}, {}  # metric -> the extra it lacks / its files not at hand / pyiqa's
     for m in metrics:
         r = resolve(m)
         if r.kind in ("module", "relative"):  # a user's module is probed when resolved; edit_damage_rel needs nothing
             continue
-        if r.kind == "pyiqa":  # pyiqa fetches its own weights
+        if r.kind == "pyiqa":  # pyiqa fetches its own weights: offline, only a build says they are at hand
             extra = "deep"
+            if extras.extra_installed(extra) and (offline() or hub_unreachable()):
+                from banana100.metrics.resolve import check_pyiqa_buildable
+
+                files = check_pyiqa_buildable(m)
+                if files:
+                    by_pyiqa[m] = [u.rsplit("/", 1)[-1] for u in files]
         else:
             b = "pyiqa" if m.startswith(PYIQA_PREFIX) else (backend if r.kind == "table" else None)
             extra = None if r.spec.check_backend(b) == "native" else r.spec.extra
@@ -38,9 +44,9 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
             need_extra[m] = extra
     if lacking and not offline() and not hub_unreachable():
         lacking = {}  # online: the engine downloads what is missing (one quick probe says so)
-    if not need_extra and not lacking:
+    if not need_extra and not lacking and not by_pyiqa:
         return
-    ready = [m for m in metrics if m not in lacking and m not in need_extra]
+    ready = [m for m in metrics if m not in lacking and m not in need_extra and m not in by_pyiqa]
     parts = []
     for extra in dict.fromkeys(need_extra.values()):
         names = [m for m, e in need_extra.items() if e == extra]
@@ -50,6 +56,14 @@ def check_metrics_ready(metrics: list[str], backend: str | None = None) -> None:
         parts.append("missing files: " + "; ".join(f"{m}: {', '.join(files)}" for m, files in lacking.items())
                      + f" (put them in ${ENV_VAR}; `banana100 weights list {' '.join(lacking)} -v` says where "
                      f"each comes from, `banana100 weights download {' '.join(lacking)}` fetches them online)")
+    if by_pyiqa:
+        import os
+
+        import torch.hub
+
+        parts.append("missing files: " + "; ".join(f"{m}: {', '.join(files)}" for m, files in by_pyiqa.items())
+                     + f" (pyiqa reads them from {os.path.join(torch.hub.get_dir(), 'pyiqa')} and downloads them "
+                     "itself: run it once where there is internet)")
     message = "; ".join(parts) + (f"; ready: {', '.join(ready)}" if ready else "")
     raise (MissingExtraError if need_extra else WeightsNotFoundError)(message)
 

@@ -245,14 +245,42 @@ def test_an_offline_pyiqa_metric_says_so_without_trying_the_network(monkeypatch,
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     monkeypatch.setattr(socket, "getaddrinfo", no_dns)
-    with pytest.raises(UnknownMetricError, match=r"pyiqa:musiq-ava: .*the Hub could not be reached "
-                                                  r"\(HF_HUB_OFFLINE=1\).*not downloaded: https://") as info:
+    from banana100.errors import WeightsNotFoundError
+
+    with pytest.raises(WeightsNotFoundError, match=r"missing files: pyiqa:musiq-ava: musiq_ava_ckpt-e8d3f067.pth \(from "
+                                                   r"https://.*cannot happen now \(HF_HUB_OFFLINE=1\)") as info:
         rs.make_scorer("pyiqa:musiq-ava", device="cpu")
     assert "\n" not in str(info.value) and looked_up == []
     import torch.hub
     from huggingface_hub import constants
 
     assert torch.hub.download_url_to_file.__name__ == "download_url_to_file" and constants.HF_HUB_OFFLINE
+
+
+@pytest.mark.integration  # imports pyiqa's archs (~20 s on 2 loaded cores)
+def test_an_offline_pyiqa_metric_is_not_ready_without_its_weights(monkeypatch, tmp_path, capsys):
+    """Issue 44 item 12: offline, the preflight said "ready: pyiqa:musiq-ava"; the run then printed a stray
+    `Downloading: "https://..."` line and exited 2 (usage), where a missing file is 1. Now the preflight
+    builds it, names the missing file, and nothing is scored; a pyiqa metric without weights stays ready."""
+    pytest.importorskip("pyiqa")
+    import numpy as np
+    from PIL import Image
+
+    from banana100.cli import main
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # nothing cached
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (128, 128, 3), np.uint8)).save(tmp_path / "a.png")
+    out = tmp_path / "s.parquet"
+    assert main(["score", str(tmp_path / "a.png"), "--metrics", "pyiqa:musiq-ava,piqe", "--out", str(out),
+                 "--device", "cpu"]) == 1
+    got = capsys.readouterr()
+    assert "Downloading" not in got.out + got.err and got.out == "" and not out.exists()
+    assert got.err.strip().splitlines() == [
+        "banana100 score: error: missing files: pyiqa:musiq-ava: musiq_ava_ckpt-e8d3f067.pth (pyiqa reads them from "
+        f"{tmp_path / 'torch' / 'hub' / 'pyiqa'} and downloads them itself: run it once where there is internet); "
+        "ready: piqe"]
+    assert main(["score", str(tmp_path / "a.png"), "--metrics", "pyiqa:entropy", "--out", str(out),
+                 "--device", "cpu"]) == 0  # needs no file: ready, and scored
 
 
 def test_names_in_any_case_and_a_did_you_mean_for_near_misses():
