@@ -139,14 +139,17 @@ def push_dataset(dataset_dir: str | os.PathLike, repo_id: str, dry_run: bool = F
     set_card_repo_id(dataset_dir, repo_id)
     from huggingface_hub import HfApi
 
+    from banana100.hubio import hub_calls
+
     api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
     ignore = [".*", "**/.*"]
-    if hasattr(api, "upload_large_folder"):  # huggingface_hub 0.25 - 1.x
-        api.upload_large_folder(repo_id=repo_id, folder_path=str(dataset_dir), repo_type="dataset",
-                                ignore_patterns=ignore, num_workers=num_workers)
-    else:  # 2.x: upload_folder streams through hf_xet, commits in batches and resumes on rerun
-        api.upload_folder(repo_id=repo_id, folder_path=str(dataset_dir), repo_type="dataset",
-                          ignore_patterns=ignore, commit_message="Upload the Banana100 dataset (banana100 push)")
+    with hub_calls(f"pushing {dataset_dir} to the dataset {repo_id}"):  # offline: one line, no traceback
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if hasattr(api, "upload_large_folder"):  # huggingface_hub 0.25 - 1.x
+            api.upload_large_folder(repo_id=repo_id, folder_path=str(dataset_dir), repo_type="dataset",
+                                    ignore_patterns=ignore, num_workers=num_workers)
+        else:  # 2.x: upload_folder streams through hf_xet, commits in batches and resumes on rerun
+            api.upload_folder(repo_id=repo_id, folder_path=str(dataset_dir), repo_type="dataset",
+                              ignore_patterns=ignore, commit_message="Upload the Banana100 dataset (banana100 push)")
     return plan
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,11 +165,14 @@ class MetricSpacePlan:
     source: str
     private: bool = False
     spaces: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)  # (repo id, [(file, bytes)])
+    kept: bool = True  # False: staged in a temporary folder, removed once done
 
     def describe(self) -> str:
+        where = (f"staged in {self.stage_dir}" if self.kept else
+                 "staged in a temporary folder, removed once done (--stage DIR keeps the staged files)")
         lines = [f"publish {len(self.spaces)} metric folders as Hugging Face Spaces (sdk {METRIC_SPACE_SDK}) "
                  f"under https://huggingface.co/spaces/{self.org}", f"banana100 installed there from: {self.source}",
-                 f"staged in {self.stage_dir}", ""]
+                 where, ""]
         for repo_id, files in self.spaces:
             listing = ", ".join(f"{f} ({size:,} B)" for f, size in files)
             lines.append(f"  {repo_id}: {listing}")
@@ -254,21 +258,31 @@ def push_metrics(org: str, names: list[str] | None = None, dry_run: bool = False
     if not org or "/" in org:
         raise UsageError(f"--org {org!r}: expected a Hub user or organisation name (no slash)")
     stage = Path(stage_dir) if stage_dir else Path(tempfile.mkdtemp(prefix="banana100-metrics-"))
-    staged = stage_metric_folders(stage, names, source, metrics_dir)
-    plan = MetricSpacePlan(org, stage, about.git_source(source), private=private)
-    for name, folder in staged:
-        files = sorted((p.name, p.stat().st_size) for p in folder.iterdir() if p.is_file())
-        plan.spaces.append((f"{org}/{name}", files))
-    if dry_run:
+    try:
+        staged = stage_metric_folders(stage, names, source, metrics_dir)
+        plan = MetricSpacePlan(org, stage, about.git_source(source), private=private, kept=bool(stage_dir))
+        for name, folder in staged:
+            files = sorted((p.name, p.stat().st_size) for p in folder.iterdir() if p.is_file())
+            plan.spaces.append((f"{org}/{name}", files))
+        if not dry_run:
+            _upload(staged, plan, private, token)
         return plan
+    finally:  # a folder of our own is removed, pushed or not (offline runs left one behind each time)
+        if not stage_dir:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _upload(staged: list[tuple[str, Path]], plan: MetricSpacePlan, private: bool, token: str | None) -> None:
     from huggingface_hub import HfApi
 
+    from banana100.hubio import hub_calls
+
     api = HfApi(token=token)
-    for (name, folder), (repo_id, _) in zip(staged, plan.spaces):
-        api.create_repo(repo_id, repo_type="space", space_sdk=METRIC_SPACE_SDK, private=private, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="space",
-                          commit_message=f"banana100 {about.VERSION}: {name} evaluate module")
-    return plan
+    for (name, folder), (repo_id, _) in zip(staged, plan.spaces, strict=True):
+        with hub_calls(f"publishing {name} to the Space {repo_id}"):  # offline: one line, no traceback
+            api.create_repo(repo_id, repo_type="space", space_sdk=METRIC_SPACE_SDK, private=private, exist_ok=True)
+            api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="space",
+                              commit_message=f"banana100 {about.VERSION}: {name} evaluate module")
 
 
 def main(argv: list[str] | None = None) -> int:
