@@ -98,6 +98,59 @@ def _parquet_writer_options(features, schema: pa.Schema) -> dict:
     return options
 
 
+class _KeptErrorsFile:
+    """The file a Parquet writer writes into, keeping a write error instead of raising it into Arrow:
+    Arrow's column writer aborts the whole process on a failed write in some places (rc 134, "Check
+    failed: _s.ok() ... [errno 28] No space left on device", seen on a full 7 MB tmpfs). `_ShardWriter`
+    raises the kept error after each call into the writer, naming the file (`write_error`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.error: OSError | None = None
+        self._file = open(path, "wb")
+        self._position = 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        n = memoryview(data).nbytes
+        if self.error is None:
+            try:
+                self._file.write(data)
+            except OSError as e:
+                self.error = e
+        self._position += n
+        return n
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self._file.flush()
+            except OSError as e:
+                self.error = e
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self._file.close()
+            except OSError as e:
+                self.error = self.error or e
+
+    def raise_kept(self) -> None:
+        if self.error is not None:
+            raise write_error(self.error, self.path)
+
+
+def _open_sink(path: Path) -> tuple[_KeptErrorsFile, pa.NativeFile]:
+    """The file a shard is written to, and the Arrow stream over it that the Parquet writer writes into
+    (its cost against Arrow's own file: bench/dataset/shard_sink_cost.py)."""
+    kept = _KeptErrorsFile(path)
+    return kept, pa.PythonFile(kept, mode="w")
+
+
 class _ShardWriter:
     """Writes rows into `folder/train-XXXXX-of-YYYYY.parquet` shards, streaming.
 
@@ -123,6 +176,7 @@ class _ShardWriter:
         self._pending: list[dict] = []
         self._pending_bytes = 0
         self._sink = None
+        self._file: _KeptErrorsFile | None = None
         self._writer = None
         self._shard_rows = 0
         self._shard_groups = 0
@@ -164,7 +218,7 @@ class _ShardWriter:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f".part-{len(self.parts):05d}.parquet"
             self.parts.append(path)
-            self._sink = pa.OSFile(str(path), "wb")
+            self._file, self._sink = _open_sink(path)
             try:
                 self._writer = pq.ParquetWriter(self._sink, self.schema, **self.options)
             except TypeError:  # pyarrow without content-defined chunking
@@ -175,6 +229,7 @@ class _ShardWriter:
                 self._writer.add_key_value_metadata({"content_defined_chunking": json.dumps(cdc)})
         table = pa.Table.from_pylist(self._pending, schema=self.schema)
         self._writer.write_table(table, row_group_size=len(self._pending))
+        self._file.raise_kept()
         self.num_rows += table.num_rows
         self.num_bytes += table.nbytes
         self._shard_bytes += table.nbytes
@@ -190,6 +245,8 @@ class _ShardWriter:
                 writer.close()
             finally:  # the file is closed even when its footer cannot be written (a full disk)
                 sink.close()
+                self._file.close()
+            self._file.raise_kept()
             part = self.parts[-1]
             if record and self.journal is not None:
                 with open(part, "rb") as f:

@@ -14,6 +14,7 @@ from PIL import Image
 
 from banana100.dataset.reader import config_patterns, count_dataset_rows, is_dataset_dir, iter_dataset_records
 from banana100.dataset.build import build_dataset
+from banana100.dataset.verify import verify_dataset
 from banana100.dataset.layout import ENDPOINT_STEPS, dataset_features
 from banana100.errors import DatasetError, ManifestError
 from banana100.chains.manifest import MANIFEST_NAME, sha256_bytes
@@ -406,3 +407,75 @@ def test_cli_build_dataset(tmp_path, capsys):
     (tmp_path / "run" / "moss__replicate__r0" / "step_001.png").unlink()
     assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds2")]) == 1  # a data problem
     assert "step_001.png" in capsys.readouterr().err
+
+
+class _FillsUp:
+    """A file that takes `room` bytes, then fails as a full disk does (ENOSPC), as a binary file object."""
+
+    def __init__(self, path, room):
+        self._file, self._room = open(path, "wb"), room
+
+    def write(self, data):
+        n = memoryview(data).nbytes
+        if self._room < n:
+            import errno
+
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self._room -= n
+        return self._file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+
+@pytest.mark.parametrize("num_proc", [None, 2])
+def test_a_full_disk_is_one_line_naming_the_file_and_the_rerun_resumes(tmp_path, monkeypatch, capsys, num_proc):
+    """Issue 44 item 6: a disk that filled while Arrow's column writer wrote a page aborted the process (rc 134,
+    "Check failed: _s.ok()"; a 7 MB tmpfs); with --num-proc 2 a 35-line BrokenProcessPool traceback. The shard
+    writer keeps the write error from Arrow and raises it itself, naming the file."""
+    import builtins
+
+    from banana100.cli import main
+    from banana100.dataset import shards
+
+    make_run(tmp_path / "run", sources=("moss", "dunes"), steps=6)
+    monkeypatch.setattr(shards, "open", lambda path, mode="r", *a, **k: _FillsUp(path, 40_000) if mode == "wb"
+                        and str(path).endswith(".parquet") else builtins.open(path, mode, *a, **k), raising=False)
+    extra = ["--num-proc", str(num_proc)] if num_proc else []
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds"), *extra]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "%|" not in line and line.strip()]
+    assert len(err) == 1 and "banana100 build-dataset: error: cannot write " in err[0], err
+    assert ".part-00000.parquet: no space left on device; make room and run the same command again" in err[0]
+    monkeypatch.undo()  # room again: the rerun finishes, and the result verifies
+    assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds"), *extra]) == 0
+    assert verify_dataset(tmp_path / "ds").ok
+
+
+@pytest.mark.integration  # mounts small tmpfs folders (root only) and builds eight times in subprocesses (~40 s)
+def test_a_real_full_disk_never_aborts(tmp_path, monkeypatch):
+    """The reproduction itself: 12 MB of images into tmpfs folders of 5 to 8 MB. Arrow aborted the build at 7 MB
+    (rc 134) before the shard writer kept its write errors. Skipped where a tmpfs cannot be mounted."""
+    import os
+    import subprocess
+    import sys
+
+    import fixtures.runs as runs
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    monkeypatch.setattr(runs, "SIZE", (200, 150))
+    make_run(tmp_path / "run", sources=("moss", "dunes", "sky"), steps=20)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    for size in (5, 6, 7, 8):
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}m", "tmpfs", str(disk)]).returncode:
+            pytest.skip("cannot mount a tmpfs here")
+        try:
+            for num_proc in ("1", "2"):
+                got = subprocess.run([sys.executable, "-m", "banana100", "build-dataset", str(tmp_path / "run"),
+                                      "--out", str(disk / "ds"), "--num-proc", num_proc], capture_output=True, text=True)
+                lines = [line for line in got.stderr.splitlines() if "%|" not in line and line.strip()]
+                assert got.returncode == 1 and len(lines) == 1, (size, num_proc, got.returncode, got.stderr[-2000:])
+                assert "no space left on device; make room and run the same command again" in lines[0]
+        finally:
+            subprocess.run(["umount", str(disk)])
