@@ -151,7 +151,9 @@ def test_direction_from_the_metric_table():
         module.compute(scores=scores, steps=steps, chain_ids=cids, metric="piqe", lower_better=False)
 
 
-def test_evaluate_module_matches_library():
+def test_evaluate_module_gives_the_hand_computed_verdicts():
+    """The evaluate module against numbers worked out by hand (it was compared with the function it wraps,
+    which a bug in both would pass)."""
     import evaluate
 
     from fixtures.repopaths import REPO
@@ -159,11 +161,26 @@ def test_evaluate_module_matches_library():
     module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
     assert type(module).__name__ == "Banana100Sensitivity"
     rows = chain("a", [9.0, 8.0, 7.0, 6.0, 5.0]) + chain("b", [3.0, 4.0, 5.0, 6.0, 7.0])
-    cids, steps, scores = map(list, zip(*rows))
+    cids, steps, scores = map(list, zip(*rows, strict=True))
     out = module.compute(scores=scores, steps=steps, chain_ids=cids, lower_better=True)
-    assert out == sensitivity(scores, steps, cids, lower_better=True)
-    assert out["n_failed"] == 1 and out["failure_rate"] == 0.5
-    assert not math.isnan(out["mean_rho"])
+    # lower is better: oriented a = -9, -8, -7, -6, -5 (better at every step: fails, rho +1, last step better);
+    # oriented b = -3, -4, -5, -6, -7 (worse at every step: passes, d_k = -1, -2, -3, rho -1, last step worse)
+    a, b = out["per_chain"]
+    assert (a["chain_id"], a["passed"], a["d_5"], a["d_10"], a["d_20"]) == ("a", False, 1.0, 2.0, 3.0)
+    assert (b["chain_id"], b["passed"], b["d_5"], b["d_10"], b["d_20"]) == ("b", True, -1.0, -2.0, -3.0)
+    assert a["rho"] == pytest.approx(1.0) and b["rho"] == pytest.approx(-1.0)
+    assert (a["last_step"], a["last_worse"], b["last_worse"]) == (20, False, True)
+    assert (out["n_chains"], out["n_passed"], out["n_failed"], out["n_incomplete"]) == (2, 1, 1, 0)
+    assert out["failure_rate"] == 0.5 and out["mean_rho"] == pytest.approx(0.0) and out["share_last_worse"] == 0.5
+    assert out["check_steps"] == [5, 10, 20] and out["reference_step"] == 1 and out["lower_better"] is True
+
+
+def test_a_last_step_tied_with_the_reference_is_not_worse():
+    """last_worse is strict, as the verdict is: a tie at the last step is not a worse last step."""
+    out = run(chain("tie", [9.0, 8.0, 7.0, 6.0, 8.0]) + chain("worse", [9.0, 8.0, 7.0, 6.0, 7.9]))
+    tie, worse = out["per_chain"]
+    assert (tie["last_worse"], worse["last_worse"]) == (False, True)
+    assert out["share_last_worse"] == 0.5
 
 
 def test_missing_scores_are_named_never_used_as_numbers():

@@ -58,7 +58,8 @@ class ConfigStats:
 
 
 
-def _size_category(n: int) -> str:
+def size_category(n: int) -> str:
+    """The Hub's `size_categories` tag of a dataset of `n` rows: "n<1K" below 1,000, "1K<n<10K" from 1,000 on, ..."""
     for limit, name in (
         (1_000, "n<1K"),
         (10_000, "1K<n<10K"),
@@ -341,7 +342,7 @@ def write_card(folder: Path, records: list[dict], stats: dict[str, ConfigStats],
         task_categories=["image-to-image"],
         tags=["image-quality-assessment", "no-reference-iqa", "nr-iqa", "iterative-editing", "image-editing",
               "degradation", "synthetic", "banana100"],
-        size_categories=[_size_category(n_rows)],
+        size_categories=[size_category(n_rows)],
         configs=yaml_configs,
     )
     from datasets.info import DatasetInfosDict

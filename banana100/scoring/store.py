@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from banana100.errors import Banana100Error, DatasetError, UsageError
+from banana100.errors import DatasetError, UsageError
 from banana100.fileio import is_temporary_name, write_file_atomic
 from banana100.metrics.detector.model import COMPONENTS as DAMAGE_COMPONENTS
 from banana100.scoring import provenance

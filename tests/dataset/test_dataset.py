@@ -479,3 +479,13 @@ def test_a_real_full_disk_never_aborts(tmp_path, monkeypatch):
                 assert "no space left on device; make room and run the same command again" in lines[0]
         finally:
             subprocess.run(["umount", str(disk)])
+
+
+def test_the_size_category_boundaries():
+    """The Hub's size_categories tags: each boundary belongs to the bigger category (1,000 rows is 1K<n<10K)."""
+    from banana100.dataset.card import size_category
+
+    expected = {0: "n<1K", 999: "n<1K", 1_000: "1K<n<10K", 9_999: "1K<n<10K", 10_000: "10K<n<100K",
+                99_999: "10K<n<100K", 100_000: "100K<n<1M", 999_999: "100K<n<1M", 1_000_000: "1M<n<10M",
+                9_999_999: "1M<n<10M", 10_000_000: "10M<n<100M"}
+    assert {n: size_category(n) for n in expected} == expected

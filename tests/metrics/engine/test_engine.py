@@ -97,16 +97,23 @@ def test_scores_equal_pyiqa_on_files(name):
 
 @pytest.mark.integration
 def test_pyiqa_never_downloads(monkeypatch):
-    """The engine hands pyiqa the local file, so pyiqa's own downloader is never called."""
+    """The engine hands pyiqa the local file, so pyiqa's own downloader is never called, and the models hold
+    what the local files say (an engine that let pyiqa fetch its own copy, or build without one, fails here)."""
+    import scipy.io
+    import torch
     from pyiqa.archs import brisque_arch, niqe_arch
 
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"pyiqa tried to download {args}")
-
-    monkeypatch.setattr(niqe_arch, "load_file_from_url", refuse)
-    monkeypatch.setattr(brisque_arch, "load_file_from_url", refuse)
-    for name in ("niqe", "ilniqe", "brisque"):
-        MetricScorer(name, device="cpu", backend="pyiqa")
+    asked = []
+    monkeypatch.setattr(niqe_arch, "load_file_from_url", lambda *a, **k: asked.append(a) or a[0])
+    monkeypatch.setattr(brisque_arch, "load_file_from_url", lambda *a, **k: asked.append(a) or a[0])
+    nets = {name: MetricScorer(name, device="cpu", backend="pyiqa").model for name in ("niqe", "ilniqe", "brisque")}
+    nets = {name: getattr(m, "net", m) for name, m in nets.items()}
+    assert asked == []
+    mat = scipy.io.loadmat(str(PARAMS / "niqe_modelparameters.mat"))
+    assert torch.allclose(nets["niqe"].mu_pris_param.double().flatten(), torch.from_numpy(mat["mu_prisparam"]).flatten())
+    assert nets["ilniqe"].pretrained_model_path.endswith("ILNIQE_templateModel.mat")
+    sv_coef, sv = torch.load(PARAMS / "brisque_svm_weights.pth", map_location="cpu", weights_only=False)
+    assert torch.equal(nets["brisque"].sv_coef.cpu(), sv_coef) and torch.equal(nets["brisque"].sv.cpu(), sv)
 
 
 def test_missing_weights_raise_before_pyiqa(monkeypatch):

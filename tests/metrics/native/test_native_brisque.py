@@ -130,6 +130,10 @@ def _official_values() -> dict[str, float]:
 
 @pytest.mark.parametrize("name", ["I03.bmp", "I04.bmp", "goldhill.gif", "I01.BMP"])
 def test_official_matches_live_matlab(files, name):
+    needed = [REFERENCE_IMAGES / "tid2013" / "official_scores.csv", REFERENCE_IMAGES / "piq" / "reference_values.csv"]
+    absent = [str(p) for p in needed if not p.is_file()]
+    if absent:  # ../shared is read-only and optional: a clone without it skips, naming the files
+        pytest.skip(f"{', '.join(absent)} not found (the read-only ../shared folder beside the repository)")
     official = _official_values()[name]
     score = brisque.build(files, "official")(image(name)).item()
     if name == "I04.bmp":  # -0.107618, printed by svm-predict with 6 significant digits
