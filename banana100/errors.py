@@ -60,6 +60,11 @@ class DiskWriteError(DatasetError, OSError):
     once there is room, goes on from them."""
 
 
+class ScoringStopped(Banana100Error):
+    """A scorer that cannot go on (a user's module whose process ended, that did not return in time, or that
+    raised a BaseException): `score` stops with one line naming it, and keeps every image scored before."""
+
+
 class UnknownMetricError(Banana100Error):
     """A metric name that is not in the metric table."""
 

@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from banana100.cli.common import command, POSITIVE_INT
+from banana100.cli.common import command, NON_NEGATIVE, POSITIVE_INT
 from banana100.metrics.table import ROSTER
+from banana100.metrics.usermodule import DEFAULT_TIMEOUT_S
 from banana100.errors import UsageError
 
 
@@ -45,6 +46,10 @@ def add_parser(sub) -> None:
     s.add_argument("--max-pixels", type=POSITIVE_INT, default=None,
                    help="visualquality_r1: largest image area given to the model (default 4194304 = 2048x2048; "
                         "see metrics/visualquality_r1/README.md)")
+    s.add_argument("--timeout-per-batch", type=NON_NEGATIVE, default=None, metavar="SECONDS",
+                   help="a metric module of your own: the most seconds it may take to load, or on one batch, before "
+                        "the run stops (keeping what was scored); 0: no limit (default: "
+                        f"{DEFAULT_TIMEOUT_S:g}, far above what a real model takes on a batch)")
     s.add_argument("--reference", type=Path, default=None,
                    help="plain images: the image they were edited from; with edit_damage among the metrics, "
                         "edit_damage_rel then scores the damage added since it (chains use their own step 0; "
@@ -59,6 +64,10 @@ def run(args) -> None:
 
     # errors come first and alone: the options, then the sources, and only then the line about
     # default metrics left out (their files may be fetched now)
+    if args.timeout_per_batch is not None:  # before a module of the user's is loaded and probed
+        from banana100.metrics.usermodule import set_timeout
+
+        set_timeout(args.timeout_per_batch)
     metrics = None if args.metrics is None else parse_metrics(args.metrics)  # table, pyiqa:<id>, a user's module
     if args.backend == "native" and metrics is not None:  # the default set has a native backend throughout
         plain = [m for m in metrics if "native" not in resolve(m).spec.backends]

@@ -149,33 +149,44 @@ def probe_image() -> np.ndarray:
 
 
 def _resolve_module(name: str) -> ResolvedMetric:
-    import evaluate
+    """A user's evaluate module, loaded in a process of its own (`usermodule.ModuleWorker`: its exit, hang or
+    current folder cannot touch the command) and run there on the probe image."""
+    from banana100.errors import ScoringStopped
+    from banana100.metrics.usermodule import ModuleWorker, _LoadFailed
 
     try:
-        module = evaluate.load(name)
-    except SystemExit as e:  # the module's own code ran sys.exit() (or exit()) while being imported
-        raise UnknownMetricError(_exited(name, e, "loading it")) from None
-    except Exception as e:  # noqa: BLE001 - evaluate raises many kinds (FileNotFoundError, HTTP, import)
+        module = ModuleWorker(name)
+    except _LoadFailed as e:
+        if e.kind == "exit":  # the module's own code ran sys.exit() (or exit()) while being imported
+            raise UnknownMetricError(_exited(name, SystemExit(e.payload), "loading it")) from None
         unreachable = "" if Path(name).is_dir() else _hub_unreachable_now()
         if unreachable:  # evaluate says the module "doesn't exist" when it could not ask the Hub
             raise UnknownMetricError(f"{name}: the Hub could not be reached ({unreachable}) and the module is not in "
                                      "the local cache; load it once with a network, or give its folder") from None
-        raise UnknownMetricError(f"{name}: could not load it as an evaluate module ({type(e).__name__}: "
-                                 f"{_first_line(e)})") from None
+        raise UnknownMetricError(f"{name}: could not load it as an evaluate module ({e.payload[0]}: "
+                                 f"{e.payload[1]})") from None
+    except ScoringStopped as e:  # its process ended, or it hung, while loading
+        raise UnknownMetricError(str(e).replace("; the images scored before are kept", "")) from None
+    probe = "compute(images=[a 256x256 RGB image])"
     try:
         out = module.compute(images=[probe_image()])
     except SystemExit as e:
-        raise UnknownMetricError(_exited(name, e, "compute(images=[a 256x256 RGB image])")) from None
-    except TypeError as e:
-        raise UnknownMetricError(f"{name}: its compute() does not take images= (the metric-module contract: "
-                                 f"compute(images=[...]) -> scores, lower_better): {_first_line(e)}") from None
+        module.close()
+        raise UnknownMetricError(_exited(name, e, probe)) from None
+    except ScoringStopped as e:
+        raise UnknownMetricError(str(e).replace("compute()", probe).replace(
+            "; the images scored before are kept", "")) from None
     except Exception as e:  # noqa: BLE001 - any failure on the probe makes the module unusable
-        raise UnknownMetricError(f"{name}: compute(images=[a 256x256 RGB image]) failed "
-                                 f"({type(e).__name__}: {_first_line(e)})") from None
+        module.close()
+        if type(e).__name__ == "TypeError":
+            raise UnknownMetricError(f"{name}: its compute() does not take images= (the metric-module contract: "
+                                     f"compute(images=[...]) -> scores, lower_better): {_first_line(e)}") from None
+        raise UnknownMetricError(f"{name}: {probe} failed ({type(e).__name__}: {_first_line(e)})") from None
     problem = _contract_problem(out, 1)
     if problem:
+        module.close()
         raise UnknownMetricError(f"{name}: breaks the metric-module contract: {problem}")
-    label = str(out.get("metric") or getattr(module, "name", "") or Path(name).name)
+    label = str(out.get("metric") or module.info["name"] or Path(name).name)
     spec = MetricSpec(name, label, "user", bool(out["lower_better"]), (None, None), batchable=True,
                       original_code=name, model_backend="evaluate")
     return ResolvedMetric(name, "module", spec, module)
@@ -382,16 +393,16 @@ class ModuleScorer(Scorer):
         self.device, self.batch_size = check_device(device), int(batch_size)
 
     def measure(self, arrays, names, records=None) -> Scores:
-        from banana100.errors import ScoreUndefinedError
+        from banana100.errors import ScoreUndefinedError, ScoringStopped
 
         arrays, names = list(arrays), list(names)
         scores: list[float | None] = []
         for k in range(0, len(arrays), self.batch_size):
             part = arrays[k : k + self.batch_size]
-            try:
+            try:  # in the module's own process (usermodule.ModuleWorker); ScoringStopped stops the run
                 out = self.module.compute(images=part)
             except SystemExit as e:
-                raise Banana100Error(_exited(self.name, e, "compute()")) from None
+                raise ScoringStopped(_exited(self.name, e, "compute()")) from None
             problem = _contract_problem(out, len(part))
             if problem:
                 raise Banana100Error(f"{self.name}: breaks the metric-module contract: {problem}")
@@ -405,6 +416,9 @@ class ModuleScorer(Scorer):
 
 
 def clear_cache() -> None:
-    """Forget resolved metrics (tests; a module edited on disk)."""
+    """Forget resolved metrics (tests; a module edited on disk), and stop their modules' processes."""
     with _LOCK:
+        for r in _CACHE.values():
+            if r.kind == "module":
+                r.module.close()
         _CACHE.clear()

@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from banana100.distributed import Processes
-from banana100.errors import UsageError
+from banana100.errors import ScoringStopped, UsageError
 from banana100.fileio import ExclusiveLock
 from banana100.metrics.athand import metrics_at_hand
 from banana100.metrics.engine.feed import uploads_ahead
@@ -130,6 +130,10 @@ class ScoreRun:
                 _write_part(parts, rows, prefix)
                 _append_texts(texts_file, rows)
                 bar.update(len(chunk))
+        except ScoringStopped:  # a scorer that cannot go on: what was scored before goes into `out`, then the error
+            if procs.world == 1:
+                _merge(out, self.source.scope())
+            raise
         finally:
             bar.close()
             images.close()  # stops the decoding threads, also after an interruption
@@ -172,6 +176,7 @@ def score_to_parquet(
     max_pixels: int | None = None,
     reference=None,
     precision: str = "exact",
+    timeout_per_batch: float | None = None,
 ) -> Path:
     """Score every image of `source` with `metrics` into `out`; resumes where a previous run stopped.
 
@@ -194,11 +199,18 @@ def score_to_parquet(
     With `edit_damage` among the metrics, chains (and plain images given a `reference` image) also
     get `edit_damage_rel`, the damage added since the chain's step 0 (or that reference).
     `precision` "fast" allows TF32 (and bfloat16 autocast for the deep metrics) on a GPU; the
-    `precision` column records it, and a rerun refuses to mix precisions.
+    `precision` column records it, and a rerun refuses to mix precisions. `timeout_per_batch`: the
+    seconds a user's evaluate module may take to load or on one batch (default:
+    `usermodule.DEFAULT_TIMEOUT_S`; 0: no limit) before the run stops, keeping what was scored
+    (banana100/metrics/usermodule.py).
     """
     from banana100.metrics.precision import check_precision
 
     check_precision(precision)
+    if timeout_per_batch is not None:
+        from banana100.metrics.usermodule import set_timeout
+
+        set_timeout(timeout_per_batch)
     check_out(Path(out))  # before the source and the metrics: a wrong --out is the cheapest check
     return ScoreRun.plan(source, metrics, reference, backend).run(
         out, device=device, batch_size=batch_size, chunk_size=chunk_size, progress=progress,

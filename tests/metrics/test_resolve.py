@@ -337,3 +337,69 @@ def test_pyiqa_ids_in_any_case():
     assert rs.resolve("pyiqa:NIQE").name == "niqe"  # the table's metric, pyiqa backend
     with pytest.raises(UnknownMetricError, match="did you mean 'musiq'"):
         rs.resolve("pyiqa:musiqq")
+
+
+# Issue 44 item 9: what a user's module can do that no `except` catches. Each passes the probe (one image) and
+# misbehaves on its sixth call: the first batch of the second chunk (32 images a chunk, 8 a batch). The first
+# chunk's rows must survive (a stopped run loses at most the chunk it was in), with one line naming the module.
+_MISBEHAVES = {
+    "os_exit": "import os; os._exit(0)",
+    "base_exception": "raise BaseException('mine')",
+    "never_returns": "import time; time.sleep(3600)",
+}
+
+
+def _misbehaving(tmp_path, name: str, action: str) -> Path:
+    body = BRIGHTNESS.replace("LOWER", "False").replace("import numpy as np\n", "import numpy as np\nCALLS = []\n")
+    body = body.replace("        scores = [",
+                        f"        CALLS.append(1)\n        if len(CALLS) == 6:\n            {action}\n        scores = [")
+    return _module(tmp_path, name, body)
+
+
+def _images(tmp_path, n=40):
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for k in range(n):
+        Image.fromarray(np.full((32, 32, 3), 5 * k, np.uint8)).save(folder / f"{k:02d}.png")
+    return folder
+
+
+@pytest.mark.integration  # a module process per case (~10 s each on 2 loaded cores)
+@pytest.mark.parametrize("what", sorted(_MISBEHAVES))
+def test_a_module_that_exits_raises_a_base_exception_or_hangs_stops_the_run_keeping_what_was_scored(
+        tmp_path, capsys, what):
+    from banana100.cli import main
+
+    folder = _misbehaving(tmp_path, what, _MISBEHAVES[what])
+    out = tmp_path / "s.parquet"
+    args = ["score", str(_images(tmp_path)), "--metrics", str(folder), "--out", str(out), "--batch-size", "8",
+            "--timeout-per-batch", "20"]
+    status = main(args)
+    err = [line for line in capsys.readouterr().err.splitlines() if "%|" not in line and line.strip()]
+    assert status == 1 and len(err) == 1, err
+    said = {"os_exit": "its process ended during compute() (exit status 0: os._exit()",
+            "base_exception": "compute() raised BaseException: mine (a BaseException",
+            "never_returns": "compute() did not return within 20 s (--timeout-per-batch)"}[what]
+    assert err[0].startswith(f"banana100 score: error: {folder}: {said}") and "scored before are kept" in err[0]
+    kept = pd.read_parquet(out)
+    assert len(kept) == 32 and kept["error"].isna().all()  # the first chunk, merged into --out
+    rs.clear_cache()
+    fixed = _module(tmp_path, f"{what}_fixed", BRIGHTNESS.replace("LOWER", "False"))
+    assert main([*args[:3], str(fixed), *args[4:]]) == 0  # another module into the same file: no harm left
+
+
+@pytest.mark.integration
+def test_a_module_that_changes_the_current_folder_changes_nothing_for_score(tmp_path, capsys, monkeypatch):
+    """os.chdir('/') in compute gave "SB: no such file or folder" after everything was scored, and nothing was
+    written: the module's current folder is its own now."""
+    from banana100.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    folder = _module(tmp_path, "wanders", BRIGHTNESS.replace("LOWER", "False").replace(
+        "        scores = [", "        import os\n        os.chdir('/')\n        scores = ["))
+    _images(tmp_path)
+    assert main(["score", "imgs", "--metrics", "./wanders", "--out", "SB.parquet", "--batch-size", "8"]) == 0
+    assert len(pd.read_parquet(tmp_path / "SB.parquet")) == 40 and folder.is_dir()

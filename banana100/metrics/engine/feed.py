@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from banana100.errors import Banana100Error, ImageReadError
+from banana100.errors import Banana100Error, ImageReadError, ScoringStopped
 from banana100.imageio import decode_ahead, load_rgb
 from banana100.metrics.engine.contract import Scorer, Scores, isolating
 from banana100.metrics.engine.upload import Uploaded, Uploader
@@ -98,7 +98,9 @@ def measure_chunk(scorers: Mapping[str, Scorer], arrays: Sequence[np.ndarray | N
 def blame_any(names: Sequence[str]) -> Blame:
     """`banana100 score`'s rule: any failure of a call is retried image by image, and an image that
     fails alone gets a row with the error (named by its file), so that a long run goes on."""
-    def blame(i: int, e: Exception) -> Banana100Error:
+    def blame(i: int, e: Exception) -> Banana100Error | None:
+        if isinstance(e, ScoringStopped):  # the scorer cannot go on (a user's module that exited, hung): the run stops
+            return None
         return e if isinstance(e, Banana100Error) else Banana100Error(f"{names[i]}: {type(e).__name__}: {e}")
 
     return blame
