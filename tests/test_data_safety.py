@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import builtins
 import os
 import subprocess
 import sys
@@ -467,13 +468,12 @@ def test_no_orphan_workers_after_a_sigkill_of_the_parent(tmp_path):
 
 
 def test_build_on_a_full_disk_names_the_shard(tmp_path, capsys, monkeypatch):
-    import pyarrow as pa
-
     import banana100.dataset.shards as shards
 
     make_run_folder(tmp_path / "run", steps=2)
-    real = pa.OSFile
-    monkeypatch.setattr(shards.pa, "OSFile", lambda path, mode: real("/dev/full", mode))  # every write fails
+    # every shard write fails (the shard writer opens its files with `open`: shards._KeptErrorsFile)
+    monkeypatch.setattr(shards, "open", lambda path, mode="r", *a, **k: builtins.open(
+        "/dev/full" if mode == "wb" and str(path).endswith(".parquet") else path, mode, *a, **k), raising=False)
     assert main(["build-dataset", str(tmp_path / "run"), "--out", str(tmp_path / "ds")]) == 1
     line = _one_line_error(capsys, "build-dataset")
     assert "no space left on device" in line and ".part-00000.parquet" in line and ".ds.building" in line
@@ -483,12 +483,13 @@ def test_build_on_a_full_disk_names_the_shard(tmp_path, capsys, monkeypatch):
 def _full_for(monkeypatch, word: str) -> None:
     """Every shard written into a folder whose path holds `word` goes to /dev/full (a real ENOSPC
     from the kernel, in --num-proc workers too: they are forked)."""
-    import pyarrow as pa
-
     import banana100.dataset.shards as shards
 
-    real = pa.OSFile
-    monkeypatch.setattr(shards.pa, "OSFile", lambda path, mode: real("/dev/full" if word in path else path, mode))
+    def full_open(path, mode="r", *args, **kwargs):
+        shard = mode == "wb" and str(path).endswith(".parquet") and word in str(path)
+        return builtins.open("/dev/full" if shard else path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(shards, "open", full_open, raising=False)
 
 
 @pytest.mark.parametrize("num_proc", ["1", "2"])

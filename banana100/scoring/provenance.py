@@ -170,12 +170,14 @@ class Made:
             return
         (metric, *was), n = next(iter(sorted(other.items(), key=lambda kv: (kv[0][0], -kv[1]))))
         now = self.method[metric]
-        what = "; ".join(f"{name} {a!r} there, {b!r} now" for name, a, b in zip(METHOD, was, now, strict=True)
-                         if a != b)
+
+        def way(m) -> str:
+            return f"backend={m[0]!r}, mode={m[1]!r}, precision={m[2]!r}, version {m[3]}"
+
         earlier = " (an earlier version of the metric: they would not compare with new ones)" if was[3] != now[3] else ""
         raise Banana100Error(
-            f"{out} already holds {n} {metric} score(s) made another way: {what}{earlier}. Score into another --out "
-            "(or remove that file), or resume with the same backend, mode and precision")
+            f"{out} already holds {n} {metric} score(s) made another way: {way(was)} there; {way(now)} now{earlier}. "
+            "Score into another --out (or remove that file), or resume with the same backend, mode and precision")
 
     def done_keys(self, table: pa.Table, key: Callable[[dict, str], tuple]) -> set[tuple]:
         """The keys already scored as this run would: the newest row of each key (`table` oldest first),
