@@ -68,20 +68,22 @@ def load_scores(path: str | os.PathLike) -> pd.DataFrame:
 def with_method(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with what made each score (backend, mode, precision, version), filled in for a file from before
     a column as `banana100 score` reads it (banana100/scoring/provenance.py)."""
-    from banana100.scoring.provenance import legacy_versions
+    from banana100.metrics.table import version_before_the_column
 
     for column, before in (("backend", "pyiqa"), ("mode", "pyiqa"), ("precision", "exact")):
         df[column] = df[column].fillna(before) if column in df else before
     if "version" not in df:
         comps = df["components"].tolist() if "components" in df else [None] * len(df)
-        df["version"] = pd.array(legacy_versions(df["metric"].tolist(), comps, df["score"].tolist()), "Int64")
+        versions = [version_before_the_column(m, c, s)
+                    for m, c, s in zip(df["metric"].tolist(), comps, df["score"].tolist(), strict=True)]
+        df["version"] = pd.array(versions, "Int64")
     return df
 
 
 def check_one_method(df: pd.DataFrame, where: str) -> None:
     """Refuse scores of one metric made two ways (another backend, mode, precision or version: what
     `banana100 score` refuses to resume into one file), on one line naming the files and the counts."""
-    from banana100.scoring.provenance import METHOD
+    from banana100.metrics.table import SCORE_METHOD as METHOD
 
     files = df["scores_file"] if "scores_file" in df else pd.Series(where, index=df.index)
     for metric, rows in df.groupby("metric", sort=True):

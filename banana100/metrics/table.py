@@ -514,6 +514,24 @@ _EVALUATOR_SPECS = [
 EVALUATORS: dict[str, MetricSpec] = {s.name: s for s in _EVALUATOR_SPECS}
 
 
+#: what says how a score was made, per row of a scores file (banana100/scoring/provenance.py): rows of one metric
+#: that differ in any of these do not compare (score refuses to resume into them, report to read them together)
+SCORE_METHOD = ("backend", "mode", "precision", "version")
+
+
+def version_before_the_column(metric: str, components: dict | None, score: float | None) -> int | None:
+    """The `version` of a scores-file row written before the column: 1 (no metric changed before it but
+    edit_damage), except edit_damage's, read off its components (the evenness component came with version 2;
+    an error row: None, nothing scored), and a companion's (edit_damage_rel: None, its reference is unknown too)."""
+    if metric in {s.companion for s in METRICS.values() if s.companion}:
+        return None
+    if metric != "edit_damage":
+        return 1
+    if score is None or score != score:
+        return None
+    return 2 if (components or {}).get("evenness") is not None else 1
+
+
 def known_names() -> tuple[str, ...]:
     """Every metric of the table a command takes by name, for each message that lists them: the roster,
     the detectors and what each scores beside itself (edit_damage_rel), the evaluators that can run."""

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from banana100.errors import Banana100Error
 from banana100.fileio import sha256_bytes
-from banana100.metrics.table import METRICS
+from banana100.metrics.table import METRICS, SCORE_METHOD, version_before_the_column
 
 log = logging.getLogger("banana100.scoring")
 
@@ -36,24 +36,14 @@ COLUMNS = (("version", pa.int32()), ("reference", pa.string()), ("reference_sha2
 #: the metrics scored against a reference: the table's companions (edit_damage_rel)
 REFERENCE_METRICS = frozenset(s.companion for s in METRICS.values() if s.companion)
 #: the fields a resume and a report compare per metric (all of one value within a metric)
-METHOD = ("backend", "mode", "precision", "version")
+METHOD = SCORE_METHOD
 
 Reference = tuple[str | None, str | None]  # (path, sha256); (None, None): none found
 
 
 def legacy_versions(metrics: list, components: list, scores: list) -> list[int | None]:
-    """The `version` of rows written before the column (see the module docstring)."""
-    out: list[int | None] = []
-    for m, c, s in zip(metrics, components, scores, strict=True):
-        if m in REFERENCE_METRICS:  # its reference is unknown too: scored again, whatever its version
-            out.append(None)
-        elif m != "edit_damage":
-            out.append(1)
-        elif s is None or s != s:  # an error row of edit_damage: nothing scored, nothing to compare
-            out.append(None)
-        else:
-            out.append(2 if (c or {}).get("evenness") is not None else 1)
-    return out
+    """The `version` of rows written before the column (`table.version_before_the_column`)."""
+    return [version_before_the_column(m, c, s) for m, c, s in zip(metrics, components, scores, strict=True)]
 
 
 def with_versions(table: pa.Table) -> pa.Table:
