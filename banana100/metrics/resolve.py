@@ -152,11 +152,11 @@ def _resolve_module(name: str) -> ResolvedMetric:
     """A user's evaluate module, loaded in a process of its own (`usermodule.ModuleWorker`: its exit, hang or
     current folder cannot touch the command) and run there on the probe image."""
     from banana100.errors import ScoringStopped
-    from banana100.metrics.usermodule import ModuleWorker, _LoadFailed
+    from banana100.metrics.usermodule import ModuleWorker, LoadFailed
 
     try:
         module = ModuleWorker(name)
-    except _LoadFailed as e:
+    except LoadFailed as e:
         if e.kind == "exit":  # the module's own code ran sys.exit() (or exit()) while being imported
             raise UnknownMetricError(_exited(name, SystemExit(e.payload), "loading it")) from None
         unreachable = "" if Path(name).is_dir() else _hub_unreachable_now()

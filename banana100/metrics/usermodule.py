@@ -67,7 +67,7 @@ class ModuleWorker:
         kind, payload = self._answer("loading it")
         if kind != "ready":
             self.close()
-            raise _LoadFailed(kind, payload)
+            raise LoadFailed(kind, payload)
         self.info = payload  # {"name": the module's own name}
 
     def compute(self, *, images) -> dict:
@@ -123,7 +123,7 @@ class ModuleWorker:
         self._process.join(5)
 
 
-class _LoadFailed(Exception):
+class LoadFailed(Exception):
     """The module did not load or did not start (`kind`: load-error, exit), with what it said."""
 
     def __init__(self, kind: str, payload):
