@@ -88,7 +88,7 @@ def test_report_checks_the_steps_it_is_given_and_splits_by_chat_mode(supplement,
     assert summary["piqe"]["check_steps"] == [2, 5, 10] and summary["piqe"]["n_incomplete"] == 0
     assert "every check step (2, 5, 10) is strictly worse than at step 1" in text
     assert "### By chat mode and variant" in text
-    assert "| piqe | `same` | `qwen_edit` | 1 |" in text and "| piqe | `different` | `seedream` | 1 |" in text
+    assert "| piqe | same | qwen_edit | 1 |" in text and "| piqe | different | seedream | 1 |" in text  # cells as text (md_cell)
     assert "No chain reaches" not in text
 
 
