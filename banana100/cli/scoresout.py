@@ -81,8 +81,9 @@ def breakdown(rows: list[dict], metric: str) -> str:
         terms = [ed.terms(r["components"]) for r in rows]
         what = "its terms"
         # what the terms cannot tell on one image (docs/edit-damage.md, "How far to trust it")
-        tail = ("\nalone, a photograph's own film grain or sensor noise reads as grain, and its light as "
-                "colour_cast; a soft or shallow-focus photograph reads softness")
+        tail = ("\nalone, a photograph's own film grain or sensor noise reads as grain, its light as colour_cast, "
+                "shallow focus as softness, sharp highlights and fine lines as crease or speckles; a smooth render "
+                "reads simplification, any JPEG some blocking")
     head = ("image", "score", *ed.TERMS)
     lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in ed.TERMS)) for r, t in zip(rows, terms)]
     body = _aligned(lines, left=(0,))

@@ -112,14 +112,12 @@ def damage_table(damage: dict | None, reference_step: int, step: int) -> str:
     """The detector's components at both steps as a markdown table (empty without them)."""
     if not damage:
         return ""
+    from banana100.metrics.detector.model import COMPONENT_UNITS as units
     from banana100.metrics.detector.model import terms
 
     rows = [f"| what | step {reference_step} | step {step} |", "| --- | --- | --- |"]
-    units = {"grain": "levels", "lattice": "correlation", "colour_cast": "levels", "softness": "0-1",
-             "texture": "levels of the coarse band; normalises grain",
-             "evenness": "0-1: how evenly the grain floor covers the image; weighs grain"}
     for name, (a, b) in damage.items():
-        label = "**edit damage** (sum of the terms)" if name == "score" else f"{name} ({units.get(name, '')})"
+        label = "**edit damage** (sum of the terms)" if name == "score" else f"{name} ({units.get(name, '').split(';')[0].split(':')[0]})"
         rows.append(f"| {label} | {a:.3g} | {b:.3g} |")
     before, after = (terms({c: damage[c][i] for c in units}) for i in (0, 1))
     grew = {c: after[c] - before[c] for c in before}

@@ -46,13 +46,17 @@ def _units(**changed) -> dict:
 # (bench/results/detector/fit_edit_damage_without_photographs.json)
 BEFORE = "before the evenness refit (cap 6, floor unit 1.5, cast unit 8, no evenness)"
 WITHOUT_PHOTOGRAPHS = "refit without the photographs (cap 6, cast unit 4)"
-SEVERAL = {BEFORE: 4, WITHOUT_PHOTOGRAPHS: 2}  # name -> how many things it moves
+# the shipped setting of today's version before the signatures of issue 42 (their four terms absent)
+BEFORE_SIGNATURES = "before the signatures (no crease, speckles, simplification or blocking term)"
+# name -> how many things it moves (the earlier settings had no signature terms: 4 more)
+SEVERAL = {BEFORE: 8, WITHOUT_PHOTOGRAPHS: 6, BEFORE_SIGNATURES: 4}
+NO_SIGNATURES = {t: (0.0, INF) for t in ed.SIGNATURE_TERMS}
 
 # name -> combine()'s arguments; one change from the shipped setting each (SEVERAL: theirs)
 CHANGES = {
     "shipped": SHIPPED,
-    BEFORE: {**SHIPPED, "floor": (6.0, 1.5), "units": _units(colour_cast=(0.0, 8.0)), "even": False},
-    WITHOUT_PHOTOGRAPHS: {**SHIPPED, "floor": (6.0, 1.0), "units": _units(colour_cast=(0.0, 4.0))},
+    BEFORE: {**SHIPPED, "floor": (6.0, 1.5), "units": _units(colour_cast=(0.0, 8.0), **NO_SIGNATURES), "even": False},
+    WITHOUT_PHOTOGRAPHS: {**SHIPPED, "floor": (6.0, 1.0), "units": _units(colour_cast=(0.0, 4.0), **NO_SIGNATURES)},
     "no evenness": {**SHIPPED, "even": False},
     "no ratio term (the capped floor alone)": {**SHIPPED, "ratio": (ed.GRAIN_RATIO[0], INF)},
     "no cap on the floor": {**SHIPPED, "floor": (INF, ed.GRAIN_ABS[1])},
@@ -63,6 +67,8 @@ CHANGES = {
     "no lattice term": {**SHIPPED, "units": _units(lattice=(0.05, INF))},
     "softness from 0.25": {**SHIPPED, "units": _units(softness=(0.25, 0.1))},
     "softness from 0.35": {**SHIPPED, "units": _units(softness=(0.35, 0.1))},
+    BEFORE_SIGNATURES: {**SHIPPED, "units": _units(**NO_SIGNATURES)},
+    **{f"no {t} term": {**SHIPPED, "units": _units(**{t: (0.0, INF)})} for t in ed.SIGNATURE_TERMS},
 }
 
 

@@ -55,7 +55,8 @@ from scipy.stats import mannwhitneyu, spearmanr
 from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
-from banana100.metrics.detector.card import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
+from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
+from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_KEY
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -502,19 +503,76 @@ PHOTOGRAPH_PARTS = {"fresh": (FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES, fresh_sourc
 
 
 def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
-                   model=None, sources=heldout_sources) -> tuple[dict[str, dict[int, dict]], dict[str, str]]:
+                   model=None, sources=heldout_sources, chain=None) -> tuple[dict[str, dict[int, dict]], dict[str, str]]:
     """The held-out chains of one draw, measured: ({chain: {step: component statistics}}, {chain: its source
-    group}). A chain's seed is the draw's plus its index (the order of `sources(side, source_seed)`)."""
+    group}). A chain's seed is the draw's plus its index (the order of `sources(side, source_seed)`); `chain`
+    (source, seed, steps) -> {step: image} makes it (default: damage model B)."""
     from bench.detector import damage_model_b
 
     model = model or rel.StatsModel("cpu")
+    chain = chain or (lambda a, seed, steps: damage_model_b.chain(a, seed=seed, steps=steps))
     chains, group_of = {}, {}
     for g, images_of_group in sources(side, source_seed).items():
         for name, a in images_of_group.items():
-            images = damage_model_b.chain(a, seed=chain_seed + len(chains), steps=steps)
-            chains[name] = dict(zip(images, model(list(images.values()))))
+            images = chain(a, chain_seed + len(chains), steps)
+            chains[name] = dict(zip(images, model(list(images.values())), strict=True))
             group_of[name] = g
     return chains, group_of
+
+
+# (e) the other editors' signatures (bench/detector/signatures.py), held out: part `signatures`. Its sources were
+# fixed before it was scored, and it was scored once, after the detector's components and fit were fixed
+# (docs/edit-damage.md); development looked at the fit's sources only (banana100.synth's seed 0, skimage's
+# in-fit images, the MATE photographs)
+SIGNATURE_DRAW = (700, 7)  # chain seeds from 700 (100 apart per signature), drawn sources' seed 7
+SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
+SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
+
+
+def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
+    """A signature's held-out sources: the drawn sources of `source_seed` and two soft-blob renders (the look of
+    generated images), then skimage's held-out photographs and a quarter of the wallpaper photographs (every
+    fourth, from the signature's index: each signature its own)."""
+    from banana100.synth import GENERATED_SOURCES, generated_source
+    from bench.detector.signatures import SIGNATURES
+
+    j = SIGNATURES.index(signature)
+    renders = {n: generated_source(n, side, seed=source_seed) for n in GENERATED_SOURCES}
+    renders.update({f"soft blobs {10 * source_seed + i}": _smooth_synthetic(10 * source_seed + i, side) for i in range(2)})
+    names = sorted(n for n, (pkg, _) in DISTRIBUTION_PHOTOGRAPHS.items() if pkg in SIGNATURE_PACKAGES)
+    photos = {n: _rgb(getattr(skimage.data, n)()) for n in SIGNATURE_SKIMAGE}
+    photos.update({n: distribution_photograph(n) for n in names[j::4]})
+    return {RENDERS: renders, PHOTOGRAPHS: photos}
+
+
+def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAW[0],
+                    source_seed: int = SIGNATURE_DRAW[1]) -> dict:
+    """(e): chains of each signature's damage model from its held-out sources, by signature and source group,
+    and every signature's chains pooled."""
+    from bench.detector import signatures as sg
+
+    model = rel.StatsModel("cpu")
+    out, pooled, pooled_groups = {"seeds": {"chains": chain_seed, "drawn_sources": source_seed}, "steps": steps,
+                                  "side": side, "editors": sg.EDITORS, "model": sg.__doc__.strip().splitlines()[0]}, {}, {}
+    for j, sig in enumerate(sg.SIGNATURES):
+        chains, group_of = heldout_chains(
+            steps, side, chain_seed + 100 * j, source_seed, model=model,
+            sources=lambda side_, seed_, sig=sig: signature_sources(sig, side_, seed_),
+            chain=lambda a, seed, n, sig=sig: sg.chain(a, sig, seed=seed, steps=n))
+        out[sig] = {"all": _chain_figures(chains),
+                    "params": {c: sg.chain_params(sig, chain_seed + 100 * j + i) for i, c in enumerate(chains)}}
+        for g in dict.fromkeys(group_of.values()):
+            out[sig][g] = _chain_figures({c: st for c, st in chains.items() if group_of[c] == g})
+        pooled.update({f"{sig}/{c}": st for c, st in chains.items()})
+        pooled_groups.update({f"{sig}/{c}": g for c, g in group_of.items()})
+        a = out[sig]["all"]
+        print(f"(e) {sig}, {len(chains)} chains: relative fails {a['relative']['n_failed']}, AUC step 1 vs 10 "
+              f"{a['relative']['auc_step1_vs_step10']:.3f}; bare fails {a['bare']['n_failed']}, clean vs step 10 "
+              f"{a['bare']['auc_clean_vs_step10']:.3f}", flush=True)
+    out["pooled"] = {"all": _chain_figures(pooled)}
+    for g in dict.fromkeys(pooled_groups.values()):
+        out["pooled"][g] = _chain_figures({c: st for c, st in pooled.items() if pooled_groups[c] == g})
+    return out
 
 
 def part_heldout(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
@@ -586,7 +644,7 @@ def part_protocol(steps: int, side: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_validation.json"))
-    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth")
+    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d)")
@@ -616,6 +674,12 @@ def main(argv=None) -> int:
                   f"{' '.join(missing)}); {key} in the results is kept as it was", flush=True)
         else:
             result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds, sources=sources)
+    if "signatures" in parts:
+        if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
+            print(f"part signatures skipped: apt-get install {' '.join(missing)}; {SIGNATURE_KEY} is kept as it was",
+                  flush=True)
+        else:
+            result[SIGNATURE_KEY] = part_signatures(args.chain_steps, args.heldout_side)
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

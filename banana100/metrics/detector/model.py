@@ -1,74 +1,22 @@
 """edit_damage: a cheap, reference-free detector of what recursive editing does to an image.
 
-Four interpretable components, each from a published definition or a degradation we can state,
-each in units where 1 is a stated step of damage, summed into one score (higher = more damage):
+Interpretable components, each in a physical unit, each over a unit of damage, summed into one score
+(higher = more damage). One per signature the paper names (../shared/DESIGN.md): grain, lattice and
+colour_cast (Nano Banana Pro's static noise and tint), crease (Nano Banana 2 Fast's creases along
+contours), speckles (FLUX.2), simplification (Qwen-Image-Edit's flattened texture), blocking (a chain
+saved as JPEG step by step); softness for detail lost; texture, evenness and lattice_level weigh or
+serve the others. What each measures, why, what was fitted and how far to trust it: docs/edit-damage.md
+(the one home of the rationale) and the card built from the validation data.
 
-- **grain** (8-bit levels): the noise floor. A difference-of-Gaussians band-pass (sigma 0.5 and
-  2.5 px) of the luma, its energy per 16x16 tile, the mean over the flattest 10 % of tiles
-  (tiles that are mostly clipped are left out), divided by the filter's white-noise gain: for
-  white noise of standard deviation s on a flat area it reads s. A band-pass, unlike the
-  classical white-noise estimators (wavelet MAD, Immerkaer, PCA), also sees spatially
-  correlated grain. Its term in the bare score is content-normalised (below); edit_damage_rel
-  compares grain itself with the source's, over 2 levels.
-- **texture** (8-bit levels, no term of its own): the same floor one octave coarser (DoG sigma 2.5
-  and 6 px, the flattest 10 % of tiles by that band). Content puts energy into both bands (natural
-  texture falls off smoothly with frequency), noise almost only into the fine one. The bare grain
-  term has two parts: min(grain, 8) / 1, a capped absolute floor, plus
-  max(0, (grain + 0.3) / (texture + 0.3) - 2) / 1, the fine-band energy that the coarse band does not
-  account for. The ratio alone (as fitted before) fell fast under blur (blur removes the fine band
-  faster than the coarse one) and cancelled softness's rise, and missed grain correlated over a pixel
-  or more (it fills the coarse band too); the floor falls only as fast as grain does and sees
-  correlated grain, and its cap keeps dense clean texture (grass reads grain 24 levels) from reading
-  as grain; the sum is weighed by evenness (below). These four constants, softness's offset, the bare
-  score's units of the cast and the lattice (BARE_UNITS) and the weighing by evenness are the fitted
-  part: bench/detector/fit_edit_damage.py, jointly, on simulated-editor chains and clean skimage.data, drawn
-  images and 12 photographs (Debian's mate-backgrounds) with blurred, grainy, gridded and tinted
-  copies counted damaged and JPEG copies clean (first the share of copies that score above every
-  weaker copy of the same damage and their own source, then the ROC AUC); bench/detector/validate_edit_damage.py
-  reports the figures outside that fit.
-- **evenness** (0-1, no term of its own): how even the grain floor is, sqrt of the mean energy of the
-  flattest 2 % of the tiles over that of the flattest 10 % (the floor). Grain an edit adds covers every
-  tile, so no tile is much flatter than the floor (about 1); a floor that is content's (a photograph's
-  fine detail, dense texture) sits over tiles flatter still, a sky or an out-of-focus background (towards
-  0). The bare grain term is multiplied by it: what makes a floor grain is that it covers the image.
-  Weighing by it was chosen by bench/detector/fit_edit_damage.py's rule among the forms with and without it;
-  edit_damage_rel compares grain itself.
-- **lattice** (correlation, 0-1): a periodic pattern in the residual, after Mi-Ripple / MIRAGE
-  (arXiv 2609.11317): the normalised autocorrelation of the high-pass residual (luma minus its
-  sigma-2 Gaussian blur) at lags from 3 to 32 px, on the flatter half of the tiles (edges would
-  otherwise make ridges along their direction), the residual clipped at 3 standard deviations;
-  the component is the largest peak of it over the autocorrelation at half that lag (a period
-  peaks there; a smooth fall-off from blur or correlated grain, or a ridge, does not). Mi-Ripple
-  measured their plain peak at about 0.05 on a source photograph and 0.07 -> 0.25 over ten Nano
-  Banana Pro steps. Term: max(0, lattice - 0.05) / 0.2 (bare score: / 0.4, fitted; on one image a
-  lattice may be the content's own, ripples or facades).
-- **colour_cast** (8-bit levels at mid grey): how far the image's greys sit off neutral. The mean BT.601
-  chroma (Cb, Cr, divided by luma and times 128) of the near-neutral pixels (chroma within 24 levels of neutral, then within 12
-  of that first mean; none clipped), as a
-  length; 0 when under 1 % of the pixels are near-neutral. A tint moves every grey the same
-  way; in untinted content the near-greys scatter around neutral and average out (the grey-world
-  idea of Buchsbaum 1980, restricted to the pixels meant to be grey). Term: colour_cast / 2
-  (2 levels of Cb/Cr at mid grey is about one just-noticeable difference, Delta E*ab ~ 2.3) in
-  edit_damage_rel; in the bare score colour_cast / 16 (fitted): on one image a cast is mostly the
-  scene's light (warm photographs read 7 to 18 levels, flowers and foliage up to 30).
-- **softness** (0-1): the blur effect of Crete et al. ("The blur effect: perception and
-  estimation with a new no-reference perceptual blur metric", SPIE 2007: how little the
-  differences between neighbours change when the image is blurred again by a 9-tap box), taken
-  only on the strongest 5 % of edges so that grain does not read as sharpness. Term:
-  max(0, softness - 0.3) / 0.1 (the offset fitted with the grain term, above; sharp photographs
-  read 0.25 to 0.45, so mild blur already counts).
-
-The other constants (and the units edit_damage_rel uses, UNITS) were set from these stated reasons
-before any validation and were not tuned on the simulated editor's chains
-(bench/detector/validate_edit_damage.py reports, it does not fit).
-
-`forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after
-it, `last_components` maps each component's name to a (B,) float64 tensor on the input's device. A batch holds images
-of one size; every statistic is per image, so batching does not change a score.
+`forward(x)` takes Bx3xHxW in [0, 1] (the native contract) and returns B float64 scores; after it,
+`last_components` maps each component's name to a (B,) float64 tensor on the input's device and
+`last_cast` the (B, 2) cast vector. A batch holds images of one size; every statistic is per image,
+so batching does not change a score.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,22 +24,51 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-COMPONENTS = ("grain", "lattice", "colour_cast", "softness", "texture", "evenness")
+NAME = "edit_damage"  # the metric's name (banana100/metrics/table.py); the relative score's is REL_NAME
+REL_NAME = "edit_damage_rel"
+# each component, in its unit (what the card and `score`'s notes show)
+COMPONENT_UNITS = {
+    "grain": "8-bit levels; white noise of s levels on a flat area reads s",
+    "lattice": "correlation (0-1), peak over the half lag",
+    "colour_cast": "8-bit levels of Cb/Cr",
+    "softness": "Crete's blur effect, 0 sharp to 1 blurred",
+    "crease": "variation across the strongest edges beyond their jump, per level of jump (0 = monotone edges)",
+    "speckles": "isolated small outliers per megapixel",
+    "simplification": "halvings of the fine band's amplitude against the coarse band's where there is structure",
+    "blocking": "8-bit levels: mean step at the 8-pixel grid beyond the steps between the grid's lines",
+    "texture": "8-bit levels: the coarse band's (DoG sigma 2.5 and 6 px) floor, what content alone puts there",
+    "evenness": "0-1: sqrt of the flattest 2 % of tiles' fine-band energy over the floor's (flattest 10 %); "
+                "1 when grain covers every tile",
+    "lattice_level": "8-bit levels: the periodic part's amplitude in the residual (what the lattice adds)",
+}
+COMPONENTS = tuple(COMPONENT_UNITS)
 # The bare score's version is the metric table's `version` of edit_damage (bump it there whenever the form or
 # the fitted constants change): scores files and the Space's caches name it.
-# texture and evenness add no term of their own: they weigh grain's (bare score only)
-TERMS = ("grain", "lattice", "colour_cast", "softness")
+# texture, evenness and lattice_level add no term of their own (the first two weigh grain's in the bare score;
+# edit_damage_rel counts the lattice by lattice_level)
+TERMS = ("grain", "lattice", "colour_cast", "softness", "crease", "speckles", "simplification", "blocking")
+SIGNATURE_TERMS = ("crease", "speckles", "simplification", "blocking")  # the terms of issue 42
 UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / unit (grain: see GRAIN_RATIO)
     "grain": (0.0, 2.0),  # the bare score's grain term is the ratio below; edit_damage_rel uses this unit
     "lattice": (0.05, 0.2),
     "colour_cast": (0.0, 2.0),
     "softness": (0.3, 0.1),  # offset fitted with the grain term (see GRAIN_RATIO); the unit is stated
+    # stated units of the signatures' changes (edit_damage_rel): 10 % of an edge's jump more variation across
+    # it; 100 isolated specks a megapixel; a quarter halving (16 %) of the fine band's amplitude; a mean
+    # step of 1 level at the 8-pixel grid
+    "crease": (0.0, 0.1),
+    "speckles": (0.0, 100.0),
+    "simplification": (0.0, 0.25),
+    "blocking": (0.0, 1.0),
+    "lattice_level": (0.0, 0.5),  # edit_damage_rel's lattice term: 0.5 level of periodic amplitude added
 }
 # The bare score's units where they differ from the stated ones above (edit_damage_rel keeps those): on
 # one image alone, a cast is mostly the scene's light (warm photographs read 7 to 18 levels, foliage 30) and a
 # lattice may be the content's own (ripples, facades), which a chain's source would tell apart and one
-# image cannot; fitted with the grain term (bench/detector/fit_edit_damage.py, see GRAIN_RATIO)
-BARE_UNITS = {**UNITS, "colour_cast": (0.0, 16.0), "lattice": (0.05, 0.4)}
+# image cannot; fitted with the grain term (bench/detector/fit_edit_damage.py, see GRAIN_RATIO). The four
+# signatures' offsets and units were fitted after them, the rest held (docs/edit-damage.md).
+BARE_UNITS = {**UNITS, "colour_cast": (0.0, 16.0), "lattice": (0.05, 0.4),
+              "crease": (0.3, 0.1), "speckles": (20.0, 100.0), "simplification": (1.0, 0.5), "blocking": (0.5, 1.0)}
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 # evenness: the floor of the flattest EVEN_SHARE of the tiles over the floor (FLATTEST), in levels. Grain an
@@ -124,6 +101,20 @@ CLIP_LOW, CLIP_HIGH = 2.0, 253.0  # 8-bit levels counted as clipped
 NEUTRAL_CHROMA = 12.0  # Cb/Cr radius (levels) of the pixels taken as meant to be grey
 MIN_NEUTRAL_SHARE = 0.01  # fewer near-neutral pixels than this: no cast measured
 MIN_SIDE = 64
+# crease: the variation across an edge over a window of 2 CREASE_REACH + 1 px along the axis its gradient
+# follows, each step less a noise allowance (CREASE_NOISE x grain, at least 1 level), beyond the edge's jump
+CREASE_REACH = 4
+CREASE_ALONG = 5  # px averaged along the contour (the other axis): a crease follows it, grain does not
+CREASE_NOISE = 0.6  # allowance a step, times grain (the average over CREASE_ALONG px leaves about 0.3 grain)
+CREASE_FLOOR = 0.5  # the least allowance a step (levels): 8-bit rounding
+# speckles: a pixel whose residual (luma less its sigma-2 blur) is at least SPECKLE_LEVELS and SPECKLE_K times
+# its tile's mean absolute residual (the local background: texture raises it, so texture is not counted), the
+# peak of its 5x5 window, with at most SPECKLE_PIXELS such pixels there (small and isolated, not an edge)
+SPECKLE_LEVELS = 24.0
+SPECKLE_K = 10.0
+SPECKLE_PIXELS = 6
+BLOCK = 8  # JPEG's block
+BLOCK_CLIP = 16.0  # neighbour differences clipped here (levels), so that content's edges do not swamp the grid
 
 
 def build(files: Mapping[str, Path] | None = None, mode: str = "pyiqa") -> torch.nn.Module:
@@ -194,6 +185,13 @@ def _taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     return out
 
 
+def _window_sum(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
+    """The sums of k consecutive values along `dim` (length n - k + 1), from one cumulative sum."""
+    c = x.cumsum(dim)
+    first = c.narrow(dim, k - 1, 1)
+    return torch.cat([first, c.narrow(dim, k, x.shape[dim] - k) - c.narrow(dim, 0, x.shape[dim] - k)], dim)
+
+
 def gauss(x: torch.Tensor, sigma: float) -> torch.Tensor:
     return _separable(x, _gauss_kernel(sigma, x.device, x.dtype))
 
@@ -242,27 +240,116 @@ class EditDamage(torch.nn.Module):
         luma = (0.299 * rgb[:, 0:1] + 0.587 * rgb[:, 1:2] + 0.114 * rgb[:, 2:3])
         clipped = ((rgb <= CLIP_LOW) | (rgb >= CLIP_HIGH)).any(dim=1, keepdim=True)
         shared = gauss(luma, DOG_SIGMAS[1])  # the fine band's low edge is the coarse band's high one
-        band = gauss(luma, DOG_SIGMAS[0]) - shared
-        energy, usable = self._tiles(band, clipped)
+        fine = gauss(luma, DOG_SIGMAS[0])
+        energy, usable = self._tiles(fine - shared, clipped)
         grain, evenness, flat_half = self._grain(energy, usable)
         high = shared if TEXTURE_SIGMAS[0] == DOG_SIGMAS[1] else gauss(luma, TEXTURE_SIGMAS[0])
         coarse, _ = self._tiles(high - gauss(luma, TEXTURE_SIGMAS[1]), clipped)
         texture = self._floor(*self._ranked(coarse, usable)).sqrt()
         smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
-        cast = self._colour_cast(rgb, luma)
+        residual = luma - smooth
+        # the cast is a mean over the near-neutral pixels: measured on 2x2 means, a quarter of the work
+        half_rgb = F.avg_pool2d(rgb, 2) if min(rgb.shape[-2:]) >= 2 * MIN_SIDE else rgb
+        cast = self._colour_cast(half_rgb, 0.299 * half_rgb[:, 0:1] + 0.587 * half_rgb[:, 1:2] + 0.114 * half_rgb[:, 2:3])
         # left on the device: the engine fetches them with the scores, once per call (a copy to
         # the CPU here would be a wait per batch on a GPU)
         self.last_cast = cast.detach().to(torch.float64)
+        lattice, lattice_level = self._lattice(residual, flat_half)
+        softness, edges = self._softness(luma, smooth)
         comps = {
             "grain": grain,
-            "lattice": self._lattice(luma - smooth, flat_half),
+            "lattice": lattice,
             "colour_cast": cast.pow(2).sum(1).sqrt(),
-            "softness": self._softness(luma, smooth),
+            "softness": softness,
+            "crease": self._crease(fine, edges, smooth, grain),
+            "speckles": self._speckles(residual),
+            "simplification": self._simplification(energy, coarse, usable),
+            "blocking": self._blocking(luma),
             "texture": texture,
             "evenness": evenness,
+            "lattice_level": lattice_level,
         }
         self.last_components = {k: v.detach().to(torch.float64) for k, v in comps.items()}
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
+
+    @staticmethod
+    def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor, grain: torch.Tensor) -> torch.Tensor:
+        """Creases and halos: on the strongest edges, the variation of the lightly smoothed luma across a
+        window of 2 CREASE_REACH + 1 px along the axis the edge's gradient follows (averaged over CREASE_ALONG
+        px along the contour, which a crease follows and grain does not; each step less a noise allowance),
+        beyond the edge's jump there, as a share of that jump (0: every edge is monotone)."""
+        b, r = fine.shape[0], CREASE_REACH
+        allowance = (CREASE_NOISE * grain).clamp(min=CREASE_FLOOR).to(fine.dtype).view(b, 1, 1, 1)
+        gx = F.pad(smooth[..., :, 2:] - smooth[..., :, :-2], (1, 1, 0, 0)).abs()
+        gy = F.pad(smooth[..., 2:, :] - smooth[..., :-2, :], (0, 0, 1, 1)).abs()
+        follows_x = gx >= gy
+        excess = torch.zeros(b, dtype=torch.float64, device=fine.device)
+        jumps = torch.zeros_like(excess)
+        half = CREASE_ALONG // 2
+        for axis, centres in ((-1, edges & follows_x), (-2, edges & ~follows_x)):
+            n, other = fine.shape[axis], -2 if axis == -1 else -1
+            if n <= 2 * r + 1 or fine.shape[other] <= CREASE_ALONG:
+                continue
+            pad = (0, 0, half, half) if other == -2 else (half, half, 0, 0)
+            f = _window_sum(F.pad(fine, pad, mode="replicate"), CREASE_ALONG, other) / CREASE_ALONG
+            steps = (f.diff(dim=axis).abs() - allowance).clamp(min=0)
+            m = n - 2 * r  # window centres r .. n - r - 1
+            variation = _window_sum(steps, 2 * r, axis)
+            jump = (f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)).abs()
+            mask = centres.narrow(axis, r, m)
+            excess += ((variation - jump).clamp(min=0) * mask).flatten(1).sum(1, dtype=torch.float64)
+            jumps += (jump * mask).flatten(1).sum(1, dtype=torch.float64)
+        return torch.where(jumps > 0, excess / jumps.clamp(min=1e-12), torch.zeros_like(jumps))
+
+    @staticmethod
+    def _speckles(residual: torch.Tensor) -> torch.Tensor:
+        """Isolated small outliers against the local background, per megapixel."""
+        h, w = residual.shape[-2:]
+        th, tw = h // TILE * TILE, w // TILE * TILE
+        mag = residual[..., :th, :tw].abs()
+        background = F.avg_pool2d(mag, TILE).repeat_interleave(TILE, -2).repeat_interleave(TILE, -1)
+        strong = (mag >= SPECKLE_LEVELS) & (mag >= SPECKLE_K * background)
+        # the peak of its 5x5 window (separable maxima), with few strong pixels there (separable sums)
+        padded = F.pad(mag, (2, 2, 2, 2))
+        peak = padded
+        for dim in (-1, -2):
+            peak = functools.reduce(torch.maximum, [peak.narrow(dim, j, peak.shape[dim] - 4) for j in range(5)])
+        crowd = F.pad(strong.to(mag.dtype), (2, 2, 2, 2))
+        crowd = _window_sum(_window_sum(crowd, 5, -1), 5, -2)
+        count = (strong & (mag >= peak) & (crowd <= SPECKLE_PIXELS + 0.5)).flatten(1).sum(1).to(torch.float64)
+        return count * (1e6 / (th * tw))
+
+    @staticmethod
+    def _simplification(energy: torch.Tensor, coarse: torch.Tensor, usable: torch.Tensor) -> torch.Tensor:
+        """-log2 of the median, over the usable tiles with at least the median coarse-band energy (where the
+        image has structure at coarser scales), of the fine band's amplitude over the coarse band's: texture
+        flattened by an edit lowers the fine band where the coarse structure stays."""
+        inf = torch.tensor(float("inf"), dtype=coarse.dtype, device=coarse.device)
+        ranked, n_usable = EditDamage._ranked(coarse, usable)
+        half = (n_usable.to(torch.float64) / 2).ceil().clamp(min=1).long()
+        median = ranked.gather(1, (half - 1).clamp(min=0, max=ranked.shape[1] - 1)[:, None])
+        structured = usable & (coarse >= median) & (coarse > 1e-6)
+        ratio = torch.where(structured, (energy + 1e-6) / coarse.clamp(min=1e-6), inf).sort(dim=1)[0]
+        n = structured.sum(1)
+        mid = ratio.gather(1, ((n - 1).clamp(min=0) // 2)[:, None])[:, 0]
+        out = -0.5 * torch.log2(mid.clamp(min=1e-12))
+        return torch.where(n > 0, out, torch.zeros_like(out))
+
+    @staticmethod
+    def _blocking(luma: torch.Tensor) -> torch.Tensor:
+        """The mean neighbour difference (clipped at BLOCK_CLIP) across the 8-pixel grid's lines less that
+        between them, both axes averaged (levels; a JPEG's blocks start at the image's top left corner)."""
+        out = []
+        for axis in (-1, -2):
+            d = luma.diff(dim=axis).abs().clamp(max=BLOCK_CLIP)
+            profile = d.mean(dim=-2 if axis == -1 else -1, dtype=torch.float64).flatten(1)  # (B, n - 1)
+            n = profile.shape[1] // BLOCK * BLOCK
+            if n < 2 * BLOCK:
+                out.append(torch.zeros(profile.shape[0], dtype=torch.float64, device=luma.device))
+                continue
+            by_phase = profile[:, :n].reshape(profile.shape[0], -1, BLOCK).mean(1)  # phase BLOCK - 1: the grid
+            out.append(by_phase[:, BLOCK - 1] - by_phase[:, :BLOCK - 1].mean(1))
+        return ((out[0] + out[1]) / 2).clamp(min=0)
 
     @staticmethod
     def _tiles(band: torch.Tensor, clipped: torch.Tensor):
@@ -305,9 +392,9 @@ class EditDamage(torch.nn.Module):
         return grain, evenness, flat_half
 
     @staticmethod
-    def _lattice(residual: torch.Tensor, flat_half: torch.Tensor) -> torch.Tensor:
+    def _lattice(residual: torch.Tensor, flat_half: torch.Tensor):
         """Peak-over-half-lag of the normalised autocorrelation of the clipped high-pass residual
-        at lags 3..32 px, on the flatter tiles."""
+        at lags 3..32 px, on the flatter tiles, and the periodic amplitude it stands for (levels)."""
         b, _, h, w = residual.shape
         th, tw = h // TILE * TILE, w // TILE * TILE
         resid = residual[:, 0, :th, :tw]
@@ -344,7 +431,11 @@ class EditDamage(torch.nn.Module):
         valid = valid[None] & (overlap >= 0.25 * wsum[:, None, None])
         corr = torch.where(valid, corr, torch.full_like(corr, -1.0))
         out = corr.flatten(1).max(1).values.clamp(min=0).to(torch.float64)
-        return torch.where(var.to(torch.float64) > 1e-12, out, torch.zeros_like(out))
+        var = var.to(torch.float64)
+        out = torch.where(var > 1e-12, out, torch.zeros_like(out))
+        # the periodic part's amplitude (levels): its covariance at the peak is its energy; unlike the
+        # correlation it adds up step after step, and the source's own counts against it in quadrature
+        return out, (out * var).sqrt()
 
     @staticmethod
     def _colour_cast(rgb: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
@@ -374,8 +465,9 @@ class EditDamage(torch.nn.Module):
         return torch.where(enough, cast, torch.zeros_like(cast))
 
     @staticmethod
-    def _softness(luma: torch.Tensor, smooth: torch.Tensor) -> torch.Tensor:
-        """Crete et al.'s blur effect (0 sharp .. 1 blurred) over the strongest 5 % of edges."""
+    def _softness(luma: torch.Tensor, smooth: torch.Tensor):
+        """Crete et al.'s blur effect (0 sharp .. 1 blurred) over the strongest 5 % of edges, and those edges'
+        mask (B, 1, H, W)."""
         b = luma.shape[0]
         gy = F.pad(smooth[..., 1:, :] - smooth[..., :-1, :], (0, 0, 0, 1))
         gx = F.pad(smooth[..., :, 1:] - smooth[..., :, :-1], (0, 1, 0, 0))
@@ -401,4 +493,4 @@ class EditDamage(torch.nn.Module):
             s_f = (d_f * m).flatten(1).sum(1, dtype=torch.float64)
             s_v = (v * m).flatten(1).sum(1, dtype=torch.float64)
             out.append(torch.where(s_f > 0, (s_f - s_v) / s_f.clamp(min=1e-12), torch.zeros_like(s_f)))
-        return torch.maximum(out[0], out[1]).reshape(b)
+        return torch.maximum(out[0], out[1]).reshape(b), edges

@@ -1,26 +1,15 @@
-"""edit_damage relative to a source: the damage an edit added since the image it started from.
+"""edit_damage relative to a source (`edit_damage_rel`): the damage an edit added since the image it started from.
 
-The bare detector (`edit_damage.py`) judges one image alone, and an image's own content (film
-grain, a tinted scene, a soft photograph) reads as damage there. Given the reference an edit
-started from (a chain's step 0, or any earlier step), each component is compared with the
-reference's own value, so what the source already had does not count:
+The bare detector (`model`) judges one image alone, where an image's own content (film grain, a tinted scene, a
+soft photograph, a smooth render) reads as damage. Given the reference an edit started from (a chain's step 0,
+or any earlier step), each component is compared with the reference's own (`relative_components`), over its
+stated unit (`REL_UNITS`), and summed; 0 = nothing added. Only image statistics are compared, never pixels; a
+reference of another size is first resized (Lanczos, aspect kept) to the image's pixel count. Why each
+comparison is what it is: docs/edit-damage.md.
 
-- grain: max(0, grain - grain_ref) / 2 levels (linear, not in quadrature: the noise floor of
-  the flattest tiles moves by a few tenths of a level under a crop of a small image, and a
-  quadrature difference would blow that up);
-- lattice: max(0, lattice - lattice_ref) / 0.2;
-- colour_cast: the length of the change of the (Cb, Cr) cast vector, / 2 levels (a tint that
-  turns the reference's own cast counts, not only one that lengthens it);
-- softness: max(0, softness - softness_ref) / 0.1.
-
-Only image statistics are compared, never pixels: a crop, a shift, a mirror or new content
-between the two move the score only as far as they move those statistics. A reference of
-another size is first resized (Lanczos, aspect kept) to the image's pixel count, so that grain is
-measured at the same scale. The score is the sum of the four terms; 0 = nothing added.
-
-`banana100 score` writes it as its own metric, `edit_damage_rel`, beside the bare `edit_damage`
-(the table's `companion` of edit_damage): for chains the reference is step 0 of the same
-`chain_id` (its statistics computed once per chain and size; `banana100.scoring.references`
+Here: the model of the comparison and the scorers (`RelativeScorer`; `SharedBareScorer`, the bare score from the
+same measurement). `banana100 score` writes it as its own metric beside the bare one (the table's `companion`
+of edit_damage): for chains the reference is step 0 of the same `chain_id` (`banana100.scoring.references`
 finds it), for plain images the one given by `--reference`.
 """
 
@@ -39,8 +28,8 @@ from banana100.metrics.detector import model as ed
 from banana100.metrics.engine.contract import Scorer, Scores, check_size, image_names
 
 
-NAME = "edit_damage_rel"
-BARE = "edit_damage"
+NAME = ed.REL_NAME
+BARE = ed.NAME
 SAME_SIZE = 0.05  # a reference whose pixel count differs by more than this share is resized first
 
 
@@ -51,21 +40,42 @@ def spec():
     return replace(get_metric(BARE), name=NAME, display_name="Edit damage vs source")
 
 
+# a statistic of the same content moves a little under a crop or a shift (the floor of a small image's
+# flattest tiles by up to a tenth): what is compared in quadrature must rise by more than this share of the
+# reference's own to count
+TOLERANCE = 0.1
+
+
+def _added(level: float, own: float) -> float:
+    """What was added to a reference's own `own` to make `level`, in quadrature (independent sources of
+    variation add their energies): a smooth source's floor of 0 and a photograph's of 3 levels both read the
+    added grain itself, not its share of the source's."""
+    return math.sqrt(max(0.0, level * level - (own * (1 + TOLERANCE)) ** 2))
+
+
 def relative_components(stats: dict, ref: dict) -> dict[str, float]:
-    """What was added since the reference, per component, in the component's own units."""
-    return {
-        "grain": max(0.0, stats["grain"] - ref["grain"]),
-        "lattice": max(0.0, stats["lattice"] - ref["lattice"]),
+    """What was added since the reference, per component, in the component's own units: grain and the
+    lattice's amplitude (lattice_level) against the reference's own in quadrature; the cast as the length of
+    the move of its vector; the other components' rise (simplification: the texture lost since it)."""
+    out = {
+        "grain": _added(stats["grain"], ref["grain"]),
+        "lattice": _added(stats["lattice_level"], ref["lattice_level"]),
         "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
-        "softness": max(0.0, stats["softness"] - ref["softness"]),
     }
+    out.update({c: max(0.0, stats[c] - ref[c]) for c in ("softness", *ed.SIGNATURE_TERMS)})
+    return out
+
+
+# each relative term's stated unit: the lattice's is that of its amplitude
+REL_UNITS = {**{n: ed.UNITS[n][1] for n in ed.TERMS}, "lattice": ed.UNITS["lattice_level"][1]}
 
 
 def relative_terms(added: dict) -> dict[str, float]:
     """Each component's term of the relative score, from what it added (`relative_components`): the change
-    over its stated unit (edit_damage.UNITS; not the bare score's BARE_UNITS: against a source, a cast or
-    lattice that moved is the edit's). `added` may hold more (a scores file's row: texture and evenness, null)."""
-    return {n: added[n] / ed.UNITS[n][1] for n in ed.TERMS}
+    over its stated unit (REL_UNITS; not the bare score's BARE_UNITS: against a source, a cast or lattice that
+    moved is the edit's). `added` may hold more (a scores file's row: texture and evenness, null); a row
+    written before a term existed counts it 0."""
+    return {n: (added.get(n) or 0.0) / REL_UNITS[n] for n in ed.TERMS}
 
 
 def relative_score(stats: dict, ref: dict) -> float:
@@ -273,13 +283,13 @@ def _broadcast(references, n: int) -> list:
 def _heldout_auc() -> str:
     """The bare score's measured clean-vs-damaged AUC on held-out chains (the validation file), one a
     draw, and by kind of source where measured, for the warning."""
-    from banana100.metrics.detector.card import _results, heldout_aucs_text, heldout_by_source
+    from banana100.metrics.detector import evidence
 
     try:
-        r = _results("edit_damage_validation.json")
-        by_source = heldout_by_source(r)
-        return (heldout_aucs_text(r) + (f"; {by_source[0]} on made images, {by_source[1]} on photographs"
-                                        if by_source else "")) or "not measured"
+        r = evidence.results()
+        by_source = evidence.heldout_by_source(r)
+        return (evidence.heldout_aucs_text(r) + (f"; {by_source[0]} on made images, {by_source[1]} on photographs"
+                                                 if by_source else "")) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
 
@@ -288,16 +298,27 @@ def alone_note() -> str:
     """What the bare score is worth on its own, measured: said where a user sees it scored alone
     (`score`'s log and the note under its table)."""
     return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images "
-            f"(clean vs step 10 ROC AUC on held-out chains, one figure a draw: {_heldout_auc()}), faint damage far "
-            f"less ({_faint_auc()}; docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel "
-            "measures the damage added since the source")
+            f"(clean vs step 10 ROC AUC on held-out chains of Nano Banana Pro's kind, one figure a draw: "
+            f"{_heldout_auc()}; {_signatures()}), faint damage far less ({_faint_auc()}; docs/edit-damage.md); within "
+            "a chain, or with --reference, edit_damage_rel measures the damage added since the source")
+
+
+def _signatures() -> str:
+    """Per other editor's signature, the bare score's chains passed and AUC, for the warning."""
+    from banana100.metrics.detector import evidence
+
+    try:
+        text = evidence.signatures_text(evidence.results())
+    except (OSError, KeyError, ValueError, TypeError):
+        text = ""
+    return f"per signature, chains passed and AUC: {text}" if text else "the other editors' signatures: not measured"
 
 
 def _faint_auc() -> str:
     """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins, for the warning."""
-    from banana100.metrics.detector.card import _results
+    from banana100.metrics.detector import evidence
 
     try:
-        return f"step-5 stand-ins: {_results('edit_damage_validation.json')['clean_vs_step5']['pooled_auc']:.2f}"
+        return f"step-5 stand-ins: {evidence.results()['clean_vs_step5']['pooled_auc']:.2f}"
     except (OSError, KeyError, ValueError, TypeError):
         return "step-5 stand-ins: not measured"

@@ -211,7 +211,7 @@ def test_why_view_carries_the_detector_components_and_the_curves_draw_it(photo):
     assert set(damage) == {"score", *ed.COMPONENTS}
     assert damage["grain"][1] > damage["grain"][0] + 3 and damage["score"][1] > damage["score"][0]
     text = ex.damage_table(damage, 1, 10)
-    assert "| grain (levels) |" in text and "grew most from step 1 to step 10: **grain**" in text
+    assert "| grain (8-bit levels) |" in text and "grew most from step 1 to step 10: **grain**" in text
     assert ex.why_view(photo[:48, :48], noisy[:48, :48], crop=32)["damage"] is None  # under 64 px
     assert ex.damage_table(None, 1, 10) == ""
     curves = pd.DataFrame({"metric": ["piqe"] * 3 + ["edit_damage"] * 3, "step": [0, 1, 2] * 2,

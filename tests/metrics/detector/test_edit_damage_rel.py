@@ -242,42 +242,44 @@ def test_edit_damage_beside_edit_damage_rel_measures_each_image_once(tmp_path, m
 
 def test_the_card_states_the_relative_score_and_how_weak_the_bare_one_is_alone():
     from banana100.metrics.detector import card as detector_card
+    from banana100.metrics.detector import evidence
     from banana100.metrics.table import get_metric
 
     text = detector_card.render(get_metric("edit_damage"))
-    assert "### Relative to a source: `edit_damage_rel`" in text and 'references="step_00.png"' in text
+    assert "`edit_damage_rel`" in text and 'references="step_00.png"' in text
     assert "### (d) Held out: chains of a second damage model" in text
-    recorded = detector_card._results("edit_damage_validation.json")
-    alone = detector_card._alone(recorded)
+    assert "### (e) Held out: the other editors' signatures" in text
+    recorded = evidence.results()
+    alone = detector_card.alone(recorded)
     # the verdict follows the measured draws: every one at or above the filter's 0.9, or not
-    assert "faint" in alone and "95 % intervals reach below it" in alone
+    assert "faint" in alone
     assert ("at or above the 0.9 a filter needs on every one" in alone) == (
-        min(detector_card.heldout_aucs(recorded)) >= detector_card.FILTER_AUC)
+        min(evidence.heldout_aucs(recorded)) >= evidence.FILTER_AUC)
     lower = {**recorded, "heldout_chains": {**recorded["heldout_chains"], "all": {
         **recorded["heldout_chains"]["all"], "bare": {**recorded["heldout_chains"]["all"]["bare"], "auc_clean_vs_step10": 0.88}}}}
-    assert "not reliably the 0.9 a filter needs" in detector_card._alone(lower)
-    assert "only weakly" in detector_card._alone({})  # said even before anything is measured
-    assert "Not measured yet" in detector_card._heldout({})
+    assert "not reliably the 0.9 a filter needs" in detector_card.alone(lower)
+    assert "only weakly" in detector_card.alone({})  # said even before anything is measured
+    assert "Not measured yet" in detector_card.heldout({})
 
 
 def test_every_held_out_draw_is_named_where_the_user_reads_the_figure():
     """The card's tables and the note under `score`'s table read every draw of the validator, not the
     first two only."""
-    from banana100.metrics.detector import card as detector_card
+    from banana100.metrics.detector import evidence
 
-    r = {key: {"all": {"bare": {"auc_clean_vs_step10": v}}} for key, v in zip(detector_card.HELDOUT_DRAWS, (0.96, 0.88, 0.89))}
-    assert detector_card.heldout_aucs(r) == [0.96, 0.88, 0.89]
-    assert detector_card.heldout_aucs_text(r) == "0.96, 0.88 and 0.89"
-    assert detector_card.heldout_aucs_text({"heldout_chains": r["heldout_chains"]}) == "0.96"
-    assert detector_card.heldout_aucs_text({}) == ""
+    r = {key: {"all": {"bare": {"auc_clean_vs_step10": v}}} for key, v in zip(evidence.HELDOUT_DRAWS, (0.96, 0.88, 0.89))}
+    assert evidence.heldout_aucs(r) == [0.96, 0.88, 0.89]
+    assert evidence.heldout_aucs_text(r) == "0.96, 0.88 and 0.89"
+    assert evidence.heldout_aucs_text({"heldout_chains": r["heldout_chains"]}) == "0.96"
+    assert evidence.heldout_aucs_text({}) == ""
     # by source: the range over the draws that measured the group
-    for key, g, p in zip(detector_card.HELDOUT_DRAWS, (1.0, 0.972, 1.0), (0.85, 0.78, 0.9)):
+    for key, g, p in zip(evidence.HELDOUT_DRAWS, (1.0, 0.972, 1.0), (0.85, 0.78, 0.9)):
         r[key].update({"generated": {"bare": {"auc_clean_vs_step10": g}},
-                       detector_card.PHOTOGRAPHS: {"bare": {"auc_clean_vs_step10": p}}})
-    assert detector_card._group_range(r, "generated") == "0.97-1.00"
-    assert detector_card._group_range(r, detector_card.PHOTOGRAPHS) == "0.78-0.90"
-    assert detector_card._group_range({"heldout_chains": r["heldout_chains"]}, "generated") == "1.00"
-    assert detector_card._group_range(r, "no such group") == ""
+                       evidence.PHOTOGRAPHS: {"bare": {"auc_clean_vs_step10": p}}})
+    assert evidence.group_range(r, "generated") == "0.97-1.00"
+    assert evidence.group_range(r, evidence.PHOTOGRAPHS) == "0.78-0.90"
+    assert evidence.group_range({"heldout_chains": r["heldout_chains"]}, "generated") == "1.00"
+    assert evidence.group_range(r, "no such group") == ""
 
 
 def test_the_validator_counts_no_distorted_reference_image_as_a_clean_photograph():
@@ -341,33 +343,35 @@ def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a
     assert "apt-get install other-wallpapers" in out and "'gone' is left out" in out
 
 
-def test_the_card_says_which_component_tells_the_fifth_draws_photographs_apart():
-    """The fifth draw's sentence is written from the per-component AUCs of the results, by package and beside
-    the other draws' photographs; before the draw is measured, the card says nothing of it."""
+def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_how_well():
+    """Issue 42: per signature, chains passed and AUC (bare and told the source) and what it misses, in the
+    card's (e) and in the note under `score`'s table; before the draw is measured, neither invents figures."""
     from banana100.metrics.detector import card as dc
+    from banana100.metrics.detector import evidence
+    from banana100.metrics.detector import relative as rel
 
-    def draw(grain, softness, n=23, **packages):
-        d = {dc.PHOTOGRAPHS: {"bare": {"n_chains": n, "auc_clean_vs_step10_components": {
-            "grain": grain, "softness": softness}}}, "all": {"bare": {}}, "generated": {"bare": {}}}
-        for name, (g, sft) in packages.items():
-            d[name] = {"bare": {"auc_clean_vs_step10_components": {"grain": g, "softness": sft}}}
-        return d
+    def fig(n, failed, auc, rel_failed, rel_auc):
+        return {"bare": {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc, "auc_step1_vs_step10": 0.5,
+                         "auc_clean_vs_step10_components": {"crease": 0.97, "grain": 0.6}},
+                "relative": {"n_chains": n, "n_failed": rel_failed, "auc_step1_vs_step10": rel_auc}}
 
-    standing = [k for k in dc.HELDOUT_DRAWS if k not in (dc.FRESH_KEY, dc.SIXTH_KEY)]
-    r = {**{k: draw(0.81 + 0.01 * i, 0.83) for i, k in enumerate(standing)},
-         dc.FRESH_KEY: draw(0.9149, 0.58, mate=(1.0, 0.52), plasma=(0.826, 0.66))}
-    text = dc._fresh_draw(r)
-    assert "the 23 photographs of Debian's mate and plasma" in text
-    assert "grain alone tells clean from step 10 at AUC 0.91 and softness at 0.58" in text
-    assert "(mate: grain 1.00, softness 0.52; plasma: grain 0.83, softness 0.66)" in text
-    assert "grain reads 0.81-0.84 and softness 0.83" in text
-    del r[dc.FRESH_KEY]
-    assert dc._fresh_draw(r) == ""
-    # the card's section, from the recorded results: the sentence and the draw's table, or neither
-    recorded = dc._results("edit_damage_validation.json")
-    assert dc._fresh_draw(recorded) in dc._heldout(recorded) and "A fifth draw" in dc._heldout(recorded)
-    del recorded[dc.FRESH_KEY]
-    assert "fifth" not in dc._heldout(recorded).lower()
+    r = {evidence.SIGNATURE_KEY: {"steps": 20, "side": 384, "seeds": {"chains": 700, "drawn_sources": 7},
+                                  "editors": {"creases": "Nano Banana 2 Fast"},
+                                  "creases": {"all": fig(17, 2, 0.934, 0, 0.99)},
+                                  "pooled": {"all": fig(17, 2, 0.934, 0, 0.99), "renders": fig(8, 0, 1.0, 0, 1.0)}}}
+    s = evidence.signatures(r)
+    assert s["creases"] == {"editor": "Nano Banana 2 Fast", "n": 17, "bare_passed": 15, "bare_auc": 0.934,
+                            "rel_passed": 17, "rel_auc": 0.99, "best": ("crease", 0.97)}
+    assert evidence.signatures_text(r) == "creases (Nano Banana 2 Fast) 15/17 chains, AUC 0.93"
+    section = dc.signatures_section(r)
+    assert "| creases (Nano Banana 2 Fast) | 17 | 15/17 | 0.934 | `crease` 0.97 | 17/17 | 0.990 |" in section
+    assert dc.MISSES["creases"] in section and "Duplicated objects" in section and "out of scope" in section
+    assert evidence.signatures({}) == {} and evidence.signatures_text({}) == ""
+    assert "Not measured yet" in dc.signatures_section({})
+    # the recorded draw reaches the note under `score`'s table, every signature named
+    recorded = evidence.signatures(evidence.results())
+    note = rel.alone_note()
+    assert all(f"{sig} (" in note for sig in recorded if sig != "pooled")
 
 
 def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photographs_are_missing(
@@ -387,20 +391,20 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
 
 
 def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():
-    """A fall is a wrong answer, not a weak one: the card names the images (JPEG is not damage, so its
-    ladder is left out), and the held-out package photographs get their own column."""
+    """A fall is a wrong answer, not a weak one: the card names the images (JPEG's blocking is damage now,
+    so its ladder counts too), and the held-out package photographs get their own column."""
     from banana100.metrics.detector import card as detector_card
 
     row = lambda name, rho, rises: {"image": name, "rho": rho, "rises": rises}
     ladder = lambda rows: {"strengths": [0, 1], "unit": "u", "mean_rho": 0.5, "share_monotone": 0.5,
                            "share_rises": 0.5, "images": rows}
-    text = detector_card._ladders({"ladders": {
+    text = detector_card.ladders({"ladders": {
         "correlated grain": ladder([row("astronaut", 1.0, True), row("pkg:grace_hopper", -1.0, False)]),
         "jpeg": ladder([row("astronaut", -1.0, False)]),
         "blur": ladder([row("ref:piq/I01.BMP", 0.7, True), row("pkg:lion", 0.5, True)])}})
     assert "scores below the clean image on: correlated grain: pkg:grace_hopper." in text
-    assert "jpeg: astronaut" not in text
+    assert "jpeg: astronaut" in text
     assert "| blur | 0, 1 (u) | 0.50 | 50% | 50% | 0.70 | 0.50 (100%) |" in text
     assert "| correlated grain | 0, 1 (u) | 0.50 | 50% | 50% | n/a | -1.00 (0%) |" in text
-    blur_only = detector_card._ladders({"ladders": {"blur": ladder([row("pkg:lion", -0.5, False)])}})
+    blur_only = detector_card.ladders({"ladders": {"blur": ladder([row("pkg:lion", -0.5, False)])}})
     assert "below the clean image on: blur: pkg:lion." in blur_only and "correlated grain" not in blur_only

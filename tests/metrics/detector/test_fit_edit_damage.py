@@ -107,7 +107,7 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     assert shipped["units"]["softness"][0] == chosen["softness_offset"] and chosen["evenness"] is True
 
     def stats(grain):  # texture = grain: no ratio term, the score rises with grain alone
-        return {"grain": grain, "texture": grain, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0, "evenness": 1.0}
+        return {**dict.fromkeys(ed.COMPONENTS, 0.0), "grain": grain, "texture": grain, "evenness": 1.0}
 
     # two draws of two chains: in the first, step 10 of one chain scores below the other's clean image
     chains = {"d1": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
@@ -169,7 +169,8 @@ def test_the_sensitivity_keeps_the_recorded_photograph_draws_when_their_photogra
     recorded fifth- and sixth-draw figures and recomputes the rest."""
     from bench.detector import heldout_sensitivity as sens
     from bench.detector import validate_edit_damage as validate
-    stats = lambda g: {"grain": g, "texture": g, "lattice": 0.0, "colour_cast": 0.0, "softness": 0.0, "evenness": 1.0}
+    from banana100.metrics.detector import model as ed
+    stats = lambda g: {**dict.fromkeys(ed.COMPONENTS, 0.0), "grain": g, "texture": g, "evenness": 1.0}
     chains = {"d": {"a": {"group": "generated", "stats": {0: stats(0.5), 10: stats(2.0)}},
                     "b": {"group": "photo", "stats": {0: stats(1.0), 10: stats(3.0)}}}}
     monkeypatch.setattr(sens, "heldout_components", lambda: chains)

@@ -1,0 +1,90 @@
+"""What the detector's validation measured, read from its data files (`data/`, written by bench/detector/):
+the names of the results' parts and the figures the card, `score`'s notes and the tests quote.
+
+Package data, so that the wheel and a clone say the same.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DETECTOR_DATA = Path(__file__).with_name("data")
+VALIDATION = "edit_damage_validation.json"
+COST = "edit_damage_cost.json"
+
+# the held-out draws of bench/detector/validate_edit_damage.py (its DRAWS, then its parts `fresh` and `sixth` on
+# distribution photographs), by results key, in the order they were made
+FRESH_KEY = "heldout_chains_fifth_draw"
+SIXTH_KEY = "heldout_chains_sixth_draw"  # its part `sixth`: photographs found after the evenness refit
+PHOTOGRAPH_DRAWS = (FRESH_KEY, SIXTH_KEY)  # the draws on distribution photographs; the others are its DRAWS
+HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "Second draw",
+                 "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
+                 FRESH_KEY: "Fifth draw, other photographs",
+                 SIXTH_KEY: "Sixth draw, photographs found after the evenness refit"}
+SIGNATURE_KEY = "signature_chains"  # its part `signatures`: the other editors' signatures, held out
+PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
+RENDERS = "renders"  # the signature draw's generated-looking sources
+FILTER_AUC = 0.9  # the clean-vs-damaged ROC AUC issues 33 and 42 ask of the bare score alone
+# the Debian package whose photographs bench/detector/fit_edit_damage.py fits on (the fifth draw holds them too)
+FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
+
+
+def results(name: str = VALIDATION) -> dict:
+    """One data file's figures ({} when it was never written)."""
+    path = DETECTOR_DATA / name
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def span(v: list[float]) -> str:
+    """Values as "0.81-0.84" at two decimals, one figure when they round alike, "" when there are none."""
+    lo, hi = (f"{min(v):.2f}", f"{max(v):.2f}") if v else ("", "")
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def heldout_aucs(r: dict) -> list[float]:
+    """The bare score's clean-vs-step-10 ROC AUC on each held-out draw measured, in the order they were made."""
+    return [d["all"]["bare"]["auc_clean_vs_step10"] for d in map(r.get, HELDOUT_DRAWS) if d and "all" in d]
+
+
+def group_range(r: dict, group: str) -> str:
+    """The bare clean-vs-step-10 AUC of one source group over the held-out draws, as "0.97-1.00" ("" if none)."""
+    return span([d[group]["bare"]["auc_clean_vs_step10"] for d in map(r.get, HELDOUT_DRAWS) if d and group in d])
+
+
+def heldout_by_source(r: dict) -> tuple[str, str] | None:
+    """(drawn sources, every photograph) as group_range texts over the draws; None unless both were measured."""
+    made, photos = group_range(r, "generated"), group_range(r, PHOTOGRAPHS)
+    return (made, photos) if made and photos else None
+
+
+def heldout_aucs_text(r: dict) -> str:
+    """heldout_aucs as words: "0.90, 0.95 and 0.92" ("" when none was measured)."""
+    a = [f"{v:.2f}" for v in heldout_aucs(r)]
+    return " and ".join([", ".join(a[:-1]), a[-1]]) if len(a) > 1 else "".join(a)
+
+
+def signatures(r: dict) -> dict[str, dict]:
+    """Per signature of the held-out signature draw, then "pooled": {"editor", "n", "bare_passed",
+    "bare_auc" (clean vs step 10), "rel_passed", "rel_auc" (step 1 vs step 10), "best" (the component that
+    alone tells clean from step 10 best, with its AUC)}; {} before it was measured."""
+    d = r.get(SIGNATURE_KEY) or {}
+    out = {}
+    for sig, fig in d.items():
+        if not (isinstance(fig, dict) and "all" in fig):
+            continue
+        b, rel = fig["all"]["bare"], fig["all"]["relative"]
+        comps = b.get("auc_clean_vs_step10_components", {})
+        best = max(comps, key=comps.get) if comps else None
+        out[sig] = {"editor": d.get("editors", {}).get(sig, "every signature"), "n": b["n_chains"],
+                    "bare_passed": b["n_chains"] - b["n_failed"], "bare_auc": b["auc_clean_vs_step10"],
+                    "rel_passed": rel["n_chains"] - rel["n_failed"], "rel_auc": rel["auc_step1_vs_step10"],
+                    "best": (best, comps[best]) if best else None}
+    return out
+
+
+def signatures_text(r: dict) -> str:
+    """signatures() in one line, for `score`'s note: "creases (Nano Banana 2 Fast) 14/17 chains, AUC 0.93; ..."
+    ("" before it was measured)."""
+    return "; ".join(f"{s} ({v['editor']}) {v['bare_passed']}/{v['n']} chains, AUC {v['bare_auc']:.2f}"
+                     for s, v in signatures(r).items() if s != "pooled")

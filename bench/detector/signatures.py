@@ -1,0 +1,130 @@
+"""Damage models of the editors' signatures other than Nano Banana Pro's, for bench/detector/validate_edit_damage.py.
+
+Each is written from the signature's description (../shared/DESIGN.md, issue 42), with its strengths drawn
+per chain from stated ranges (seeded), and tuned on no image: it exists to check the detector on damage of
+each kind. Every step first re-renders the image as an editor does (`rerender`: a shift and crop of 0-2 px,
+resampled back, so no two steps are pixel-aligned), then adds the signature, so that it accumulates step
+after step:
+
+- `creases` (Nano Banana 2 Fast, "creases along object contours"): a thin line of 1-3 levels a step,
+  lighter or darker, 2-3 px off the strongest contours, along them, and a halo (unsharp masking, 5-15 % a
+  step) in a band of 4 px on either side of them;
+- `speckles` (FLUX.2, "speckles"): 100-300 new specks a megapixel a step, each a dot of radius 0.5-1.2 px,
+  30-90 levels lighter or darker than the pixel it lands on, some coloured;
+- `simplified` (Qwen-Image-Edit, "textures simplified, fine detail flattened"): edge-preserving smoothing,
+  each pixel pulled 30-60 % of the way towards its sigma 1-1.5 px blur, less where its gradient is an edge's
+  (weight exp(-(g / 12 levels)^2)); objects duplicated are out of scope: they change the content, not its
+  quality;
+- `jpeg` (a chain saved step by step as JPEG): the re-rendered image saved at the chain's quality, 30-75.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+from scipy.ndimage import distance_transform_edt, gaussian_filter, sobel
+
+SIGNATURES = ("creases", "speckles", "simplified", "jpeg")
+# which editor's signature each model stands for (the card's words)
+EDITORS = {"creases": "Nano Banana 2 Fast", "speckles": "FLUX.2 [dev]", "simplified": "Qwen-Image-Edit",
+           "jpeg": "a chain saved as JPEG"}
+
+
+def chain_params(signature: str, seed: int) -> dict:
+    """The chain's strengths, drawn from the stated ranges (module docstring)."""
+    rng = np.random.default_rng(2000 + seed)
+    p = {"signature": signature, "seed": seed}
+    if signature == "creases":
+        p.update(line=float(rng.uniform(1.0, 3.0)), offset=int(rng.integers(2, 4)), polarity=float(rng.choice([-1, 1])),
+                 halo=float(rng.uniform(0.05, 0.15)))
+    elif signature == "speckles":
+        p.update(density=float(rng.uniform(100, 300)), contrast=(30.0, 90.0), coloured=float(rng.uniform(0.2, 0.6)))
+    elif signature == "simplified":
+        p.update(pull=float(rng.uniform(0.3, 0.6)), sigma=float(rng.uniform(1.0, 1.5)), edge=12.0)
+    elif signature == "jpeg":
+        p.update(quality=int(rng.integers(30, 76)))
+    else:
+        raise ValueError(f"unknown signature {signature!r}; choose one of {', '.join(SIGNATURES)}")
+    return p
+
+
+def rerender(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A shift and crop of 0-2 px a side, resampled back to the size (bicubic): an editor's re-render."""
+    h, w = image.shape[:2]
+    t, l, b, r = (int(v) for v in rng.integers(0, 3, 4))
+    return np.asarray(Image.fromarray(image[t:h - b, l:w - r]).resize((w, h), Image.BICUBIC))
+
+
+def _luma(x: np.ndarray) -> np.ndarray:
+    return x[..., 0] * 0.299 + x[..., 1] * 0.587 + x[..., 2] * 0.114
+
+
+def _contours(x: np.ndarray) -> np.ndarray:
+    """The strongest contours: gradient magnitude (sigma 1.5 px) in its top 8 %, at least 4 levels a pixel."""
+    s = gaussian_filter(_luma(x), 1.5)
+    g = np.hypot(sobel(s, 0), sobel(s, 1)) / 8
+    return g >= max(4.0, float(np.quantile(g, 0.92)))
+
+
+def _creases(x: np.ndarray, p: dict, rng) -> np.ndarray:
+    dist = distance_transform_edt(~_contours(x))
+    line = gaussian_filter(((dist > p["offset"] - 0.5) & (dist <= p["offset"] + 0.5)).astype(np.float64), 0.6)
+    line /= max(line.max(), 1e-9)
+    band = (dist <= 4).astype(np.float64)
+    blurred = np.stack([gaussian_filter(x[..., c], 2.0) for c in range(3)], -1)
+    x = x + p["halo"] * (x - blurred) * band[..., None]
+    return x + (p["polarity"] * p["line"] * line)[..., None]
+
+
+def _speckles(x: np.ndarray, p: dict, rng) -> np.ndarray:
+    h, w = x.shape[:2]
+    n = rng.poisson(p["density"] * h * w / 1e6)
+    field = np.zeros((h, w, 3))
+    yy, xx = rng.uniform(0, h, n), rng.uniform(0, w, n)
+    for y, xc in zip(yy, xx, strict=True):
+        radius = rng.uniform(0.5, 1.2)
+        amp = rng.uniform(*p["contrast"]) * rng.choice([-1, 1])
+        colour = rng.uniform(0.3, 1.0, 3) if rng.random() < p["coloured"] else np.ones(3)
+        y0, y1, x0, x1 = int(max(0, y - 3)), int(min(h, y + 4)), int(max(0, xc - 3)), int(min(w, xc + 4))
+        gy, gx = np.mgrid[y0:y1, x0:x1]
+        dot = np.exp(-((gy + 0.5 - y) ** 2 + (gx + 0.5 - xc) ** 2) / (2 * radius ** 2))
+        field[y0:y1, x0:x1] += amp * dot[..., None] * colour
+    return x + field
+
+
+def _simplified(x: np.ndarray, p: dict, rng) -> np.ndarray:
+    blurred = np.stack([gaussian_filter(x[..., c], p["sigma"]) for c in range(3)], -1)
+    s = _luma(blurred)
+    g = np.hypot(sobel(s, 0), sobel(s, 1)) / 8
+    keep = np.exp(-(g / p["edge"]) ** 2)  # 1 on texture and flat areas, towards 0 on edges
+    return x + p["pull"] * keep[..., None] * (blurred - x)
+
+
+def _jpeg(x: np.ndarray, p: dict, rng) -> np.ndarray:
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(x + 0.5, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=p["quality"])
+    return np.asarray(Image.open(buf).convert("RGB"), dtype=np.float64)
+
+
+_STEP = {"creases": _creases, "speckles": _speckles, "simplified": _simplified, "jpeg": _jpeg}
+
+
+def step(image: np.ndarray, k: int, p: dict) -> np.ndarray:
+    """Step k (1-based) of the chain with parameters `p`, from the previous image."""
+    rng = np.random.default_rng(p["seed"] * 7919 + k)
+    x = rerender(image, rng).astype(np.float64)
+    x = _STEP[p["signature"]](x, p, rng)
+    return np.clip(x + 0.5, 0, 255).astype(np.uint8)
+
+
+def chain(source: np.ndarray, signature: str, seed: int, steps: int, keep=(0, 1, 5, 10, 20)) -> dict[int, np.ndarray]:
+    """{step: image} for the steps in `keep` of a chain of `steps` steps of `signature` from `source`."""
+    p = chain_params(signature, seed)
+    out, x = {0: source}, source
+    for k in range(1, steps + 1):
+        x = step(x, k, p)
+        if k in keep:
+            out[k] = x
+    return out
