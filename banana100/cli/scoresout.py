@@ -85,7 +85,7 @@ def breakdown(rows: list[dict], metric: str) -> str:
                 "shallow focus as softness, sharp highlights and fine lines as crease or speckles; a smooth render "
                 "reads simplification, any JPEG some blocking")
     head = ("image", "score", *ed.TERMS)
-    lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in ed.TERMS)) for r, t in zip(rows, terms)]
+    lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in ed.TERMS)) for r, t in zip(rows, terms, strict=True)]
     body = _aligned(lines, left=(0,))
     return (f"\n\n{metric}, each score and {what} (they add up to it; the components are in the scores file):"
             f"\n{body}{tail}{older}")
@@ -96,7 +96,7 @@ def _aligned(lines: list[tuple[str, ...]], left: tuple[int, ...]) -> str:
     flush right; no trailing blanks."""
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join("  ".join(cell.ljust(w) if i in left else cell.rjust(w)
-                                for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+                                for i, (cell, w) in enumerate(zip(line, widths, strict=True))).rstrip() for line in lines)
 
 
 def _label(row: dict) -> str:
@@ -115,7 +115,7 @@ def write_rows(rows: list[dict], fmt: str, stream: TextIO) -> None:
         writer.writeheader()
         writer.writerows(clean)
     elif fmt == "json":
-        json.dump([{**c, "components": r.get("components")} for c, r in zip(clean, rows)], stream)
+        json.dump([{**c, "components": r.get("components")} for c, r in zip(clean, rows, strict=True)], stream)
         stream.write("\n")
     else:
         raise ValueError(f"unknown format {fmt!r}")

@@ -246,8 +246,8 @@ def pairs_of(labels, group, kind) -> np.ndarray:
     family, every copy against every weaker one, its clean source included (blur 1 < blur 2 < blur 3,
     step 0 < step 5 < step 10): a stronger damage scoring below a weaker one is a wrong answer too."""
     seqs: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    clean = {g: i for i, (g, k) in enumerate(zip(group, kind)) if k == "clean" or k.endswith(" step 0")}
-    for i, (g, k, damaged) in enumerate(zip(group, kind, labels)):
+    clean = {g: i for i, (g, k) in enumerate(zip(group, kind, strict=True)) if k == "clean" or k.endswith(" step 0")}
+    for i, (g, k, damaged) in enumerate(zip(group, kind, labels, strict=True)):
         family, strength = _strength(k)
         if damaged and family is not None and strength > 0:  # JPEG copies are clean, not a family
             seqs.setdefault((g, family), []).append((strength, i))
@@ -284,7 +284,7 @@ def main(argv=None) -> int:
     # data under this run's name: its clean rows name their sources
     sources = set(fit_sources())
     for rows in (cache, cache.get("noisy", {})):
-        cached = {g for g, k in zip(rows.get("group", []), rows.get("kind", [])) if k == "clean"}
+        cached = {g for g, k in zip(rows.get("group", []), rows.get("kind", []), strict=True) if k == "clean"}
         if cached and cached != sources:
             ap.error(f"--cache {args.cache} holds the fit data of other sources ({len(cached)}, this run has "
                      f"{len(sources)}): give each its own cache file")
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
           f"{int((y == 0).sum())} clean, {int(y.sum())} damaged, {len(pairs)} pairs")
     write_results(args.out, {
         "command": "python -m bench.detector.fit_edit_damage " + " ".join(argv or sys.argv[1:]),
-        "held": dict(zip(SETTING_NAMES, held)), "joint": base is not None,
+        "held": dict(zip(SETTING_NAMES, held, strict=False)), "joint": base is not None,
         "signatures": {t: list(u) if u[1] != math.inf else None for t, u in sig["units"].items()},
         "pair_share_in_fit": sig["pair_share"], "auc_in_fit": sig["auc"], "without_signatures_in_fit": sig["without"],
         "signature_family_pair_share": families, "signature_grid_size": sig["grid_size"], "grid_top": sig["top"],
@@ -408,7 +408,7 @@ def _joint_fit(args, comp, y, pairs, n_comp, n_pairs):
     best_auc = max(v[1] for v in kept.values())
     kept = [k for k, v in kept.items() if v[1] >= best_auc - 0.002]
     chosen = min(kept, key=lambda k: (abs(k[4] - 0.5), k[5], k[6], -(k[1] or 1e9), -k[3], k[7]))
-    print(f"joint: {dict(zip(SETTING_NAMES, chosen))}: {table[chosen]}")
+    print(f"joint: {dict(zip(SETTING_NAMES, chosen, strict=False))}: {table[chosen]}")
     return chosen
 
 

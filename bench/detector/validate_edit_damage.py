@@ -319,7 +319,7 @@ def part_ladders(scorer) -> dict:
             s, comps = score(scorer, [fn(a, k) for k in strengths])
             rho = spearmanr(range(len(s)), s).statistic
             rows.append({"image": name, "scores": s, "rho": float(rho), "rises": bool(s[-1] > s[0]),
-                         "monotone": bool(all(y >= x for x, y in zip(s, s[1:]))),
+                         "monotone": bool(all(y >= x for x, y in zip(s, s[1:], strict=False))),
                          "components": {c: [d[c] for d in comps] for c in COMPONENTS}})
         out[ladder] = {"strengths": strengths, "unit": unit, "images": rows,
                        "mean_rho": float(np.mean([r["rho"] for r in rows])),
@@ -351,10 +351,10 @@ def part_clean(scorer) -> dict:
         "auc_by_kind": {k: auc([clean[i] for i in idx], [s[i] for s, _ in damaged.values() for i in idx])
                         for k, idx in by_kind.items() if idx},
         "clean": [{"image": n, "kind": k, "score": s, **{c: d[c] for c in COMPONENTS}}
-                  for n, k, s, d in zip(names, kinds, clean, comps_clean)],
-        "per_kind": {k: {"n": kinds.count(k), "min": min(s for s, kk in zip(clean, kinds) if kk == k),
-                         "median": float(np.median([s for s, kk in zip(clean, kinds) if kk == k])),
-                         "max": max(s for s, kk in zip(clean, kinds) if kk == k)} for k in sets},
+                  for n, k, s, d in zip(names, kinds, clean, comps_clean, strict=True)],
+        "per_kind": {k: {"n": kinds.count(k), "min": min(s for s, kk in zip(clean, kinds, strict=True) if kk == k),
+                         "median": float(np.median([s for s, kk in zip(clean, kinds, strict=True) if kk == k])),
+                         "max": max(s for s, kk in zip(clean, kinds, strict=True) if kk == k)} for k in sets},
         "damaged": {d: {"median": float(np.median(s)), "auc": auc(clean, s),
                         "auc_components": {c: auc([x[c] for x in comps_clean], [x[c] for x in cc]) for c in COMPONENTS},
                         "scores": s}
@@ -364,7 +364,7 @@ def part_clean(scorer) -> dict:
         "damaged_median": float(np.median(pooled)),
     }
     # the clean images that score above the median damaged image: what a threshold there would flag
-    result["clean_above_damaged_median"] = [n for n, s in zip(names, clean) if s > result["damaged_median"]]
+    result["clean_above_damaged_median"] = [n for n, s in zip(names, clean, strict=True) if s > result["damaged_median"]]
     print(f"(b) clean vs step-5 stand-in: pooled AUC {result['pooled_auc']:.3f}; "
           + ", ".join(f"{d} {v['auc']:.3f}" for d, v in result["damaged"].items()), flush=True)
     return result
@@ -626,7 +626,7 @@ def part_protocol(steps: int, side: int) -> dict:
             recs = [r for r in read_manifest(run) if r["step"] in keep]
             stats = model([load_rgb(image_path(run, r)) for r in recs])
             chains: dict[str, dict] = {}
-            for r, st in zip(recs, stats):
+            for r, st in zip(recs, stats, strict=True):
                 chains.setdefault(r["chain_id"], {})[r["step"]] = st
             fig = _chain_figures(chains, check_steps=tuple(k for k in (5, 10, 20) if k <= steps))
             out[setting] = {k: {f: v[f] for f in ("n_chains", "n_failed", "mean_rho")} for k, v in fig.items()}

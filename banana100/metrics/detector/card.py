@@ -13,7 +13,7 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIGNATURE_KEY, heldout_aucs,
+                                                 SIGNATURE_KEY, heldout_aucs,
                                                  heldout_aucs_text, heldout_by_source, results, signatures)
 from banana100.metrics.table import MetricSpec
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-NAME = "edit_damage"  # the metric's name (banana100/metrics/table.py); the relative score's is REL_NAME
-REL_NAME = "edit_damage_rel"
+from banana100.metrics.detector import NAME, REL_NAME  # noqa: F401  (the names' home; read here as model.NAME)
+
 # each component, in its unit (what the card and `score`'s notes show)
 COMPONENT_UNITS = {
     "grain": "8-bit levels; white noise of s levels on a flat area reads s",

@@ -91,9 +91,9 @@ def test_ladders_rise_with_strength(scorer, photo):
         scores, comps = _components(scorer, images)
         if name == "blur":  # mild blur (sigma 1) stays under softness's hinge and lowers grain (card, (a))
             scores = scores[:1] + scores[2:]
-        assert all(b > a for a, b in zip(scores, scores[1:])), (name, scores)
+        assert all(b > a for a, b in zip(scores, scores[1:], strict=False)), (name, scores)
         c = comps[driving[name]]
-        assert all(b > a for a, b in zip(c, c[1:])), (name, driving[name], c)
+        assert all(b > a for a, b in zip(c, c[1:], strict=False)), (name, driving[name], c)
 
 
 def test_blur_ladder_rises_on_finely_detailed_photographs(scorer):

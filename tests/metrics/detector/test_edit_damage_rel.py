@@ -267,13 +267,13 @@ def test_every_held_out_draw_is_named_where_the_user_reads_the_figure():
     first two only."""
     from banana100.metrics.detector import evidence
 
-    r = {key: {"all": {"bare": {"auc_clean_vs_step10": v}}} for key, v in zip(evidence.HELDOUT_DRAWS, (0.96, 0.88, 0.89))}
+    r = {key: {"all": {"bare": {"auc_clean_vs_step10": v}}} for key, v in zip(evidence.HELDOUT_DRAWS, (0.96, 0.88, 0.89), strict=False)}
     assert evidence.heldout_aucs(r) == [0.96, 0.88, 0.89]
     assert evidence.heldout_aucs_text(r) == "0.96, 0.88 and 0.89"
     assert evidence.heldout_aucs_text({"heldout_chains": r["heldout_chains"]}) == "0.96"
     assert evidence.heldout_aucs_text({}) == ""
     # by source: the range over the draws that measured the group
-    for key, g, p in zip(evidence.HELDOUT_DRAWS, (1.0, 0.972, 1.0), (0.85, 0.78, 0.9)):
+    for key, g, p in zip(evidence.HELDOUT_DRAWS, (1.0, 0.972, 1.0), (0.85, 0.78, 0.9), strict=False):
         r[key].update({"generated": {"bare": {"auc_clean_vs_step10": g}},
                        evidence.PHOTOGRAPHS: {"bare": {"auc_clean_vs_step10": p}}})
     assert evidence.group_range(r, "generated") == "0.97-1.00"
