@@ -55,7 +55,7 @@ import torch
 from PIL import Image
 
 from bench.benchtools import REPO, write_results
-from bench.detector.validate_edit_damage import _rgb, auc, blur, correlated, green_tint, grid, jpeg, white
+from bench.detector.validate_edit_damage import as_rgb, auc, blur, correlated, green_tint, grid, jpeg, white
 
 from banana100.metrics.detector.evidence import FIT_PHOTOGRAPHS_PACKAGE
 from banana100.metrics.detector import model as ed
@@ -113,7 +113,7 @@ def source(name: str) -> np.ndarray:
 
         return generated_source(name[6:], 512, seed=FIT_GENERATED_SEED)
     a = getattr(skimage.data, name)(**SOURCE_ARGS.get(name, {}))
-    return _rgb((a * 255).round().astype(np.uint8) if a.dtype.kind == "f" else a)
+    return as_rgb((a * 255).round().astype(np.uint8) if a.dtype.kind == "f" else a)
 
 
 def fit_sources() -> list[str]:
@@ -258,7 +258,7 @@ def pairs_of(labels, group, kind) -> np.ndarray:
     return np.array(out)
 
 
-def _family_pairs(group, kind, family: str) -> np.ndarray:
+def family_pairs(group, kind, family: str) -> np.ndarray:
     """pairs_of restricted to one damage family (and its clean source): "blur" -> clean < blur 1 < blur 2 < ..."""
     keep = [i for i, k in enumerate(kind) if k == "clean" or _strength(k)[0] == family]
     sub = pairs_of([int(kind[i] != "clean") for i in keep], [group[i] for i in keep], [kind[i] for i in keep])
@@ -304,7 +304,7 @@ def main(argv=None) -> int:
     pairs = pairs_of(labels, group, kind)
     comp = {c: torch.tensor([s[c] for s in stats], dtype=torch.float64) for c in ed.COMPONENTS}
     n_comp = {c: torch.tensor([s[c] for s in n_stats], dtype=torch.float64) for c in ed.COMPONENTS}
-    n_pairs = {f: _family_pairs(n_group, n_kind, f) for f in ("correlated grain", "blur", "white noise")}
+    n_pairs = {f: family_pairs(n_group, n_kind, f) for f in ("correlated grain", "blur", "white noise")}
 
     base = _joint_fit(args, comp, y, pairs, n_comp, n_pairs) if args.joint else None
     held = SHIPPED if base is None else base
@@ -312,7 +312,7 @@ def main(argv=None) -> int:
     chosen_units = {**_units_of(held), **sig["units"]}
     n_score = ed.combine(n_comp, floor=(held[0] or math.inf, held[1] or math.inf), ratio=held[2:4], units=chosen_units,
                          even=held[7]).numpy()
-    families = {f: round(pair_share(_score(comp, held, chosen_units), _family_pairs(group, kind, f)), 3)
+    families = {f: round(pair_share(_score(comp, held, chosen_units), family_pairs(group, kind, f)), 3)
                 for f in ("halo", "specks", "flattened", "jpeg blocks")}
     print(f"signatures: {sig['units']}: pairs in order {sig['pair_share']:.3f}, in-fit ROC AUC {sig['auc']:.3f} (without "
           f"them {sig['without']['pair_share']:.3f}, {sig['without']['auc']:.3f}); by family {families}; "
@@ -339,10 +339,10 @@ SHIPPED = (*ed.GRAIN_ABS, *ed.GRAIN_RATIO, ed.UNITS["softness"][0], ed.BARE_UNIT
 # the signatures' (offsets, units) searched, each term also absent (unit inf); stated (edit_damage_rel's) units
 # break ties
 SIGNATURE_GRID = {
-    "crease": ((0.2, 0.3, 0.4, 0.5, 0.6), (0.05, 0.1, 0.2)),
-    "speckles": ((0.0, 50.0, 100.0, 200.0, 400.0), (50.0, 100.0, 200.0)),
-    "simplification": ((-0.5, 0.0, 0.5, 1.0, 1.5), (0.25, 0.5, 1.0)),
-    "blocking": ((0.0, 0.25, 0.5, 1.0), (0.5, 1.0, 2.0)),
+    "crease": ((0.2, 0.4, 0.6, 0.8, 1.0), (0.1, 0.2, 0.4, 0.8)),
+    "speckles": ((0.0, 50.0, 100.0, 200.0, 400.0), (50.0, 100.0, 200.0, 400.0)),
+    "simplification": ((-0.5, 0.0, 0.5, 1.0, 1.5), (0.25, 0.5, 1.0, 2.0)),
+    "blocking": ((0.0, 0.25, 0.5, 1.0), (0.25, 0.5, 1.0, 2.0)),
 }
 
 

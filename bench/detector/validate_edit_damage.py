@@ -65,7 +65,7 @@ REFERENCE_IMAGES = SHARED / "reference-images"
 MAX_SIDE = 512  # larger images are shrunk (Lanczos) first: same content, bounded time
 
 
-def _rgb(a: np.ndarray) -> np.ndarray:
+def as_rgb(a: np.ndarray) -> np.ndarray:
     if a.dtype == bool:
         a = a.astype(np.uint8) * 255
     if a.ndim == 2:
@@ -129,20 +129,20 @@ def package_photographs() -> dict[str, np.ndarray]:
         if f is None or not f.is_file():
             print(f"{path} of {dist!r} is not installed: held-out photograph {name!r} is left out", flush=True)
             continue
-        out[name] = _rgb(np.asarray(Image.open(f).convert("RGB")))
+        out[name] = as_rgb(np.asarray(Image.open(f).convert("RGB")))
     return out
 
 
 def photographs() -> dict[str, np.ndarray]:
     names = ["astronaut", "coffee", "chelsea", "rocket", "camera", "immunohistochemistry", "hubble_deep_field",
              "retina", "coins", "clock", "moon"]
-    out = {n: _rgb(getattr(skimage.data, n)()) for n in names}
+    out = {n: as_rgb(getattr(skimage.data, n)()) for n in names}
     if not REFERENCE_IMAGES.is_dir():
         print(f"{REFERENCE_IMAGES} is absent: the reference photographs are left out", flush=True)
     else:
         for p in sorted(REFERENCE_IMAGES.rglob("*")):
             if p.suffix.lower() in (".png", ".bmp", ".gif") and f"{p.parent.name}/{p.name}" not in DISTORTED_REFERENCES:
-                out[f"ref:{p.parent.name}/{p.name}"] = _rgb(np.asarray(Image.open(p).convert("RGB")))
+                out[f"ref:{p.parent.name}/{p.name}"] = as_rgb(np.asarray(Image.open(p).convert("RGB")))
     out.update({f"pkg:{n}": a for n, a in package_photographs().items()})
     return out
 
@@ -210,12 +210,12 @@ def clean_set() -> dict[str, dict[str, np.ndarray]]:
               .round().astype(np.uint8) for n in ("astronaut", "coffee", "chelsea")}
     smooth.update({f"soft blobs {s}": _smooth_synthetic(s) for s in range(3)})
     chelsea = skimage.data.chelsea()
-    texture = {n: _rgb(getattr(skimage.data, n)()) for n in ("grass", "gravel", "brick")}
+    texture = {n: as_rgb(getattr(skimage.data, n)()) for n in ("grass", "gravel", "brick")}
     texture["fur (chelsea, x2 crop)"] = np.asarray(Image.fromarray(chelsea[40:200, 60:260]).resize((400, 320), Image.LANCZOS))
     texture.update({f"water ripples {s}": _water(s) for s in range(2)})
-    text = {"page": _rgb(skimage.data.page()), "text": _rgb(skimage.data.text())}
+    text = {"page": as_rgb(skimage.data.page()), "text": as_rgb(skimage.data.text())}
     text.update({f"rendered text {s}": _text_image(s) for s in range(2)})
-    flat = {n: _rgb(getattr(skimage.data, n)()) for n in ("logo", "colorwheel", "checkerboard", "horse")}
+    flat = {n: as_rgb(getattr(skimage.data, n)()) for n in ("logo", "colorwheel", "checkerboard", "horse")}
     flat.update({f"flat shapes {s}": _flat_graphic(s) for s in range(3)})
     # the reference and the package photographs are reported on their own
     refs = {n: photos.pop(n) for n in [n for n in photos if n.startswith("ref:")]}
@@ -465,7 +465,7 @@ def missing_distribution_packages(*packages: str) -> list[str]:
 def distribution_photograph(name: str) -> np.ndarray:
     """One of DISTRIBUTION_PHOTOGRAPHS as an RGB array (at most MAX_SIDE px)."""
     with Image.open(DISTRIBUTION_ROOT / DISTRIBUTION_PHOTOGRAPHS[name][1]) as im:
-        return _rgb(np.asarray(im.convert("RGB")))
+        return as_rgb(np.asarray(im.convert("RGB")))
 
 
 def distribution_photographs(*packages: str) -> dict[str, dict[str, np.ndarray]]:
@@ -540,7 +540,7 @@ def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DR
     renders = {n: generated_source(n, side, seed=source_seed) for n in GENERATED_SOURCES}
     renders.update({f"soft blobs {10 * source_seed + i}": _smooth_synthetic(10 * source_seed + i, side) for i in range(2)})
     names = sorted(n for n, (pkg, _) in DISTRIBUTION_PHOTOGRAPHS.items() if pkg in SIGNATURE_PACKAGES)
-    photos = {n: _rgb(getattr(skimage.data, n)()) for n in SIGNATURE_SKIMAGE}
+    photos = {n: as_rgb(getattr(skimage.data, n)()) for n in SIGNATURE_SKIMAGE}
     photos.update({n: distribution_photograph(n) for n in names[j::4]})
     return {RENDERS: renders, PHOTOGRAPHS: photos}
 

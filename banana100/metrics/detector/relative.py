@@ -115,22 +115,30 @@ class StatsModel:
         return out  # type: ignore[return-value]
 
     def _measure(self, arrays: list[np.ndarray]) -> list[dict]:
+        """Each array's statistics. The batches' components stay on the device until every batch has run, then
+        come back in one transfer (a copy to the CPU after each batch would be a wait per batch on a GPU)."""
         from banana100.metrics.engine.scorer import to_tensor
 
-        out: list[dict | None] = [None] * len(arrays)
         by_size: dict[tuple, list[int]] = {}
         for i, a in enumerate(arrays):
             by_size.setdefault(a.shape[:2], []).append(i)
+        order: list[int] = []
+        parts: list[torch.Tensor] = []  # per batch (B, len(COMPONENTS) + 2): the components, then the cast
         with torch.inference_mode():
             for idx in by_size.values():
                 for k in range(0, len(idx), self.batch_size):
                     part = idx[k:k + self.batch_size]
-                    x = torch.stack([to_tensor(arrays[i]) for i in part]).to(self.device)
-                    self.model(x)
-                    comps = {c: v.tolist() for c, v in self.model.last_components.items()}
-                    cast = self.model.last_cast.tolist()
-                    for j, i in enumerate(part):
-                        out[i] = {**{c: comps[c][j] for c in ed.COMPONENTS}, "cast": tuple(cast[j])}
+                    self.model(torch.stack([to_tensor(arrays[i]) for i in part]).to(self.device))
+                    comps = self.model.last_components
+                    parts.append(torch.cat([torch.stack([comps[c] for c in ed.COMPONENTS], 1), self.model.last_cast], 1))
+                    order += part
+        if not parts:
+            return []
+        rows = torch.cat(parts).cpu().tolist()  # the one transfer
+        out: list[dict | None] = [None] * len(arrays)
+        n = len(ed.COMPONENTS)
+        for i, row in zip(order, rows, strict=True):
+            out[i] = {**dict(zip(ed.COMPONENTS, row[:n], strict=True)), "cast": tuple(row[n:])}
         return out  # type: ignore[return-value]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -41,9 +42,9 @@ def test_noisy_base_pairs_keep_one_family_in_the_whole_lists_indices():
     whole list (other families and other sources interleaved)."""
     kind = ["clean", "correlated grain 3", "blur 1", "correlated grain 6", "clean", "correlated grain 3"]
     group = ["a", "a", "a", "a", "b", "b"]
-    got = {tuple(p) for p in fit._family_pairs(group, kind, "correlated grain").tolist()}
+    got = {tuple(p) for p in fit.family_pairs(group, kind, "correlated grain").tolist()}
     assert got == {(0, 1), (0, 3), (1, 3), (4, 5)}
-    assert {tuple(p) for p in fit._family_pairs(group, kind, "blur").tolist()} == {(0, 2)}
+    assert {tuple(p) for p in fit.family_pairs(group, kind, "blur").tolist()} == {(0, 2)}
 
 
 def test_the_weakness_the_docs_state_is_real_more_grain_on_a_grainy_base_lowers_the_bare_score():
@@ -99,12 +100,17 @@ def test_the_held_out_sensitivity_changes_one_thing_each_and_counts_what_it_says
     refit = sens.CHANGES[sens.WITHOUT_PHOTOGRAPHS]
     assert refit["floor"] == tuple(without["grain_abs"]) and refit["ratio"] == tuple(without["grain_ratio"])
     assert refit["units"]["colour_cast"][1] == without["cast_unit"] and refit["even"] is without["evenness"]
-    # the shipped setting is the fit's choice, as its results file says
-    chosen = json.loads((REPO / "bench/results/detector/fit_edit_damage.json").read_text())["chosen"]
-    assert shipped["floor"] == tuple(chosen["grain_abs"]) and shipped["ratio"] == tuple(chosen["grain_ratio"])
-    assert shipped["units"]["colour_cast"][1] == chosen["cast_unit"]
-    assert shipped["units"]["lattice"][1] == chosen["lattice_unit"]
-    assert shipped["units"]["softness"][0] == chosen["softness_offset"] and chosen["evenness"] is True
+    # the shipped setting is the fit's: the earlier constants it held and the signatures' it chose
+    fitted = json.loads((REPO / "bench/results/detector/fit_edit_damage.json").read_text())
+    held = fitted["held"]
+    assert shipped["floor"] == (held["grain_abs_cap"], held["grain_abs_unit"])
+    assert shipped["ratio"] == (held["offset"], held["unit"])
+    assert shipped["units"]["colour_cast"][1] == held["cast_unit"]
+    assert shipped["units"]["lattice"][1] == held["lattice_unit"]
+    assert shipped["units"]["softness"][0] == held["softness_offset"] and held["evenness"] is True
+    for t in ed.SIGNATURE_TERMS:
+        chosen = fitted["signatures"][t]
+        assert shipped["units"][t] == (tuple(chosen) if chosen else (0.0, math.inf)), t
 
     def stats(grain):  # texture = grain: no ratio term, the score rises with grain alone
         return {**dict.fromkeys(ed.COMPONENTS, 0.0), "grain": grain, "texture": grain, "evenness": 1.0}
