@@ -239,12 +239,13 @@ def heldout(r: dict) -> str:
     return "\n".join(lines)
 
 
-# what each signature's component misses, said beside its figures (docs/edit-damage.md says why)
+# why each signature's chains are missed where they are (the chains missed are listed from the data)
 MISSES = {
-    "creases": "creases on soft or textured contours, where the image's own edges already vary as much",
-    "speckles": "specks on texture (counted as texture, on purpose) and specks softer than 24 levels",
-    "simplified": "flattening where the image has little fine texture to lose (smooth renders, shallow focus)",
-    "jpeg": "blocks off the image's 8-pixel grid (a crop or resize after saving)",
+    "creases": "alone, a photograph's own contours (fur, foliage, specular edges) vary across as much as a crease",
+    "speckles": "specks on texture (not counted, on purpose) and specks under 24 levels or blurred by later steps",
+    "simplified": "alone, photographs with little fine detail to lose (a night sky, shallow focus)",
+    "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one; "
+            "alone, a JPEG of a smooth render loses grain as it gains blocks; blocks off the 8-pixel grid",
 }
 
 
@@ -266,6 +267,9 @@ def signatures_section(r: dict) -> str:
         best = f"`{v['best'][0]}` {v['best'][1]:.2f}" if v["best"] else "n/a"
         lines.append(f"| {sig} ({v['editor']}) | {v['n']} | {v['bare_passed']}/{v['n']} | {v['bare_auc']:.3f} | {best} | "
                      f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {MISSES.get(sig, '')} |")
+    missed = [f"{sig}: bare {', '.join(d[sig]['all']['bare'].get('failed_chains', [])) or 'none'}; told the source "
+              f"{', '.join(d[sig]['all']['relative'].get('failed_chains', [])) or 'none'}" for sig in s if sig != "pooled"]
+    lines += ["", "The chains that failed the protocol: " + "; ".join(missed) + "."]
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
     return "\n".join(lines)
