@@ -30,7 +30,7 @@ AUTO_METRICS = ("piqe", "niqe", "brisque")
 # The detector needs no file: `demo` (auto) always scores it beside them, so that even offline with
 # no parameter file the report shows PIQE missing the damage and edit_damage (and edit_damage_rel,
 # the damage added since step 0) catching it.
-from banana100.metrics.detector import NAME as DETECTOR  # noqa: E402
+from banana100.metrics.detector.model import NAME as DETECTOR  # noqa: E402
 
 log = logging.getLogger(__name__)
 

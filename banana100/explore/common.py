@@ -24,10 +24,10 @@ _THUMB_QUALITY = 95
 
 #: This toolkit's own detector of recursive-edit damage: needs no files, so the demo set and the
 #: release view score it beside the NR-IQA metrics (`metrics/edit_damage`).
-from banana100.metrics.detector import NAME as DETECTOR  # noqa: E402
+from banana100.metrics.detector.model import NAME as DETECTOR  # noqa: E402
 #: The detector against the chain's step 0 (`banana100/metrics/detector/relative.py`): `banana100
 #: score` adds it to chains scored with the detector; the release view computes it on demand.
-from banana100.metrics.detector import REL_NAME as RELATIVE  # noqa: E402
+from banana100.metrics.detector.model import REL_NAME as RELATIVE  # noqa: E402
 DETECTORS = (DETECTOR, RELATIVE)
 
 

@@ -117,11 +117,12 @@ class ChainScores:
 
 
 def _version_tag(metric: str) -> str:
-    """"__v2" for the bare edit_damage (the metric table's version of it: a cache of an earlier detector's scores is not
-    read), "" for every other metric."""
+    """"__v3" for edit_damage and edit_damage_rel (the metric table's version of the detector: a cache of an earlier
+    detector's scores is not read), "" for every other metric."""
     from banana100.metrics.table import get_metric
 
-    return f"__v{get_metric('edit_damage').version}" if metric == "edit_damage" else ""
+    # edit_damage_rel changed with the detector (version 3): its cache names the version too
+    return f"__v{get_metric('edit_damage').version}" if metric in ("edit_damage", "edit_damage_rel") else ""
 
 
 def _reference(scorer, images: dict):

@@ -32,7 +32,7 @@ from banana100.metrics.table import (DEFAULT_BATCH_SIZE, EVALUATORS, METRICS, RO
                                      get_metric, known_names)
 
 PYIQA_PREFIX = "pyiqa:"
-from banana100.metrics.detector import REL_NAME as RELATIVE  # noqa: E402
+from banana100.metrics.detector.model import REL_NAME as RELATIVE  # noqa: E402
 # pyiqa lists these as NR but they score a set of images (FID, IS) or need a caption (CLIPScore)
 _NOT_PER_IMAGE = {"fid": "compares two sets of images", "fid_dinov2": "compares two sets of images",
                   "sfid": "compares two sets of images", "inception_score": "scores a set of images",

@@ -174,3 +174,34 @@ def test_each_damage_model_is_seeded_and_changes_the_image(signature):
     assert np.array_equal(one[1], again[1]) and one[1].shape == a.shape and not np.array_equal(one[1], a)
     with pytest.raises(ValueError, match="unknown signature"):
         sg.chain_params("duplicated objects", 0)
+
+
+def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, capsys):
+    """The bare score and edit_damage_rel both changed with version 3 (the signatures' terms; grain and the
+    lattice against the source's own in quadrature): rows written by version 2 (no crease, speckles,
+    simplification or blocking among their components) are refused, naming the file; the file is left as it
+    was."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from banana100.cli import main
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+    out = tmp_path / "s.parquet"
+    args = ["--metrics", "edit_damage", "--reference", str(folder / "0.png"), "--out", str(out), "--device", "cpu"]
+    assert main(["score", str(folder / "1.png"), *args]) == 0
+    t = pq.read_table(out)
+    assert set(t["metric"].to_pylist()) == {ed.NAME, ed.REL_NAME}
+    fields = [f for f in t.schema.field("components").type if f.name not in ed.SIGNATURE_TERMS]
+    old = pa.array([None if c is None else {f.name: c[f.name] for f in fields} for c in t["components"].to_pylist()],
+                   pa.struct(fields))
+    pq.write_table(t.set_column(t.schema.get_field_index("components"), "components", old), out)
+    capsys.readouterr()
+    assert main(["score", str(folder / "0.png"), str(folder / "1.png"), *args]) != 0
+    err = capsys.readouterr().err
+    assert str(out) in err and "from an earlier version of the detector" in err and "another --out" in err
+    assert pq.read_table(out).num_rows == 2  # nothing added, nothing lost
