@@ -48,13 +48,14 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
         better = ("lower" if mine[0]["lower_better"] else "higher") if mine else "?"
         lines.append((m, str(len(scores)), str(len(mine) - len(scores)), *stats, better))
     table = _aligned(lines, left=(0, len(head) - 1))
+    from banana100.metrics.detector import evidence
     from banana100.metrics.detector import relative as edit_damage_rel
 
     for m in (edit_damage_rel.BARE, edit_damage_rel.NAME):
         if m in metrics:
             table += breakdown([r for r in rows if r["metric"] == m], m)
     if edit_damage_rel.BARE in metrics and edit_damage_rel.NAME not in metrics:  # the number read alone
-        table += ("\n\n" if "\n\n" in table else "\n") + "note: " + edit_damage_rel.alone_note()
+        table += ("\n\n" if "\n\n" in table else "\n") + "note: " + evidence.alone_note()
     return table
 
 

@@ -45,7 +45,7 @@ def test_a_table_per_metric_after_writing(images, tmp_path, capsys):
 
 def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
     """issue 33: the bare detector's measured limit is said under the number, not only in a log line."""
-    from banana100.metrics.detector.relative import _heldout_auc
+    from banana100.metrics.detector.evidence import heldout_note
 
     def table(*extra):
         assert main(["score", str(images), "--metrics", "edit_damage", "--out", str(tmp_path / f"{len(extra)}.parquet"),
@@ -53,7 +53,7 @@ def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
         return capsys.readouterr().out
 
     alone = table()
-    assert "note: edit_damage is scored without a reference" in alone and f"one figure a draw: {_heldout_auc()})" in alone
+    assert "note: edit_damage is scored without a reference" in alone and f"one figure a draw: {heldout_note()};" in alone
     assert "faint damage far less (step-5 stand-ins: 0." in alone
     assert "note:" not in table("--reference", str(images / "0.png"))  # edit_damage_rel beside it
 

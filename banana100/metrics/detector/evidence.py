@@ -88,3 +88,41 @@ def signatures_text(r: dict) -> str:
     ("" before it was measured)."""
     return "; ".join(f"{s} ({v['editor']}) {v['bare_passed']}/{v['n']} chains, AUC {v['bare_auc']:.2f}"
                      for s, v in signatures(r).items() if s != "pooled")
+
+
+def heldout_note() -> str:
+    """The bare score's clean-vs-step-10 AUC on the held-out draws of Nano Banana Pro's kind, one a draw, and by
+    kind of source where measured: "0.90, 0.88 and 0.99; 1.00 on made images, 0.85-0.98 on photographs"."""
+    try:
+        r = results()
+        by_source = heldout_by_source(r)
+        return (heldout_aucs_text(r) + (f"; {by_source[0]} on made images, {by_source[1]} on photographs"
+                                        if by_source else "")) or "not measured"
+    except (OSError, KeyError, ValueError):
+        return "not measured"
+
+
+def signatures_note() -> str:
+    """Per other editor's signature, the bare score's chains passed and AUC."""
+    try:
+        text = signatures_text(results())
+    except (OSError, KeyError, ValueError, TypeError):
+        text = ""
+    return f"per signature, chains passed and AUC: {text}" if text else "the other editors' signatures: not measured"
+
+
+def faint_note() -> str:
+    """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins."""
+    try:
+        return f"step-5 stand-ins: {results()['clean_vs_step5']['pooled_auc']:.2f}"
+    except (OSError, KeyError, ValueError, TypeError):
+        return "step-5 stand-ins: not measured"
+
+
+def alone_note() -> str:
+    """What the bare score is worth on its own, measured: said where a user sees it scored alone (`score`'s log
+    and the note under its table)."""
+    return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images "
+            f"(clean vs step 10 ROC AUC on held-out chains of Nano Banana Pro's kind, one figure a draw: "
+            f"{heldout_note()}; {signatures_note()}), faint damage far less ({faint_note()}; docs/edit-damage.md); "
+            "within a chain, or with --reference, edit_damage_rel measures the damage added since the source")

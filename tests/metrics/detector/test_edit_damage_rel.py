@@ -356,7 +356,6 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     card's (e) and in the note under `score`'s table; before the draw is measured, neither invents figures."""
     from banana100.metrics.detector import card as dc
     from banana100.metrics.detector import evidence
-    from banana100.metrics.detector import relative as rel
 
     def fig(n, failed, auc, rel_failed, rel_auc):
         return {"bare": {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc, "auc_step1_vs_step10": 0.5,
@@ -378,7 +377,7 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     assert "Not measured yet" in dc.signatures_section({})
     # the recorded draw reaches the note under `score`'s table, every signature named
     recorded = evidence.signatures(evidence.results())
-    note = rel.alone_note()
+    note = evidence.alone_note()
     assert all(f"{sig} (" in note for sig in recorded if sig != "pooled")
 
 
