@@ -535,4 +535,6 @@ def test_caches_of_edit_damage_scores_name_the_detector_version(tmp_path):
     assert "-ed" not in demo_set_name(["piqe"], 4, 20, 768)
     cache = ChainScores(tmp_path)
     assert cache.path("c", "edit_damage").name == f"edit_damage__native__v{v}.parquet"
-    assert cache.path("c", "edit_damage_rel").name.endswith("__native.parquet")
+    # edit_damage_rel changed with the detector's version 3: its cache names the version too
+    assert cache.path("c", "edit_damage_rel").name == f"edit_damage_rel__native__v{v}.parquet"
+    assert cache.path("c", "piqe").name.endswith("__native.parquet")

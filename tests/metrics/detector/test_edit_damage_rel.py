@@ -45,9 +45,8 @@ def test_what_the_source_already_had_does_not_count(scorer, chain):
     tinted = np.clip(grainy * np.array([0.93, 1.06, 0.95]), 0, 255).round().astype(np.uint8)
     from banana100.metrics.engine.scorer import MetricScorer
 
-    bare = MetricScorer("edit_damage", device="cpu")
-    bare.score_arrays([chain[0], tinted])
-    before, after = (ed.terms(c) for c in bare.components)
+    measured = MetricScorer("edit_damage", device="cpu").measure([chain[0], tinted], ["source", "grainy and tinted"])
+    before, after = (ed.terms(c) for c in measured.components)
     # alone, the source's own grain and tint look like damage (their terms rise; the total may not: grain
     # raises the background its specks are measured against, docs/edit-damage.md)
     assert after["grain"] + after["colour_cast"] > before["grain"] + before["colour_cast"] + 1
