@@ -192,7 +192,7 @@ def test_no_private_name_of_the_library_is_used_outside_its_module(folder):
     assert wrong == []
 
 
-@pytest.mark.xfail(strict=True, reason="verify_dataset, the detector card and the dataset card's context are being "
+@pytest.mark.xfail(strict=True, reason="verify_dataset and the dataset card's context are being "
                                        "split on other branches")
 def test_no_function_of_the_library_is_over_100_lines():
     long = []
