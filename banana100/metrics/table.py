@@ -521,7 +521,8 @@ SCORE_METHOD = ("backend", "mode", "precision", "version")
 
 def version_before_the_column(metric: str, components: dict | None, score: float | None) -> int | None:
     """The `version` of a scores-file row written before the column: 1 (no metric changed before it but
-    edit_damage), except edit_damage's, read off its components (the evenness component came with version 2;
+    edit_damage), except edit_damage's, read off its components (the evenness component came with version 2, the
+    signatures' (blocking among them) with version 3;
     an error row: None, nothing scored), and a companion's (edit_damage_rel: None, its reference is unknown too)."""
     if metric in {s.companion for s in METRICS.values() if s.companion}:
         return None
@@ -529,7 +530,10 @@ def version_before_the_column(metric: str, components: dict | None, score: float
         return 1
     if score is None or score != score:
         return None
-    return 2 if (components or {}).get("evenness") is not None else 1
+    components = components or {}
+    if components.get("evenness") is None:
+        return 1
+    return 3 if components.get("blocking") is not None else 2  # the editors' signatures came with version 3
 
 
 def known_names() -> tuple[str, ...]:

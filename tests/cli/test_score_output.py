@@ -148,11 +148,10 @@ def test_the_table_breaks_each_edit_damage_score_into_its_terms(images, tmp_path
     assert "each score and its terms" not in text
 
 
-def test_a_scores_file_from_before_the_components_column_is_refused_since_the_relative_score_changed(
-        images, tmp_path, capsys):
-    """edit_damage_rel rows written before the scores file kept components resumed while the relative score was
-    unchanged; since version 3 of the detector (grain and the lattice against the source's own in quadrature)
-    it has changed, so such rows are refused, naming the file, and the file is left as it was."""
+def test_a_scores_file_from_before_the_components_column_resumes_and_says_which_have_none(images, tmp_path, capsys):
+    """edit_damage_rel rows written before the scores file kept components resume (the relative score has not
+    changed since), and the breakdown says which have none."""
+    import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -165,10 +164,15 @@ def test_a_scores_file_from_before_the_components_column_is_refused_since_the_re
     pq.write_table(t.set_column(t.schema.get_field_index("components"), "components", comps), out)  # as before the column
     capsys.readouterr()
     assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out", str(out),
-                 *ref]) != 0
-    err = capsys.readouterr().err
-    assert str(out) in err and "1 edit_damage_rel score(s) from an earlier version of the detector" in err
-    assert pq.read_table(out).num_rows == 2
+                 *ref]) == 0
+    text = capsys.readouterr().out
+    assert list(_breakdown(text, "edit_damage_rel")) == ["1.png"]
+    assert "edit_damage_rel: 1 of the scores were written before the scores file kept their components" in text
+    df = pd.read_parquet(out)
+    rel = df[df["metric"] == "edit_damage_rel"].set_index("image")
+    assert rel.loc[str(images / "0.png"), "components"] is None
+    assert rel.loc[str(images / "1.png"), "components"]["grain"] >= 0
+
 
 def test_edit_damage_scores_of_an_earlier_detector_are_refused_not_mixed(images, tmp_path, capsys):
     """The bare score's grain term is weighed by evenness since the evenness refit: rows scored before it (no
@@ -190,7 +194,7 @@ def test_edit_damage_scores_of_an_earlier_detector_are_refused_not_mixed(images,
         assert main(["score", str(images / "0.png"), str(images / "1.png"), "--metrics", "edit_damage", "--out",
                      str(out), "--device", "cpu"]) != 0
         err = capsys.readouterr().err
-        assert str(out) in err and "1 edit_damage score(s) made another way: backend='native', mode='pyiqa', precision='exact', version 1 there; backend='native', mode='pyiqa', precision='exact', version 2 now (an earlier version" in err
+        assert str(out) in err and "1 edit_damage score(s) made another way: backend='native', mode='pyiqa', precision='exact', version 1 there; backend='native', mode='pyiqa', precision='exact', version 3 now (an earlier version" in err
         assert "another --out" in err
         assert pq.read_table(out).num_rows == 1  # nothing added, nothing lost
     # a file of this version resumes

@@ -12,6 +12,7 @@ import skimage.data
 from PIL import Image
 
 from banana100.chains.editors.simulated import SimulatedEditor
+from banana100.metrics.table import get_metric
 from banana100.errors import Banana100Error
 
 
@@ -47,9 +48,10 @@ def test_each_row_says_what_made_it(pictures, tmp_path):
     assert len(rel) == 3 and rel.error.isna().all()
     assert (rel.reference == str(pictures / "refA.png")).all()
     assert (rel.reference_sha256 == sha256_bytes((pictures / "refA.png").read_bytes())).all()
-    assert (rel.version == 2).all() and (rel.backend == "native").all() and (rel.precision == "exact").all()
+    v = get_metric("edit_damage").version
+    assert (rel.version == v).all() and (rel.backend == "native").all() and (rel.precision == "exact").all()
     bare = pd.read_parquet(tmp_path / "s.parquet").query("metric == 'edit_damage'")
-    assert (bare.version == 2).all() and bare.reference.isna().all()
+    assert (bare.version == v).all() and bare.reference.isna().all()
 
 
 def test_another_reference_is_scored_again_not_resumed(pictures, tmp_path, caplog):
@@ -113,13 +115,13 @@ def test_rows_of_another_version_are_refused_by_the_column_not_by_their_shape(pi
     t = pq.read_table(out)
     i = t.schema.get_field_index("version")
     pq.write_table(t.set_column(i, "version", pa.array([1] * len(t), pa.int32())), out)  # evenness kept
-    with pytest.raises(Banana100Error, match=r"3 edit_damage score\(s\) made another way: .*version 1 there; .*version 2 now \(an earlier version"):
+    with pytest.raises(Banana100Error, match=rf"3 edit_damage score\(s\) made another way: .*version 1 there; .*version {get_metric('edit_damage').version} now \(an earlier version"):
         _score(pictures, out, None)
     assert pq.read_table(out).num_rows == 3  # nothing added, nothing lost
 
 
 def test_a_file_from_before_the_columns(pictures, tmp_path, caplog):
-    """edit_damage rows keep their version (their evenness component says 2) and resume; edit_damage_rel
+    """edit_damage rows keep their version (their components say which: the signatures' 3) and resume; edit_damage_rel
     rows, of an unknown reference, are scored again once."""
     out = tmp_path / "s.parquet"
     first = _score(pictures, out, pictures / "refA.png")

@@ -179,8 +179,9 @@ def test_each_damage_model_is_seeded_and_changes_the_image(signature):
 def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, capsys):
     """The bare score and edit_damage_rel both changed with version 3 (the signatures' terms; grain and the
     lattice against the source's own in quadrature): rows written by version 2 (no crease, speckles,
-    simplification or blocking among their components) are refused, naming the file; the file is left as it
-    was."""
+    simplification or blocking among their components, version 2 in their column) are refused, naming the
+    file; the file is left as it was; a file from before the version column says its version by its
+    components (table.version_before_the_column)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -199,9 +200,16 @@ def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, cap
     fields = [f for f in t.schema.field("components").type if f.name not in ed.SIGNATURE_TERMS]
     old = pa.array([None if c is None else {f.name: c[f.name] for f in fields} for c in t["components"].to_pylist()],
                    pa.struct(fields))
-    pq.write_table(t.set_column(t.schema.get_field_index("components"), "components", old), out)
+    t = t.set_column(t.schema.get_field_index("components"), "components", old)
+    t = t.set_column(t.schema.get_field_index("version"), "version", pa.array([2] * t.num_rows, pa.int32()))
+    pq.write_table(t, out)  # as version 2 wrote it
     capsys.readouterr()
     assert main(["score", str(folder / "0.png"), str(folder / "1.png"), *args]) != 0
     err = capsys.readouterr().err
-    assert str(out) in err and "from an earlier version of the detector" in err and "another --out" in err
+    assert str(out) in err and "made another way" in err and "version 2 there" in err and "version 3 now" in err
     assert pq.read_table(out).num_rows == 2  # nothing added, nothing lost
+    from banana100.metrics.table import version_before_the_column
+
+    row = {c: 1.0 for c in ed.COMPONENTS}
+    assert version_before_the_column(ed.NAME, row, 1.0) == 3
+    assert version_before_the_column(ed.NAME, {k: v for k, v in row.items() if k not in ed.SIGNATURE_TERMS}, 1.0) == 2
