@@ -124,7 +124,7 @@ def sensitivity(
         raise ValueError(f"check_steps {check_steps} must not contain the reference step {reference_step}")
     sign = -1.0 if lower_better else 1.0
     chains: dict[str, dict[int, float]] = defaultdict(dict)
-    for score, step, cid in zip(scores, steps, chain_ids):
+    for score, step, cid in zip(scores, steps, chain_ids, strict=True):
         step = int(step)
         if step in chains[cid]:
             raise ValueError(f"chain {cid!r} has more than one score for step {step}")

@@ -166,7 +166,7 @@ def leaderboard(df: pd.DataFrame, by: list[str], reference_step=DEFAULT_REFERENC
         r = sensitivity(g["score"].tolist(), g["step"].tolist(), g["chain_id"].tolist(),
                         lower_better=bool(g["lower_better"].iloc[0]), reference_step=reference_step,
                         check_steps=check_steps)
-        rows.append({"metric": keys[0], "label": label(keys[0]), **{c: v for c, v in zip(by, keys[1:])},
+        rows.append({"metric": keys[0], "label": label(keys[0]), **{c: v for c, v in zip(by, keys[1:], strict=True)},
                      "chains": r["n_chains"], "passed": r["n_passed"], "failed": r["n_failed"],
                      "incomplete": r["n_incomplete"], "failure_rate": r["failure_rate"], "mean_rho": r["mean_rho"],
                      "lower_better": bool(g["lower_better"].iloc[0])})
@@ -305,7 +305,7 @@ def _missing_scores(df: pd.DataFrame, results: dict) -> list[str]:
             continue
         rows = df[(df["metric"] == metric) & ~np.isfinite(df["score"].astype(float))]
         reasons = {(c, int(s)): e for c, s, e in zip(rows["chain_id"], rows["step"],
-                                                    rows["error"] if has_error else [None] * len(rows))}
+                                                    rows["error"] if has_error else [None] * len(rows), strict=True)}
         incomplete = [c for c in r["per_chain"] if c["passed"] is None]
         lines += [f"**{metric}**: {r['n_undefined_scores']} missing; incomplete chains: "
                   + (", ".join(f"{c['chain_id']} ({c['incomplete_reason']})" for c in incomplete) or "none"), "",
@@ -329,7 +329,7 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
     ncols = min(3, len(metrics))
     nrows = -(-len(metrics) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
-    for ax, metric in zip(axes.flat, metrics):
+    for ax, metric in zip(axes.flat, metrics, strict=True):
         rows = df[df["metric"] == metric]
         sign = -1.0 if bool(rows["lower_better"].iloc[0]) else 1.0
         for cid, g in rows.groupby("chain_id"):
@@ -438,7 +438,7 @@ def write_report(scores: str | os.PathLike | pd.DataFrame, out_dir: str | os.Pat
     plot_path = plot(df, results, out_dir / "sensitivity.png", reference_step=reference_step)
     (out_dir / "summary.json").write_text(json.dumps(results, indent=1))
 
-    editors = sorted(set(zip(df.get("editor", pd.Series(dtype=str)).fillna("?"), df.get("model", pd.Series(dtype=str)).fillna("?"))))
+    editors = sorted(set(zip(df.get("editor", pd.Series(dtype=str)).fillna("?"), df.get("model", pd.Series(dtype=str)).fillna("?"), strict=True)))
     lines = [
         "# Banana100 sensitivity report",
         "",

@@ -10,11 +10,11 @@ STEPS = [0, 1, 5, 10, 20]
 
 
 def chain(cid, values, steps=STEPS):
-    return [(cid, s, v) for s, v in zip(steps, values)]
+    return [(cid, s, v) for s, v in zip(steps, values, strict=True)]
 
 
 def run(rows, **kw):
-    cids, steps, scores = zip(*rows)
+    cids, steps, scores = zip(*rows, strict=True)
     kw.setdefault("lower_better", False)  # the direction is required (see test_direction_is_never_guessed)
     return sensitivity(list(scores), list(steps), list(cids), **kw)
 
@@ -118,7 +118,7 @@ def test_direction_is_never_guessed():
     from banana100.errors import UsageError
     from fixtures.repopaths import REPO
 
-    cids, steps, scores = map(list, zip(*PIQE_ROWS))
+    cids, steps, scores = map(list, zip(*PIQE_ROWS, strict=True))
     with pytest.raises(UsageError, match="lower_better must be True or False"):
         sensitivity(scores, steps, cids)
     with pytest.raises(UsageError, match="lower_better must be True or False"):
@@ -138,7 +138,7 @@ def test_direction_from_the_metric_table():
     from banana100.metrics.table import score_direction
     from fixtures.repopaths import REPO
 
-    cids, steps, scores = map(list, zip(*PIQE_ROWS))
+    cids, steps, scores = map(list, zip(*PIQE_ROWS, strict=True))
     module = evaluate.load(str(REPO / "metrics" / "banana100_sensitivity"))
     by_name = module.compute(scores=scores, steps=steps, chain_ids=cids, metric="piqe")
     assert by_name["lower_better"] is True and by_name["failure_rate"] == 0.5

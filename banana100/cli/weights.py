@@ -99,7 +99,7 @@ def cmd_list(args) -> int:
         table.append((r["file"], _size(_real_size(r)), ",".join(r["metrics"]), _short_licence(r["licence"]), where))
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     for i, row in enumerate(table):
-        print("  ".join(cell.ljust(w) if k != 1 else cell.rjust(w) for k, (cell, w) in enumerate(zip(row, widths)))
+        print("  ".join(cell.ljust(w) if k != 1 else cell.rjust(w) for k, (cell, w) in enumerate(zip(row[:4], widths, strict=True)))
               + "  " + row[4])
         if args.verbose and i:
             r = rows[i - 1]

@@ -138,7 +138,7 @@ def _build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num
         results = [write_group(a) for a in args]
 
     stats: dict[str, ConfigStats] = {DEFAULT_CONFIG: ConfigStats()}
-    for (_, folder, names), (rows, nbytes, sizes) in zip(jobs, results):
+    for (_, folder, names), (rows, nbytes, sizes) in zip(jobs, results, strict=True):
         finalize_shards(tmp / folder)
         for name in names:
             st = stats.setdefault(name, ConfigStats())

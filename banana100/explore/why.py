@@ -137,7 +137,7 @@ def plot_mscn_histograms(view: dict, reference_step: int, step: int):
     fig, ax = plt.subplots(figsize=(7.2, 3.0), dpi=100)
     bins = np.linspace(-3, 3, 121)
     series = list(zip(view["mscn_values"], view["alpha"], (f"step {reference_step}", f"step {step}"),
-                      ("0.45", "crimson")))
+                      ("0.45", "crimson"), strict=True))
     if "source_values" in view:
         series.insert(0, (view["source_values"], view["source_alpha"], "step 0 (source)", "tab:blue"))
     for values, alpha, label, colour in series:

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         for r in range(args.repeats):
             for fn, times in ((theirs, t_theirs), (ours, t_ours))[:: 1 if r % 2 == 0 else -1]:
                 times.append(timed(fn)[0])
-        ratios = sorted(a / b for a, b in zip(t_theirs, t_ours))
+        ratios = sorted(a / b for a, b in zip(t_theirs, t_ours, strict=True))
         return min(t_theirs), min(t_ours), ratios[len(ratios) // 2], want, got
 
     flops: list[int] = []  # pyiqa's and ours, of the last side_by_side

@@ -18,6 +18,7 @@ The stand-in runs in its own process, so it does not compete for this process's 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -77,7 +78,7 @@ def bench(base_url: str, k: int, steps: int, latency: float, size: int, work: Pa
     models.generate_content = real
     # Between two calls of one chain: everything the runner and the editor do for a step
     # (decode and verify the answer, hash, record, hand the write over, bookkeeping).
-    gaps = [b[0] - a[1] for calls in spans.values() for a, b in zip(calls, calls[1:])]
+    gaps = [b[0] - a[1] for calls in spans.values() for a, b in itertools.pairwise(calls)]
     made = summary.written - k  # edit steps (step 0 is the source copy)
     lat = [
         json.loads(line)["latency_s"]

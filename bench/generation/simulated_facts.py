@@ -59,7 +59,7 @@ def main() -> None:
                 frames[k] = img
         first = {str(t): next((k for k in range(1, args.steps + 1) if grain[k] >= t), None) for t in (2, 3, 4)}
         scored = sorted(frames)
-        scores = {m: dict(zip(scored, s.score_arrays([frames[k] for k in scored]))) for m, s in scorers.items()}
+        scores = {m: dict(zip(scored, s.score_arrays([frames[k] for k in scored]), strict=True)) for m, s in scorers.items()}
         verdicts = {}
         for m, sc in scores.items():
             r = sensitivity(list(sc.values()), list(sc.keys()), [cid] * len(sc), lower_better=True)

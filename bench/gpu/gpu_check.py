@@ -170,10 +170,10 @@ def measure_side(row: dict, scorer, pyiqa_model, imgs, clock: Clock, torch, dev)
             if clock.over:
                 break
         t_loop = time.perf_counter() - t
-    diffs = [abs(a - b) for a, b in zip(ours, theirs)]
+    diffs = [abs(a - b) for a, b in zip(ours, theirs, strict=True)]
     row.update(pyiqa_img_s=round(len(theirs) / t_loop, 3), pyiqa_images=len(theirs),
                engine_vs_pyiqa=round((n / t_engine) / (len(theirs) / t_loop), 2),
-               max_abs_vs_pyiqa=max(diffs), max_rel_vs_pyiqa=max(d / max(abs(b), 1) for d, b in zip(diffs, theirs)))
+               max_abs_vs_pyiqa=max(diffs), max_rel_vs_pyiqa=max(d / max(abs(b), 1) for d, b in zip(diffs, theirs, strict=True)))
 
 
 def vs_pyiqa_cpu(name: str, scorer, pyiqa_model, tmp: Path, torch) -> float | None:
@@ -191,7 +191,7 @@ def vs_pyiqa_cpu(name: str, scorer, pyiqa_model, tmp: Path, torch) -> float | No
     with torch.no_grad():
         theirs = [first_score(cpu_model(to_tensor(im)[None])) for im in small]
     del cpu_scorer, cpu_model
-    return max(abs(a - b) for a, b in zip(ours, theirs))
+    return max(abs(a - b) for a, b in zip(ours, theirs, strict=True))
 
 
 def project(rows: list[dict], names: list[str], side: int, total: int, gpus: list[int]) -> dict:
@@ -307,7 +307,7 @@ def main(argv=None) -> int:
                     small = images(2, SMALL, seed=1)
                     full = scorer.score_arrays(small)
                     scorer.allow_half(measured=False)
-                    row["max_abs_half"] = max(abs(a - b) for a, b in zip(scorer.score_arrays(small), full))
+                    row["max_abs_half"] = max(abs(a - b) for a, b in zip(scorer.score_arrays(small), full, strict=True))
                     scorer.half = False
             except Exception as e:  # noqa: BLE001
                 row["error"] = f"{type(e).__name__}: {e}"[:300]

@@ -31,7 +31,7 @@ NATIVE = ("piqe", "niqe", "brisque", "ilniqe", "nrqm", "pi", "edit_damage")
 
 
 def rel(a: list, b: list) -> float | None:
-    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     if not pairs:
         return None
     return max(abs(x - y) / max(abs(y), 1e-12) for x, y in pairs)

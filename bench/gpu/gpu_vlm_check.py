@@ -250,9 +250,9 @@ def main(argv=None) -> int:
             pair = [texts.get((p, size)) for p in ("loop", "batched")]
             if all(pair):
                 (sa, ta), (sb, tb) = pair
-                both = [(a, b) for a, b in zip(sa, sb) if a is not None and b is not None]
+                both = [(a, b) for a, b in zip(sa, sb, strict=True) if a is not None and b is not None]
                 extra["agreement"].append({"side": side, "batch": size, "answers_identical": sum(
-                    a == b for a, b in zip(ta, tb)) / len(ta), "score_max_abs_diff": max(
+                    a == b for a, b in zip(ta, tb, strict=True)) / len(ta), "score_max_abs_diff": max(
                     (abs(a - b) for a, b in both), default=None), "both_parsed": len(both)})
     syncs = syncs_per_token(scorer, images[0]) if cuda else None
     gpu = torch.cuda.get_device_name(0) if cuda else None

@@ -144,7 +144,7 @@ def cpu_time_rows(before: Path, metrics: list[str], rounds: int, params: Path, p
     for metric, kind in cases:
         b_s, a_s = times[metric, kind]
         a, b = scores[(metric, kind), 1], scores[(metric, kind), 0]
-        diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a, b))
+        diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a, b, strict=True))
         row = {"metric": metric, "images": kind, "min_after_over_min_before": min(a_s) / min(b_s),
                "median_after_over_median_before": statistics.median(a_s) / statistics.median(b_s),
                "worker_pairs": pairs, "before_cpu_s": b_s, "after_cpu_s": a_s, "max_score_change": diff}
@@ -191,7 +191,7 @@ def main() -> None:
                 ratios.append(a["seconds"] / b["seconds"])
                 before_s.append(b["seconds"])
                 after_s.append(a["seconds"])
-            diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a["scores"], b["scores"]))
+            diff = max(abs(x - y) / max(abs(y), 1.0) for x, y in zip(a["scores"], b["scores"], strict=True))
             row = {"metric": metric, "images": "flat" if flat else "chain", "median_after_over_before": statistics.median(ratios),
                    "ratios": ratios, "before_s": min(before_s), "after_s": min(after_s), "max_score_change": diff}
             rows.append(row)

@@ -102,7 +102,7 @@ def measure(metric: str, imgs, per_image: int, sides, batch_size: int = 16, refe
         rows.append({"side": side, "crops": len(cs), "failed": bad, "rho": rho, "jitter": jitter,
                      "ratio": jitter / spread if spread > 0 else float("nan"),
                      "median_score": float(np.nanmedian(a)) if ok.any() else float("nan"),
-                     "scores": [[float(u), float(v)] for u, v in zip(a, b)]})
+                     "scores": [[float(u), float(v)] for u, v in zip(a, b, strict=True)]})
         print(f"  {metric} {side:4d}px  failed {bad:3d}/{2 * len(cs)}  rho {rho:6.3f}  jitter {jitter:10.4g}  "
               f"ratio {rows[-1]['ratio']:7.3f}  median {rows[-1]['median_score']:9.4g}", flush=True)
         if not all_sides and (bad or not rho >= THRESHOLD):

@@ -39,7 +39,7 @@ def per_image(metric: str, backend: str, images, batch: int, device: str, repeat
 
 
 def check(metric: str, native: list[float], pyiqa: list[float]) -> float:
-    worst = max(abs(a - b) / max(abs(b), 1.0) for a, b in zip(native, pyiqa))
+    worst = max(abs(a - b) / max(abs(b), 1.0) for a, b in zip(native, pyiqa, strict=True))
     if worst > 1e-2:
         sys.exit(f"{metric}: native and pyiqa disagree by {worst:.2e} relative: benchmark stopped")
     return worst

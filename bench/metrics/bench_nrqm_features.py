@@ -49,7 +49,7 @@ def main() -> None:
         ways = {"pyiqa": lambda x: pyiqa_nrqm_features(x), "native": lambda x: model.features(model.luminance(x))}
         with torch.no_grad():
             for x in images:
-                for a, b in zip(ways["native"](x), ways["pyiqa"](x)):
+                for a, b in zip(ways["native"](x), ways["pyiqa"](x), strict=True):
                     diff = float(((a - b).abs() / b.abs().clamp(min=1e-12)).max())
                     if diff > 1e-6:
                         raise SystemExit(f"{size}: native features differ from pyiqa's by {diff:.2e}")

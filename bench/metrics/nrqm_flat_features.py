@@ -36,7 +36,7 @@ def main() -> None:
         ours = model.features(model.luminance(x))
         theirs = pyiqa_nrqm_features(x)
         diffs = []
-        for a, b in zip(ours, theirs):
+        for a, b in zip(ours, theirs, strict=True):
             a, b = a.double().reshape(-1), b.double().reshape(-1)
             ok = torch.isfinite(a) & torch.isfinite(b)
             same_nan = bool(torch.equal(torch.isnan(a), torch.isnan(b)))

@@ -102,7 +102,7 @@ def test_setting_and_endpoints_configs(built):
         assert len(ds) == sum(r["setting"] == setting for r in records)
     ends = _load(out, cache, "endpoints")
     expected = sorted((r["chain_id"], r["step"]) for r in records if r["step"] in ENDPOINT_STEPS)
-    assert sorted(zip(ends["chain_id"], ends["step"])) == expected
+    assert sorted(zip(ends["chain_id"], ends["step"], strict=True)) == expected
     assert set(ends["step"]) == {0, 1, 5, 10, 20}  # no step 100 in 20-step chains
     assert ends[0]["image"].size == SIZE
 

@@ -173,7 +173,7 @@ def test_verify_names_a_chain_whose_rows_disagree_on_chat_mode(supplement, tmp_p
     table = pq.read_table(f)
     modes = table.column("chat_mode").to_pylist()
     steps = table.column("step").to_pylist()
-    i = next(i for i, (m, s) in enumerate(zip(modes, steps)) if m == "different" and s == 3)
+    i = next(i for i, (m, s) in enumerate(zip(modes, steps, strict=True)) if m == "different" and s == 3)
     modes[i] = "same"
     table = table.set_column(table.schema.get_field_index("chat_mode"), "chat_mode", pa.array(modes, pa.string()))
     pq.write_table(table, f)

@@ -48,7 +48,7 @@ def tf32_on():
 
     torch.set_float32_matmul_precision(old)
     torch.backends.cudnn.allow_tf32 = True
-    for (o, _), value in zip(_leaves(), before):
+    for (o, _), value in zip(_leaves(), before[:-1], strict=True):  # before ends with the legacy flag
         o.fp32_precision = value
 
 
@@ -114,7 +114,7 @@ def test_the_guard_also_holds_against_the_generic_new_api_flag():
         assert _flags() == snapshot
     finally:
         torch.backends.fp32_precision = before[1]
-        for (o, _), value in zip(_leaves(), before[0]):
+        for (o, _), value in zip(_leaves(), before[0], strict=True):
             o.fp32_precision = value
 
 

@@ -19,7 +19,7 @@ def test_scores_every_image_and_metric(tmp_path, weights_from_shared):
     # Equal to the engine called directly on the files.
     niqe = MetricScorer("niqe", device="cpu")
     files = [str(tmp_path / "run" / r["image"]) for r in records]
-    direct = dict(zip([(r["chain_id"], r["step"]) for r in records], niqe.score(files)))
+    direct = dict(zip([(r["chain_id"], r["step"]) for r in records], niqe.score(files), strict=True))
     for row in table:
         if row["metric"] == "niqe":
             assert row["score"] == pytest.approx(direct[(row["chain_id"], row["step"])], rel=1e-12)
@@ -106,7 +106,7 @@ def test_decoding_threads_give_the_same_images_in_the_same_order(tmp_path, monke
         workers = list(scoring.decoded_images(tmp_path / "run", ["piqe"], done, rank, world, workers=2))
         assert [(d.record["chain_id"], d.record["step"], d.needed) for d in workers] == \
                [(d.record["chain_id"], d.record["step"], d.needed) for d in inline]
-        assert all((a.rgb is None and b.rgb is None) or (a.rgb == b.rgb).all() for a, b in zip(workers, inline))
+        assert all((a.rgb is None and b.rgb is None) or (a.rgb == b.rgb).all() for a, b in zip(workers, inline, strict=True))
     assert set(threads) - {threading.get_ident()}, "workers=2 decoded nothing off the calling thread"
     assert len(inline) == len(records) // 2
     assert [d.needed for d in scoring.decoded_images(tmp_path / "run", ["piqe"], done, workers=2)][1] == []
@@ -138,7 +138,7 @@ def test_a_plain_folder_of_images_gives_one_row_per_image(tmp_path):
     out = scoring.score_to_parquet(tmp_path / "mine", ["piqe"], tmp_path / "s.parquet", device="cpu", progress=False)
     rows = pq.read_table(out).to_pylist()
     assert sorted(r["image"] for r in rows) == sorted(str(p) for p in paths)  # the .txt is not an image
-    direct = dict(zip(map(str, paths), MetricScorer("piqe", device="cpu").score([str(p) for p in paths])))
+    direct = dict(zip(map(str, paths), MetricScorer("piqe", device="cpu").score([str(p) for p in paths]), strict=True))
     for r in rows:
         assert r["chain_id"] is None and r["step"] is None and r["metric"] == "piqe"
         assert r["score"] == pytest.approx(direct[r["image"]], rel=1e-12) and r["error"] is None

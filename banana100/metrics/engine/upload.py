@@ -148,7 +148,7 @@ class Uploaded:
         pixels = self.pixels
         if len(candidates) != len(self):
             pixels = pixels[torch.tensor(candidates, dtype=torch.long, device=pixels.device)]
-        for j, colour in zip(candidates, uniform_colours(pixels)):
+        for j, colour in zip(candidates, uniform_colours(pixels), strict=True):
             colours[j] = colour
         return colours
 

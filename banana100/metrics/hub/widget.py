@@ -33,7 +33,7 @@ def build(folder: str | Path):
             out = metric.compute(images=paths)
         except Exception as e:  # a user-facing message (unreadable image, missing weights, ...)
             raise gr.Error(str(e)) from None
-        rows = [[Path(p).name, s] for p, s in zip(paths, out["scores"])]
+        rows = [[Path(p).name, s] for p, s in zip(paths, out["scores"], strict=True)]
         better = "lower" if out["lower_better"] else "higher"
         return rows, f"{out['metric']}: mean {out['mean']:.4f} ({better} is better)"
 

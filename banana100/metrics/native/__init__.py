@@ -71,7 +71,7 @@ def warn_if_flat(metric: str, shares, names) -> None:
     threshold = FLAT_WARN_SHARE.get(metric)
     if threshold is None:
         return
-    flat = [(n, s) for n, s in zip(names, shares) if s is not None and s > threshold]
+    flat = [(n, s) for n, s in zip(names, shares, strict=True) if s is not None and s > threshold]
     if flat:
         listed = "; ".join(f"{n}: {s:.1%}" for n, s in flat[:5]) + (f"; and {len(flat) - 5} more" if len(flat) > 5 else "")
         warnings.warn(

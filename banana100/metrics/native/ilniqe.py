@@ -164,7 +164,7 @@ class ILNIQE(torch.nn.Module):
             # on flat windows a derivative is a rounding leftover whose sign the AGGD fits count:
             # there, pyiqa's own float64 conv2d values (its 2-D kernels, its summation order)
             maps = opponent.reshape(-1, *opponent.shape[-2:])
-            for g, kernel in zip((gx, gy), _pyiqa_derivative_kernels(sigma)):
+            for g, kernel in zip((gx, gy), _pyiqa_derivative_kernels(sigma), strict=True):
                 bound = repair.leftover_bound(kernel, torch.float64, 2 * 255.0) * float(kernel.abs().sum())
                 repair.repair_filtered(g.view(-1, *g.shape[-2:]), maps, kernel, "zeros", bound)
         feats.append(self._weibull(_blocks(self._magnitude(gx, gy), bs)))
@@ -198,8 +198,8 @@ class ILNIQE(torch.nn.Module):
             n = px.shape[1]
             magnitudes[:, i : i + n] = _blocks(self._magnitude(px.real, py.real), bs)
             magnitudes[:, n_filters + i : n_filters + i + n] = _blocks(self._magnitude(px.imag, py.imag), bs)
-        feats.append(_interleave(*(torch.cat(f, dim=1) for f in zip(*responses))))  # real, imag per filter
-        feats.append(_interleave(*(torch.cat(f, dim=1) for f in zip(*partials))))  # x-real, y-real, x-imag, y-imag
+        feats.append(_interleave(*(torch.cat(f, dim=1) for f in zip(*responses, strict=True))))  # real, imag per filter
+        feats.append(_interleave(*(torch.cat(f, dim=1) for f in zip(*partials, strict=True))))  # x-real, y-real, x-imag, y-imag
         weibull = self._weibull(magnitudes)  # (B, patches, 24, 2): real responses' filters, then imaginary
         feats.append(torch.stack((weibull[:, :, :n_filters], weibull[:, :, n_filters:]), dim=3))
         return torch.cat([f.flatten(2) for f in feats], dim=-1)
@@ -247,7 +247,7 @@ class ILNIQE(torch.nn.Module):
             _aggd_moments(maps[:, i : i + step].reshape(b, -1, h // bs, bs, w // bs, bs), (3, 5))
             for i in range(0, c, step)
         ]
-        moments = [torch.cat(m, dim=1) if isinstance(m[0], torch.Tensor) else m[0] for m in zip(*moments)]
+        moments = [torch.cat(m, dim=1) if isinstance(m[0], torch.Tensor) else m[0] for m in zip(*moments, strict=True)]
         alpha, left, right, _ = self._aggd(*moments)
         return alpha.flatten(2), ((left + right) / 2).flatten(2)
 

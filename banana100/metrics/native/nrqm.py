@@ -456,7 +456,7 @@ class NRQM(torch.nn.Module):
 
     def score_luminance(self, y: torch.Tensor) -> torch.Tensor:
         """NRQM of Bx1xHxW luminance (0-255)."""
-        preds = [forest(f) for forest, f in zip(self.forests, self.features(y))]
+        preds = [forest(f) for forest, f in zip(self.forests, self.features(y), strict=True)]
         design = torch.stack([torch.ones_like(preds[0]), *preds], dim=1)
         return design @ self.linear
 

@@ -284,7 +284,7 @@ def repair_leftovers(
         weight = window.to(device=x.device, dtype=x.dtype).reshape(1, 1, kh, kw)
         mu, mean_sq = conv2d_at_moments(padded, weight, index)
         value = _pyiqa_normalized(x.reshape(-1).index_select(0, at), mu, mean_sq).to(structdis.dtype)
-        for (same, _), flat_value in zip(groups, value[value.numel() - len(groups) :]):
+        for (same, _), flat_value in zip(groups, value[value.numel() - len(groups) :], strict=True):
             structdis.masked_fill_(same, flat_value)
         at, value = at[: at.numel() - len(groups)], value[: value.numel() - len(groups)]
         if structdis.is_contiguous():

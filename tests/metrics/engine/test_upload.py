@@ -145,7 +145,7 @@ def test_uploads_ahead_run_in_a_thread_in_order_and_pass_errors_on(monkeypatch):
     chunks = [([0, 1], imgs[:2]), ([2], imgs[2:3]), ([3, 4], imgs[3:])]
     got = list(uploader.ahead(iter(chunks)))
     assert [key for key, _ in got] == [[0, 1], [2], [3, 4]]
-    assert all(torch.equal(batch.pixels, torch.from_numpy(np.stack(arrays))) for (_, arrays), (_, batch) in zip(chunks, got))
+    assert all(torch.equal(batch.pixels, torch.from_numpy(np.stack(arrays))) for (_, arrays), (_, batch) in zip(chunks, got, strict=True))
     assert threads and threading.get_ident() not in threads
 
     def broken():

@@ -40,7 +40,7 @@ def published_official() -> dict[str, float]:
     scores = {r["image"]: float(r["ilniqe_official_mat_matlab"]) for r in rows}
     with open(TID / "official_scores.csv") as f:
         table = {r[0]: r[1:] for r in csv.reader(line for line in f if not line.startswith("#"))}
-    scores.update({name: float(v) for name, v in zip(table["metric"], table["ilniqe"])})
+    scores.update({name: float(v) for name, v in zip(table["metric"], table["ilniqe"], strict=True)})
     return scores
 
 
@@ -105,9 +105,9 @@ def test_official_mode_matches_matlab_release(native_official):
     published = published_official()
     names = ["pepper_0.png", "pepper_1.png", "pepper_2.png", "pepper_4.png"]  # 512x512: one batch
     batch = torch.cat([load(PEPPERS / n) for n in names])
-    scores = dict(zip(names, native_official(batch).tolist()))
+    scores = dict(zip(names, native_official(batch).tolist(), strict=True))
     scores["pepper_3.png"] = native_official(load(PEPPERS / "pepper_3.png")).item()
-    scores.update(zip(["I03.bmp", "I04.bmp"], native_official(torch.cat([load(TID / "I03.bmp"), load(TID / "I04.bmp")])).tolist()))
+    scores.update(zip(["I03.bmp", "I04.bmp"], native_official(torch.cat([load(TID / "I03.bmp"), load(TID / "I04.bmp")])).tolist(), strict=True))
     assert set(scores) == set(published)
     for name, value in published.items():
         assert abs(scores[name] - value) / value < 0.005, (name, scores[name], value)

@@ -30,7 +30,7 @@ NIQE_FILE = "niqe_modelparameters.mat"
 def published(metric: str) -> dict[str, float]:
     with open(REFERENCE_IMAGES / "tid2013" / "official_scores.csv") as f:
         rows = {r[0]: r[1:] for r in csv.reader(line for line in f if not line.startswith("#"))}
-    return {name: float(v) for name, v in zip(rows["metric"], rows[metric])}
+    return {name: float(v) for name, v in zip(rows["metric"], rows[metric], strict=True)}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -65,7 +65,7 @@ def test_features_match_pyiqa_on_odd_thin_small_and_gray_images(feature_model, p
     for name, x in cases.items():
         ours = feature_model.features(feature_model.luminance(x))
         theirs = pyiqa_features(x)
-        for group, (a, b) in enumerate(zip(ours, theirs), start=1):
+        for group, (a, b) in enumerate(zip(ours, theirs, strict=True), start=1):
             assert a.shape == b.shape == (1, (18, 45, 75)[group - 1]), (name, group)
             if group == 3:  # singular values, 25 per pyramid level: a float32 SVD's error is absolute, so
                 # the near-zero ones are compared on their level's scale (LAPACK builds differ by ~1e-3
@@ -87,7 +87,7 @@ def test_features_match_pyiqa_on_odd_thin_small_and_gray_images(feature_model, p
 def test_features_match_pyiqa_on_reference_images(path, feature_model):
     x = load(path)
     ours = feature_model.features(feature_model.luminance(x))
-    for group, (a, b) in enumerate(zip(ours, pyiqa_features(x)), start=1):
+    for group, (a, b) in enumerate(zip(ours, pyiqa_features(x), strict=True), start=1):
         assert rel(a, b) < 1e-3, (f"f{group}", rel(a, b))
 
 
@@ -95,7 +95,7 @@ def test_features_of_a_batch_are_those_of_each_image(feature_model, pepper):
     a, b = pepper[..., :90, :100], pepper[..., 200:290, 300:400]
     batch = feature_model.features(feature_model.luminance(torch.cat([a, b])))
     for i, single in enumerate((a, b)):
-        for group, one in zip(batch, feature_model.features(feature_model.luminance(single))):
+        for group, one in zip(batch, feature_model.features(feature_model.luminance(single)), strict=True):
             torch.testing.assert_close(group[i : i + 1], one, rtol=1e-10, atol=1e-12)
 
 
@@ -136,7 +136,7 @@ def write_synthetic_model(path: Path, feature_samples, seed: int = 0, trees: int
         nodes = max(len(t[0]) for t in built) + 3  # unused rows at the end, as regRF leaves them
         arrays = [np.zeros((nodes, trees)) for _ in range(5)]
         for t, tree in enumerate(built):
-            for array, column in zip(arrays, tree):
+            for array, column in zip(arrays, tree, strict=True):
                 array[: len(column), t] = column
         left, right, upper, value, feature = arrays
         rf[0, k] = {
@@ -160,7 +160,7 @@ def synthetic_files(tmp_path_factory, feature_model, nrqm_images, iqa_params_mod
     and as PI sees them), next to the real NIQE parameters."""
     shaved = pi.PI(feature_model, None, mode="pyiqa").luminance(nrqm_images)
     samples = [torch.cat(groups).numpy() for groups in zip(
-        feature_model.features(feature_model.luminance(nrqm_images)), feature_model.features(shaved))]
+        feature_model.features(feature_model.luminance(nrqm_images)), feature_model.features(shaved), strict=True)]
     path = tmp_path_factory.mktemp("nrqm") / "NRQM_model.mat"
     write_synthetic_model(path, samples)
     return {"NRQM_model.mat": path, NIQE_FILE: iqa_params_module / NIQE_FILE}
@@ -183,7 +183,7 @@ def test_forest_walk_matches_pyiqa_including_ties(tmp_path):
     write_synthetic_model(tmp_path / "m.mat", samples, seed=4)
     _, forests = nrqm.read_nrqm_mat(tmp_path / "m.mat")
     theirs = arch.NRQM(pretrained_model_path=str(tmp_path / "m.mat")).rf_params_list
-    for forest, params, feats in zip(forests, theirs, samples):
+    for forest, params, feats in zip(forests, theirs, samples, strict=True):
         x = torch.from_numpy(np.concatenate([feats, rng.normal(size=(20, feats.shape[1]))]))
         x[0, forest.feature[0, 0] - 1] = forest.threshold[0, 0]  # on the threshold: goes left
         expected = arch.random_forest_regression(x, *params).squeeze(1)
@@ -259,6 +259,6 @@ def test_real_model_matches_pyiqa_and_published_scores(metric, real_files):
     expected = MetricScorer(metric, device="cpu", backend="pyiqa").score_arrays(rgb)
     assert rel(module.build(real_files, mode="pyiqa")(x), torch.tensor(expected)) < 1e-3
     official = module.build(real_files, mode="official")(x)
-    for score, name in zip(official.tolist(), names):
+    for score, name in zip(official.tolist(), names, strict=True):
         target = published(metric)[name]
         assert abs(score - target) / abs(target) < 5e-3, (metric, name, score, target)

@@ -73,7 +73,7 @@ def test_official_mode_matches_matlab_published_scores():
         rows = {r[0]: r[1:] for r in csv.reader(line for line in f if not line.startswith("#"))}
     header, published = rows["metric"], rows["piqe"]
     model = piqe.build({}, mode="official")
-    for name, value in zip(header, published):
+    for name, value in zip(header, published, strict=True):
         score = model(load(REFERENCE_IMAGES / "tid2013" / name)).item()
         assert abs(score - float(value)) / float(value) < 5e-3, (name, score, value)
         # published to two decimals

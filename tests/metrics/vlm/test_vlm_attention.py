@@ -156,7 +156,7 @@ def _packed(lengths, heads=3, dim=8, seed=0):
 
 def _loop(q, k, v, cu):
     outs = [torch.nn.functional.scaled_dot_product_attention(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b])
-            for a, b in zip(cu[:-1].tolist(), cu[1:].tolist())]
+            for a, b in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)]
     return torch.cat(outs, dim=2).transpose(1, 2)
 
 

@@ -198,7 +198,7 @@ def _half_axis(x: torch.Tensor, dim: int) -> torch.Tensor:
 
     out = torch.zeros_like(tap(0))
     pair = torch.empty_like(out)
-    for t, weight in zip((3, 2, 1, 0), _half_taps()):
+    for t, weight in zip((3, 2, 1, 0), _half_taps(), strict=True):
         out.add_(torch.add(tap(t), tap(7 - t), out=pair), alpha=weight)
     return out
 
