@@ -48,7 +48,7 @@ DEFAULT_MAX_IMAGE_PIXELS = 89_478_485  # PIL's default: 1024 * 1024 * 1024 // 4 
 MAX_IMAGE_PIXELS_ENV = "BANANA100_MAX_IMAGE_PIXELS"
 
 
-def _limit_from_env() -> int:
+def limit_from_env() -> int:
     text = os.environ.get(MAX_IMAGE_PIXELS_ENV, "").strip().replace("_", "")
     if not text:
         return DEFAULT_MAX_IMAGE_PIXELS
@@ -63,7 +63,7 @@ def _limit_from_env() -> int:
 
 
 # Largest width x height read from a file or bytes; see the module docstring.
-MAX_IMAGE_PIXELS: int = _limit_from_env()
+MAX_IMAGE_PIXELS: int = limit_from_env()
 
 
 def set_max_image_pixels(pixels: int) -> None:

@@ -166,14 +166,7 @@ def _library_names(f: Path) -> set[str]:
     return names
 
 
-# Until the scores store, the detector's card and the tests that reach into modules get public names
-# (work in flight on other branches): strict, so that each mark must go once its folder is clean.
-PRIVATE_NAMES_LEFT = pytest.mark.xfail(strict=True, reason="private names still crossing modules")
-
-
-@pytest.mark.parametrize("folder", [pytest.param("banana100", marks=PRIVATE_NAMES_LEFT),
-                                    pytest.param("bench", marks=PRIVATE_NAMES_LEFT),
-                                    pytest.param("tests", marks=PRIVATE_NAMES_LEFT)])
+@pytest.mark.parametrize("folder", ["banana100", "bench", "tests"])
 def test_no_private_name_of_the_library_is_used_outside_its_module(folder):
     """`from banana100.x import _y` and `x._y` on a library module: a name with a leading underscore
     is its module's own; what another module needs gets a public name."""
@@ -192,8 +185,6 @@ def test_no_private_name_of_the_library_is_used_outside_its_module(folder):
     assert wrong == []
 
 
-@pytest.mark.xfail(strict=True, reason="verify_dataset and the dataset card's context are being "
-                                       "split on other branches")
 def test_no_function_of_the_library_is_over_100_lines():
     long = []
     for f in sorted(PACKAGE.rglob("*.py")):

@@ -158,7 +158,7 @@ def test_two_builds_into_one_folder_the_second_refuses(tmp_path, monkeypatch):
     import banana100.dataset.build as build
 
     make_run_folder(tmp_path / "run", steps=1)
-    real = build._build_locked
+    real = build.build_locked
     seen = {}
 
     def nested(*args):
@@ -167,7 +167,7 @@ def test_two_builds_into_one_folder_the_second_refuses(tmp_path, monkeypatch):
         seen["error"] = str(e.value)
         return real(*args)
 
-    monkeypatch.setattr(build, "_build_locked", nested)
+    monkeypatch.setattr(build, "build_locked", nested)
     build_dataset([tmp_path / "run"], tmp_path / "ds")
     assert str(tmp_path / "ds") in seen["error"]
     monkeypatch.undo()
@@ -413,13 +413,13 @@ def test_verify_reports_a_broken_shard_once_by_its_path_in_the_dataset(tmp_path)
 def test_verify_never_prints_an_object_repr():
     from PIL import UnidentifiedImageError
 
-    from banana100.dataset.verify import _image_error
+    from banana100.dataset.verify import describe_image_error
 
     try:
         Image.open(__import__("io").BytesIO(b"not an image"))
     except UnidentifiedImageError as e:
         assert "object at 0x" in str(e)  # what PIL says
-        assert "object at 0x" not in _image_error(e, decode=False)
+        assert "object at 0x" not in describe_image_error(e, decode=False)
 
 
 @pytest.mark.integration  # several processes
@@ -437,7 +437,7 @@ def test_no_orphan_workers_after_a_sigkill_of_the_parent(tmp_path):
             os.write(1, b"%d\\n" % os.getpid())  # one write: two workers' lines never interleave
             time.sleep(3600)
 
-        checks._check_image = block
+        checks.check_image = block
         make_run_folder(Path({str(tmp_path / 'run')!r}), steps=3)
         items = checks.collect_items([Path({str(tmp_path / 'run')!r})])
         checks.check_images(items, workers=2, processes=True)

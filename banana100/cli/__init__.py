@@ -61,13 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         warnings.formatwarning = lambda message, category, *_, **__: f"{name}: warning: {message}\n"
     try:
         with library_log(name):  # the library's progress and warnings, one line each on stderr
-            status = _run(args, name, debug)
+            status = run_command(args, name, debug)
     finally:  # main() may be called in-process (tests, notebooks): leave warnings as they were
         warnings.formatwarning = plain_format
     return status
 
 
-def _run(args, name: str, debug: bool) -> int:
+def run_command(args, name: str, debug: bool) -> int:
     """args.func(args), with every user error turned into one line and an exit status."""
     try:
         status = args.func(args)

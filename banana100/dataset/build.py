@@ -95,11 +95,11 @@ def build_dataset(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int = SH
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     # the same kind of lock as `generate`: a second build into the same folder refuses at once
     with ExclusiveLock(out_dir.parent / f".{out_dir.name}.lock", out_dir, "banana100 build-dataset", remove=True):
-        return _build_locked(run_dirs, out_dir, shard_max_bytes, num_proc, licence, source_licences,
+        return build_locked(run_dirs, out_dir, shard_max_bytes, num_proc, licence, source_licences,
                              source_datasets, repo_id)
 
 
-def _build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num_proc: int | None,
+def build_locked(run_dirs: list[Path], out_dir: Path, shard_max_bytes: int, num_proc: int | None,
                   licence: str | None, source_licences, source_datasets: list[str] | None,
                   repo_id: str | None) -> Path:
     _check_out_dir(out_dir)  # again, now that no other build can be writing it

@@ -83,19 +83,9 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_bytes: int,
-                  config_files: dict[str, str], model_configs: dict[str, str]) -> dict:
-    from banana100.errors import SettingError
-    from banana100.chains.settings import load_settings
-
-    try:
-        known = load_settings()
-    except SettingError:
-        known = {}
-    chains = defaultdict(list)
-    for r in records:
-        chains[r["chain_id"]].append(r["step"])
-
+def _editor_rows(records: list[dict]) -> tuple[list[dict], list[dict], int]:
+    """Who made the rows: per (editor, model) the edited rows and chains, the sources' makers, and the
+    number of rows the simulated editor made."""
     made_by = Counter((r["editor"], r["model"]) for r in records if r["step"] > 0)
     sources = Counter((r["editor"], r["model"]) for r in records if r["step"] == 0)
     chains_by_editor: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -106,8 +96,19 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
         {"editor": e, "model": m, "rows": n, "chains": len(chains_by_editor[(e, m)])}
         for (e, m), n in sorted(made_by.items(), key=lambda kv: -kv[1])
     ]
-    simulated_rows = sum(n for (e, _), n in made_by.items() if e == "simulated")
+    source_editors = [{"editor": e, "model": m, "rows": n} for (e, m), n in sorted(sources.items())]
+    return editors, source_editors, sum(n for (e, _), n in made_by.items() if e == "simulated")
 
+
+def _setting_rows(records: list[dict]) -> list[dict]:
+    """One entry per setting in the data, described from the toolkit's settings file where it is there."""
+    from banana100.chains.settings import load_settings
+    from banana100.errors import SettingError
+
+    try:
+        known = load_settings()
+    except SettingError:
+        known = {}
     settings = []
     for name in sorted({r["setting"] for r in records}):
         rows = [r for r in records if r["setting"] == name]
@@ -126,7 +127,11 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
                 "max_step": max(r["step"] for r in rows),
             }
         )
+    return settings
 
+
+def _config_rows(stats: dict[str, ConfigStats], config_files: dict[str, str],
+                 model_configs: dict[str, str]) -> list[dict]:
     model_of_config = {c: m for m, c in model_configs.items()}
     configs = []
     for name, st in stats.items():
@@ -142,7 +147,10 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
             {"name": name, "what": what, "where": f"`{config_files[name]}`", "rows": st.num_rows, "files": st.files,
              "size": human_bytes(st.download_size)}
         )
+    return configs
 
+
+def _field_rows() -> list[dict]:
     fields = []
     for f in RECORD_FIELDS:
         if f.name == IMAGE_COLUMN:
@@ -153,8 +161,12 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
             )
         else:
             fields.append({"name": f.name, "dtype": f.dtype, "doc": f.doc})
+    return fields
 
-    # chat modes and variants (the release's supplement): shown only when some chain has one
+
+def _chat_variant_rows(records: list[dict]) -> tuple[list[dict], int]:
+    """Chat modes and variants (the release's supplement), shown only when some chain has one, and the
+    number of chains whose images change size along the chain."""
     kinds: dict[tuple, set] = defaultdict(set)
     kind_rows: Counter = Counter()
     sizes: dict[str, set] = defaultdict(set)
@@ -165,29 +177,37 @@ def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_
         sizes[r["chain_id"]].add((r["width"], r["height"]))
     chat_variants = [{"chat_mode": c, "variant": v, "chains": len(kinds[(c, v)]), "rows": kind_rows[(c, v)]}
                      for c, v in sorted(kinds)] if set(kinds) != {(DEFAULT_CHAT_MODE, "")} else []
-    resized_chains = sum(len(v) > 1 for v in sizes.values())
+    return chat_variants, sum(len(v) > 1 for v in sizes.values())
 
-    endpoint_steps_present = sorted({r["step"] for r in records} & set(ENDPOINT_STEPS))
-    max_steps = sorted({max(v) for v in chains.values()})
+
+def _card_context(records: list[dict], stats: dict[str, ConfigStats], shard_max_bytes: int,
+                  config_files: dict[str, str], model_configs: dict[str, str]) -> dict:
+    chains = defaultdict(list)
+    for r in records:
+        chains[r["chain_id"]].append(r["step"])
+    editors, source_editors, simulated_rows = _editor_rows(records)
+    n_edited = sum(e["rows"] for e in editors)
+    settings = _setting_rows(records)
+    chat_variants, resized_chains = _chat_variant_rows(records)
     return {
         "n_rows": len(records),
         "n_step0": sum(r["step"] == 0 for r in records),
-        "n_edited": sum(made_by.values()),
+        "n_edited": n_edited,
         "n_chains": len(chains),
         "n_sources": len({r["source_id"] for r in records}),
-        "max_steps": max_steps,
+        "max_steps": sorted({max(v) for v in chains.values()}),
         "editors": editors,
-        "source_editors": [{"editor": e, "model": m, "rows": n} for (e, m), n in sorted(sources.items())],
+        "source_editors": source_editors,
         "simulated": simulated_rows > 0,
         "simulated_rows": simulated_rows,
-        "all_simulated": simulated_rows > 0 and simulated_rows == sum(made_by.values()),
+        "all_simulated": simulated_rows > 0 and simulated_rows == n_edited,
         "settings": settings,
         "chat_variants": chat_variants,
         "resized_chains": resized_chains,
-        "configs": configs,
-        "fields": fields,
+        "configs": _config_rows(stats, config_files, model_configs),
+        "fields": _field_rows(),
         "endpoint_steps": list(ENDPOINT_STEPS),
-        "endpoint_steps_present": endpoint_steps_present,
+        "endpoint_steps_present": sorted({r["step"] for r in records} & set(ENDPOINT_STEPS)),
         "example_setting": settings[0]["name"],
         "shard_max": human_bytes(shard_max_bytes),
         "row_group_rows": ROW_GROUP_ROWS,

@@ -133,7 +133,7 @@ def _raise_problems(headline: str, problems: list[str]) -> None:
     raise DatasetError(f"{headline} ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  {shown}{tail}")
 
 
-def _check_image(item: Item) -> str | None:
+def check_image(item: Item) -> str | None:
     """None when the image is fine, else a message that names the file and the chain step."""
     path = item.path
     try:
@@ -192,7 +192,7 @@ def check_images(items: list[Item], workers: int | None = None, processes: bool 
     else:
         pool, chunk = ThreadPoolExecutor(max_workers=workers), 1
     with pool:
-        results = pool.map(_check_image, items, chunksize=chunk)
+        results = pool.map(check_image, items, chunksize=chunk)
         problems = [p for p in progress(results, len(items), "checking images") if p]
     _raise_problems("cannot build the dataset: some images are missing or damaged", problems)
 

@@ -144,7 +144,7 @@ class _KeptErrorsFile:
             raise write_error(self.error, self.path)
 
 
-def _open_sink(path: Path) -> tuple[_KeptErrorsFile, pa.NativeFile]:
+def open_sink(path: Path) -> tuple[_KeptErrorsFile, pa.NativeFile]:
     """The file a shard is written to, and the Arrow stream over it that the Parquet writer writes into
     (its cost against Arrow's own file: bench/dataset/shard_sink_cost.py)."""
     kept = _KeptErrorsFile(path)
@@ -218,7 +218,7 @@ class _ShardWriter:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f".part-{len(self.parts):05d}.parquet"
             self.parts.append(path)
-            self._file, self._sink = _open_sink(path)
+            self._file, self._sink = open_sink(path)
             try:
                 self._writer = pq.ParquetWriter(self._sink, self.schema, **self.options)
             except TypeError:  # pyarrow without content-defined chunking
@@ -275,7 +275,7 @@ class _ShardWriter:
             self._close_shard(record=False)
 
 
-def _row(item: Item) -> dict:
+def item_row(item: Item) -> dict:
     """The dataset row of one item, with its image bytes (re-checked against the manifest)."""
     data = item.path.read_bytes()
     if sha256_bytes(data) != item.record["sha256"]:
@@ -358,7 +358,7 @@ def write_shards(items: list[Item], folder: Path, features, max_bytes: int, desc
     writer.journal = folder / JOURNAL_NAME
     try:
         for it in progress(items[done:], len(items) - done, f"writing {desc}"):
-            writer.add(_row(it), _row_key(it))
+            writer.add(item_row(it), _row_key(it))
         writer.close()
     except OSError as e:
         writer.abort()

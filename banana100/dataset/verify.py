@@ -100,7 +100,7 @@ def _png_size(data: bytes, decode: bool) -> tuple[int, int]:
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
-def _image_error(e: Exception, decode: bool) -> str:
+def describe_image_error(e: Exception, decode: bool) -> str:
     """What is wrong with an embedded image, without PIL's `<_io.BytesIO object at 0x...>`."""
     if isinstance(e, UnidentifiedImageError):
         return "not an image PIL can read"
@@ -120,7 +120,7 @@ def _scan(dataset_dir: Path, files: list[Path], with_images: bool, decode: bool,
         try:
             return digest, _png_size(data, decode)
         except Exception as e:  # noqa: BLE001 - PIL raises many types for broken files
-            return digest, _image_error(e, decode)
+            return digest, describe_image_error(e, decode)
 
     with ThreadPoolExecutor(workers) as pool:
         for path in files:

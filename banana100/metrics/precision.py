@@ -36,7 +36,7 @@ def check_precision(precision: str) -> str:
     return precision
 
 
-def _leaves() -> list[tuple[object, bool]]:
+def flag_leaves() -> list[tuple[object, bool]]:
     """The fp32_precision settings (torch 2.9+) of convolutions, matrix products and RNNs:
     (settings object, whether it is a GPU one); [] on an older torch."""
     b = torch.backends
@@ -53,7 +53,7 @@ def _leaves() -> list[tuple[object, bool]]:
 
 def _legacy_state() -> dict:
     """The flags of the old API that can be read: reading `cudnn.allow_tf32` raises on torch 2.9+
-    once a user mixed the two APIs (the leaves of `_leaves` then hold the state)."""
+    once a user mixed the two APIs (the leaves of `flag_leaves` then hold the state)."""
     state = {}
     for key, get in (("cudnn", lambda: torch.backends.cudnn.allow_tf32),
                      ("matmul", torch.get_float32_matmul_precision)):
@@ -86,7 +86,7 @@ def float32_precision(allow_tf32: bool = False):
 
 @contextlib.contextmanager
 def _set_flags(allow_tf32: bool):
-    legacy, leaves = _legacy_state(), _leaves()
+    legacy, leaves = _legacy_state(), flag_leaves()
     saved = [(o, o.fp32_precision) for o, _ in leaves]
     try:
         inside = {"cudnn": allow_tf32, "matmul": "high" if allow_tf32 else "highest"}
@@ -106,7 +106,7 @@ def _set_flags(allow_tf32: bool):
 def tf32_in_effect() -> dict[str, bool]:
     """Whether the GPU's convolutions and matrix products may use TF32 now (what tests spy on)."""
     b = torch.backends
-    if _leaves():
+    if flag_leaves():
         def effective(owner, parent) -> bool:
             for value in (owner.fp32_precision, getattr(parent, "fp32_precision", "none"),
                           getattr(b, "fp32_precision", "none")):

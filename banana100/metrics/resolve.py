@@ -34,7 +34,7 @@ from banana100.metrics.table import (DEFAULT_BATCH_SIZE, EVALUATORS, METRICS, RO
 PYIQA_PREFIX = "pyiqa:"
 from banana100.metrics.detector.model import REL_NAME as RELATIVE  # noqa: E402
 # pyiqa lists these as NR but they score a set of images (FID, IS) or need a caption (CLIPScore)
-_NOT_PER_IMAGE = {"fid": "compares two sets of images", "fid_dinov2": "compares two sets of images",
+NOT_PER_IMAGE = {"fid": "compares two sets of images", "fid_dinov2": "compares two sets of images",
                   "sfid": "compares two sets of images", "inception_score": "scores a set of images",
                   "clipscore": "needs a caption per image"}
 PROBE_SIDE = 256
@@ -121,8 +121,8 @@ def _resolve_pyiqa(name: str) -> ResolvedMetric:
     if cfg.get("metric_mode") != "NR":
         raise UnknownMetricError(f"{name}: a full-reference metric (it compares with a reference image); "
                                  "Banana100 needs no-reference metrics")
-    if pid in _NOT_PER_IMAGE:
-        raise UnknownMetricError(f"{name}: not a per-image quality score (it {_NOT_PER_IMAGE[pid]})")
+    if pid in NOT_PER_IMAGE:
+        raise UnknownMetricError(f"{name}: not a per-image quality score (it {NOT_PER_IMAGE[pid]})")
     low, high = _range(cfg.get("score_range"))
     spec = MetricSpec(pid, f"{pid} (pyiqa)", "user", bool(cfg.get("lower_better", False)), (low, high),
                       batchable=False, paper="see pyiqa's model card", original_code="https://github.com/chaofengc/IQA-PyTorch")

@@ -33,8 +33,8 @@ from banana100.scoring.inputs import ImageItem, Source, image_files, iter_items,
 from banana100.scoring.ready import DEFAULT_METRICS, build_scorers, check_metrics_ready
 from banana100.scoring.references import attach_references, with_companions
 from banana100.scoring.provenance import Made, check_reference
-from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, _append_texts, _drop_temporary_files, _merge,
-                                     _parts_dir, _write_part, check_out, read_scores, say_other_rows, score_key)
+from banana100.scoring.store import (RECORD_COLUMNS, SCORES_SCHEMA, append_texts, drop_temporary_files, merge_parts,
+                                     parts_dir, write_part, check_out, read_scores, say_other_rows, score_key)
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNK = 32  # images per chunk: rows are written (and kept for a resume) chunk by chunk
@@ -88,7 +88,7 @@ class ScoreRun:
         lock = out.with_name(f".{out.name}.lock" + (f".rank{procs.rank}" if procs.rank else ""))
         with ExclusiveLock(lock, out, "banana100 score", remove=True):
             if procs.rank == 0:
-                _drop_temporary_files(out)
+                drop_temporary_files(out)
             scorers = build_scorers(self.metrics, device=device, batch_size=batch_size, backend=self.backend,
                                     mode=mode, precision=precision, **options)
             attach_references(scorers, self.source.given, self.reference)
@@ -107,7 +107,7 @@ class ScoreRun:
         if procs.rank == 0:
             say_other_rows(before, source_ids(self.source.given), out)  # rows added to an existing file: one line
         done = made.done_keys(before, score_key)
-        parts = _parts_dir(out)
+        parts = parts_dir(out)
         prefix = "part-" if procs.world == 1 else f"part-rank{procs.rank:03d}-"
         procs.barrier()  # every process has read what is done before anyone writes
         if procs.world > 1:
@@ -127,19 +127,19 @@ class ScoreRun:
                                                 device):
                 rows = made.stamp(score_chunk(chunk, scorers, uploads))
                 n_errors += sum(r["error"] is not None for r in rows)
-                _write_part(parts, rows, prefix)
-                _append_texts(texts_file, rows)
+                write_part(parts, rows, prefix)
+                append_texts(texts_file, rows)
                 bar.update(len(chunk))
         except ScoringStopped:  # a scorer that cannot go on: what was scored before goes into `out`, then the error
             if procs.world == 1:
-                _merge(out, self.source.scope())
+                merge_parts(out, self.source.scope())
             raise
         finally:
             bar.close()
             images.close()  # stops the decoding threads, also after an interruption
         procs.barrier()
         if procs.rank == 0:
-            _merge(out, self.source.scope())
+            merge_parts(out, self.source.scope())
         procs.barrier()
         if n_errors:
             warnings.warn(f"{n_errors} (image, metric) pairs could not be scored; see the `error` column of {out}",

@@ -49,7 +49,7 @@ SCORES_SCHEMA = pa.schema(
 
 
 
-def _parts_dir(out: Path) -> Path:
+def parts_dir(out: Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
@@ -57,27 +57,27 @@ MERGED_PARTS_KEY = b"banana100.merged_parts"  # the part files a merged scores f
 
 
 def _merged_parts(out: Path) -> set[str] | None:
-    """Names of the part files merged into `out` (recorded in its Parquet metadata by `_merge`);
+    """Names of the part files merged into `out` (recorded in its Parquet metadata by `merge_parts`);
     None for a file merged by a version before the record."""
     meta = pq.read_schema(out).metadata or {}
     return set(json.loads(meta[MERGED_PARTS_KEY])) if MERGED_PARTS_KEY in meta else None
 
 
-def _part_files(out: Path) -> list[Path]:
+def part_files(out: Path) -> list[Path]:
     """The part files in the order they were written (the newest last: `drop_stale_plain_rows`)."""
-    parts = _parts_dir(out)
+    parts = parts_dir(out)
     files = list(parts.glob("part-*.parquet")) if parts.is_dir() else []
     return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
-def _pending_parts(out: Path) -> list[Path]:
+def pending_parts(out: Path) -> list[Path]:
     """The part files not yet merged into `out` (a kill between the merge and the removal of
     the parts folder leaves merged ones behind: they are skipped, never counted twice)."""
     if not out.is_file():
-        return _part_files(out)
+        return part_files(out)
     merged = _merged_parts(out)
     if merged is not None:
-        return [p for p in _part_files(out) if p.name not in merged]
+        return [p for p in part_files(out) if p.name not in merged]
     # merged by an older version, which kept no record: a part whose every row is in `out` was merged (a row
     # scored again against another reference is not: its reference's sha256 is part of what is compared)
     def rows(path: Path) -> set[tuple]:
@@ -86,7 +86,7 @@ def _pending_parts(out: Path) -> list[Path]:
                 for r in t.select(["chain_id", "step", "image", "sha256", "metric", "reference_sha256"]).to_pylist()}
 
     done = rows(out)
-    return [p for p in _part_files(out) if not rows(p) <= done]
+    return [p for p in part_files(out) if not rows(p) <= done]
 
 
 def read_scores(out: Path) -> pa.Table:
@@ -100,7 +100,7 @@ def read_scores(out: Path) -> pa.Table:
     named: list[tuple[str, pa.Table]] = []
     if out.is_file():
         named.append((str(out), _conform(pq.read_table(out))))
-    named += [(str(p), _conform(pq.read_table(p))) for p in _pending_parts(out)]
+    named += [(str(p), _conform(pq.read_table(p))) for p in pending_parts(out)]
     if not named:
         return SCORES_SCHEMA.empty_table()
     seen: dict[tuple, tuple[str, dict]] = {}
@@ -132,7 +132,7 @@ def _conform(table: pa.Table) -> pa.Table:
     return table.select(SCORES_SCHEMA.names).cast(SCORES_SCHEMA)
 
 
-def _append_texts(path: Path, rows: list[dict]) -> None:
+def append_texts(path: Path, rows: list[dict]) -> None:
     """Append the rows that carry a generated text (VisualQuality-R1 with keep_text) to `path`."""
     kept = [{"chain_id": r["chain_id"], "step": r["step"], "metric": r["metric"], "score": r["score"],
              "error": r["error"], "text": r["text"]} for r in rows if r.get("text") is not None]
@@ -218,7 +218,7 @@ def _in_scope(image: str, scope: list[str]) -> bool:
     return any(image.startswith(folder.rstrip(os.sep) + os.sep) for folder in scope)
 
 
-def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
+def write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
     """Write one part file; each process of a distributed run has its own `prefix` (no clashes).
     A random tail makes each name unique for ever: a merged file lists the parts it holds by name."""
     parts.mkdir(parents=True, exist_ok=True)
@@ -228,7 +228,7 @@ def _write_part(parts: Path, rows: list[dict], prefix: str = "part-") -> None:
     write_file_atomic(parts / f"{prefix}{index:06d}-{uuid.uuid4().hex[:12]}.parquet", sink.getvalue().to_pybytes())
 
 
-def _merge(out: Path, scope: list[str] = ()) -> None:
+def merge_parts(out: Path, scope: list[str] = ()) -> None:
     """Merge the pending parts into `out`, without stale plain-image rows (`drop_stale_plain_rows`,
     `scope`: the folders this run scored), then remove the parts folder.
 
@@ -236,7 +236,7 @@ def _merge(out: Path, scope: list[str] = ()) -> None:
     the rerun reads once: before the rename, the old `out` and all parts; after it, the new
     `out` and parts it lists as merged (skipped by `read_scores`).
     """
-    merged = {p.name for p in _part_files(out)}  # all of them, after this merge
+    merged = {p.name for p in part_files(out)}  # all of them, after this merge
     table = provenance.drop_superseded(read_scores(out), score_key)
     table = drop_stale_plain_rows(table, list(scope), out)
     table = table.sort_by([("metric", "ascending"), ("chain_id", "ascending"), ("step", "ascending")])
@@ -245,12 +245,12 @@ def _merge(out: Path, scope: list[str] = ()) -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     write_file_atomic(out, sink.getvalue().to_pybytes())
-    shutil.rmtree(_parts_dir(out), ignore_errors=True)
+    shutil.rmtree(parts_dir(out), ignore_errors=True)
 
 
-def _drop_temporary_files(out: Path) -> None:
+def drop_temporary_files(out: Path) -> None:
     """Temporary files a killed run left beside `out` and in its parts folder (under the lock)."""
-    for folder in (out.parent, _parts_dir(out)):
+    for folder in (out.parent, parts_dir(out)):
         if folder.is_dir():
             for f in folder.glob(f".{out.name if folder == out.parent else 'part-'}*"):
                 if is_temporary_name(f.name):

@@ -49,7 +49,7 @@ def main() -> None:
         items.append(Item(run_dir=path.parent, record=record))
     size = sum(i.path.stat().st_size for i in items)
 
-    kept_sink = shards._open_sink
+    kept_sink = shards.open_sink
 
     def osfile_sink(path):  # before: Arrow's own file (a write error raised inside Arrow)
         class Nothing:
@@ -65,12 +65,12 @@ def main() -> None:
     for r in range(args.repeats):
         for name, sink in (("osfile", osfile_sink), ("kept_errors_file", kept_sink)):
             out = work / f"out-{name}-{r}"
-            shards._open_sink = sink
+            shards.open_sink = sink
             t = time.perf_counter()
             shards.write_shards(items, out, dataset_features(), 500 * 1024**2, name)
             times[name].append(time.perf_counter() - t)
             shutil.rmtree(out)
-    shards._open_sink = kept_sink
+    shards.open_sink = kept_sink
     shutil.rmtree(work)
     med = {k: statistics.median(v) for k, v in times.items()}
     result = {"images": args.images, "side": args.side, "bytes": size, "repeats": args.repeats, "seconds": times,

@@ -36,7 +36,7 @@ def baseline_scorer(where: str, device: str, batch: int):
 
     module = module_as_of(where, ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py"),
                           "edit_damage_baseline")
-    scorer = MetricScorer.from_model("edit_damage", native._exact_forward(module.EditDamage()), device=device,
+    scorer = MetricScorer.from_model("edit_damage", native.exact_forward(module.EditDamage()), device=device,
                                      batch_size=batch)
     scorer.backend = "native"  # batched like the current one (from_model assumes a pyiqa arch)
     return scorer

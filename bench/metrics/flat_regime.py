@@ -85,7 +85,7 @@ class LeftoverPolicy:
         def il_mscn(module, t):
             out = orig_il(module, t)
             window = torch.tensor(module.mscn_window, dtype=torch.float64)
-            mu = ilniqe._filter(t, module.mscn_window)
+            mu = ilniqe.filter2d(t, module.mscn_window)
             out[(t - mu).abs() <= repair.leftover_bound(window, torch.float64)] = value
             return out
 

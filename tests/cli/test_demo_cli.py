@@ -203,13 +203,13 @@ def test_cli_warnings_are_one_line_and_left_as_they_were(tmp_path, monkeypatch):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "manifest.jsonl").write_text("")
     seen = []
-    real = cli._run
+    real = cli.run_command
 
     def format_then_run(args, name, debug):
         seen.append(warnings.formatwarning("something to say", UserWarning, "x.py", 1))
         return real(args, name, debug)
 
-    monkeypatch.setattr(cli, "_run", format_then_run)
+    monkeypatch.setattr(cli, "run_command", format_then_run)
     cli.main(["verify", str(tmp_path / "run")])
     assert seen == ["banana100 verify: warning: something to say\n"]
     assert warnings.formatwarning is before

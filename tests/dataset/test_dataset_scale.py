@@ -354,7 +354,7 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
     make_run(tmp_path / "run", steps=30)
     out = tmp_path / "ds"
     calls = {"n": 0}
-    real_row = shards._row
+    real_row = shards.item_row
 
     def flaky(item):
         calls["n"] += 1
@@ -362,7 +362,7 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
             raise KeyboardInterrupt
         return real_row(item)
 
-    monkeypatch.setattr(shards, "_row", flaky)
+    monkeypatch.setattr(shards, "item_row", flaky)
     with pytest.raises(KeyboardInterrupt):
         build_dataset([tmp_path / "run"], out, shard_max_bytes=64 * 1024)
     assert not out.exists()
@@ -372,12 +372,12 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
                 if any(p.name in j.read_text() for j in journals)}
     assert finished, "some shards were finished before the interruption"
 
-    monkeypatch.setattr(shards, "_row", real_row)
+    monkeypatch.setattr(shards, "item_row", real_row)
     calls["n"] = 0
-    monkeypatch.setattr(shards, "_row", lambda it: (calls.__setitem__("n", calls["n"] + 1), real_row(it))[1])
+    monkeypatch.setattr(shards, "item_row", lambda it: (calls.__setitem__("n", calls["n"] + 1), real_row(it))[1])
     checks = []
-    real_check = checks_mod._check_image
-    monkeypatch.setattr(checks_mod, "_check_image", lambda it: (checks.append(it.record["step"]), real_check(it))[1])
+    real_check = checks_mod.check_image
+    monkeypatch.setattr(checks_mod, "check_image", lambda it: (checks.append(it.record["step"]), real_check(it))[1])
     touched = tmp_path / "run" / "moss__mirror__r0" / "step_003.png"
     st = touched.stat()
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes, new mtime: checked again
@@ -395,7 +395,7 @@ def test_interrupted_build_resumes_and_reuses_finished_shards(tmp_path, monkeypa
 
 def test_changed_rows_are_not_reused(tmp_path, monkeypatch):
     records = make_run(tmp_path / "run", sources=("moss",), settings=("replicate",), steps=10)
-    real_row = shards._row
+    real_row = shards.item_row
     n = {"i": 0}
 
     def flaky(item):
@@ -404,10 +404,10 @@ def test_changed_rows_are_not_reused(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real_row(item)
 
-    monkeypatch.setattr(shards, "_row", flaky)
+    monkeypatch.setattr(shards, "item_row", flaky)
     with pytest.raises(KeyboardInterrupt):
         build_dataset([tmp_path / "run"], tmp_path / "ds", shard_max_bytes=64 * 1024)
-    monkeypatch.setattr(shards, "_row", real_row)
+    monkeypatch.setattr(shards, "item_row", real_row)
     records[0]["prompt"] = "edited after the interruption"
     (tmp_path / "run" / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = build_dataset([tmp_path / "run"], tmp_path / "ds", shard_max_bytes=64 * 1024)

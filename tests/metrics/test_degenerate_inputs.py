@@ -379,10 +379,10 @@ def test_the_limit_can_be_raised_per_call_globally_and_by_environment(bomb, tmp_
     with pytest.raises(ImageReadError, match="limit of 1,000 pixels"):
         image_size(good)
     monkeypatch.setenv("BANANA100_MAX_IMAGE_PIXELS", "5e8")
-    assert imageio._limit_from_env() == 500_000_000
+    assert imageio.limit_from_env() == 500_000_000
     monkeypatch.setenv("BANANA100_MAX_IMAGE_PIXELS", "lots")
     with pytest.raises(ImageReadError, match="BANANA100_MAX_IMAGE_PIXELS='lots'"):
-        imageio._limit_from_env()
+        imageio.limit_from_env()
     with pytest.raises(ValueError, match="positive integer"):
         imageio.set_max_image_pixels(0)
     assert Image.MAX_IMAGE_PIXELS == imageio.DEFAULT_MAX_IMAGE_PIXELS  # PIL's own limit left alone

@@ -26,13 +26,13 @@ OFF = {"conv": False, "matmul": False}
 
 def _flags() -> list:
     """Every setting the guard touches, as a comparable snapshot."""
-    from banana100.metrics.precision import _leaves
+    from banana100.metrics.precision import flag_leaves
 
     try:
         legacy = torch.get_float32_matmul_precision()
     except RuntimeError:  # torch 2.9+ after a mix of the old and new APIs: the leaves hold the state
         legacy = "mixed"
-    return [o.fp32_precision for o, _ in _leaves()] + [legacy]
+    return [o.fp32_precision for o, _ in flag_leaves()] + [legacy]
 
 
 @pytest.fixture
@@ -44,11 +44,11 @@ def tf32_on():
     torch.set_float32_matmul_precision("high")
     assert tf32_in_effect() == ON
     yield _flags()
-    from banana100.metrics.precision import _leaves
+    from banana100.metrics.precision import flag_leaves
 
     torch.set_float32_matmul_precision(old)
     torch.backends.cudnn.allow_tf32 = True
-    for (o, _), value in zip(_leaves(), before[:-1], strict=True):  # before ends with the legacy flag
+    for (o, _), value in zip(flag_leaves(), before[:-1], strict=True):  # before ends with the legacy flag
         o.fp32_precision = value
 
 
@@ -99,9 +99,9 @@ def test_the_flags_come_back_when_the_forward_raises(tf32_on, monkeypatch):
 def test_the_guard_also_holds_against_the_generic_new_api_flag():
     if not hasattr(torch.backends, "fp32_precision"):
         pytest.skip("torch before 2.9 has no fp32_precision API")
-    from banana100.metrics.precision import _leaves
+    from banana100.metrics.precision import flag_leaves
 
-    before = [o.fp32_precision for o, _ in _leaves()], torch.backends.fp32_precision
+    before = [o.fp32_precision for o, _ in flag_leaves()], torch.backends.fp32_precision
     torch.backends.fp32_precision = "tf32"
     try:
         snapshot = _flags()
@@ -114,7 +114,7 @@ def test_the_guard_also_holds_against_the_generic_new_api_flag():
         assert _flags() == snapshot
     finally:
         torch.backends.fp32_precision = before[1]
-        for (o, _), value in zip(_leaves(), before[0], strict=True):
+        for (o, _), value in zip(flag_leaves(), before[0], strict=True):
             o.fp32_precision = value
 
 

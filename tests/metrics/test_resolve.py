@@ -138,7 +138,7 @@ def test_every_pyiqa_nr_metric_resolves_or_says_why():
         try:
             r = rs.resolve(f"pyiqa:{pid}")
         except UnknownMetricError as e:
-            assert pid in rs._NOT_PER_IMAGE, e
+            assert pid in rs.NOT_PER_IMAGE, e
         else:
             assert isinstance(r.lower_better, bool)
 

@@ -33,9 +33,9 @@ def test_parts_are_read_oldest_first_so_the_newest_row_wins(tmp_path):
     image = str(tmp_path / "a.png")
     _part(parts, "part-000001-aaaaaaaaaaaa.parquet", [_row(image=image, sha256="old", score=1.0)], 1_000_000_000)
     _part(parts, "part-000000-bbbbbbbbbbbb.parquet", [_row(image=image, sha256="new", score=2.0)], 2_000_000_000)
-    assert [p.name for p in store._part_files(out)] == ["part-000001-aaaaaaaaaaaa.parquet",
+    assert [p.name for p in store.part_files(out)] == ["part-000001-aaaaaaaaaaaa.parquet",
                                                           "part-000000-bbbbbbbbbbbb.parquet"]
-    store._merge(out, [])
+    store.merge_parts(out, [])
     assert pq.read_table(out).select(["sha256", "score"]).to_pylist() == [{"sha256": "new", "score": 2.0}]
 
 
@@ -46,13 +46,13 @@ def test_parts_already_merged_are_not_read_again(tmp_path):
     parts = out.with_name(out.name + ".parts")
     rows = [_row(chain_id="c", step=k, sha256=f"h{k}", score=float(k)) for k in range(3)]
     _part(parts, "part-000000-cccccccccccc.parquet", rows, 1_000_000_000)
-    store._merge(out, [])
+    store.merge_parts(out, [])
     assert not parts.exists()
     left = _part(parts, "part-000000-cccccccccccc.parquet", rows, 1_000_000_000)  # as the kill left it
-    assert store._pending_parts(out) == []
+    assert store.pending_parts(out) == []
     assert store.read_scores(out).num_rows == 3
     newer = _part(parts, "part-000001-dddddddddddd.parquet", [_row(chain_id="c", step=3, sha256="h3", score=3.0)],
                   2_000_000_000)
-    assert store._pending_parts(out) == [newer] and left.exists()
-    store._merge(out, [])
+    assert store.pending_parts(out) == [newer] and left.exists()
+    store.merge_parts(out, [])
     assert sorted(pq.read_table(out)["step"].to_pylist()) == [0, 1, 2, 3]

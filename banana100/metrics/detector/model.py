@@ -131,7 +131,7 @@ def grain_ratio(grain, texture):
     return (grain + GRAIN_RATIO_FLOOR) / (texture + GRAIN_RATIO_FLOOR)
 
 
-def _terms(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
+def term_tensors(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
            units: Mapping[str, tuple[float, float]] = BARE_UNITS, even: bool = True) -> dict[str, torch.Tensor]:
     """Each term, from float64 tensors of the components. Grain's is (min(grain, cap) / unit_a +
     max(0, grain_ratio - offset) / unit) x evenness (floor = (cap, unit_a), ratio = (offset, unit); `even`
@@ -152,16 +152,16 @@ def combine(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN
     """The score: the sum of the terms. The defaults are the shipped constants; bench/detector/fit_edit_damage.py
     passes its grid's (a cap or unit_a of inf: no cap, no floor term; even=False: grain not weighed by
     evenness)."""
-    return sum(_terms(components, floor, ratio, units, even).values())
+    return sum(term_tensors(components, floor, ratio, units, even).values())
 
 
 def terms(components: Mapping[str, float]) -> dict[str, float]:
     """Each component's share of the score (the term it adds), for one image."""
     one = {k: torch.tensor(float(components[k]), dtype=torch.float64) for k in COMPONENTS}
-    return {n: float(v) for n, v in _terms(one).items()}
+    return {n: float(v) for n, v in term_tensors(one).items()}
 
 
-def _gauss_kernel(sigma: float, device, dtype) -> torch.Tensor:
+def gauss_kernel(sigma: float, device, dtype) -> torch.Tensor:
     radius = max(1, math.ceil(3 * sigma))
     t = torch.arange(-radius, radius + 1, device=device, dtype=dtype)
     k = torch.exp(-t * t / (2 * sigma * sigma))
@@ -172,12 +172,12 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """x (B,C,H,W) filtered by the 1-D kernel k along both axes, reflect-padded."""
     c, r = x.shape[1], k.numel() // 2
     x = F.pad(x, (r, r, 0, 0), mode="reflect") if r < x.shape[-1] else F.pad(x, (r, r, 0, 0), mode="replicate")
-    x = _taps(x, k, -1) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    x = separable_taps(x, k, -1) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
     x = F.pad(x, (0, 0, r, r), mode="reflect") if r < x.shape[-2] else F.pad(x, (0, 0, r, r), mode="replicate")
-    return _taps(x, k, -2) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    return separable_taps(x, k, -2) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
 
 
-def _taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
+def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     """The 1-D correlation of x (padded along `dim`) with k as a sum of shifted copies: on CPU far
     faster than oneDNN's one-channel convolution, which took about 60 % of a 1024 px image's
     time (`git show b381d54:BENCHMARKS.md`, the edit_damage cost); equal to it to float32 rounding."""
@@ -196,7 +196,7 @@ def _window_sum(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
 
 
 def gauss(x: torch.Tensor, sigma: float) -> torch.Tensor:
-    return _separable(x, _gauss_kernel(sigma, x.device, x.dtype))
+    return _separable(x, gauss_kernel(sigma, x.device, x.dtype))
 
 
 def dog_white_gain(device=None, dtype=torch.float64) -> float:

@@ -63,10 +63,10 @@ def to_float(pixels: torch.Tensor) -> torch.Tensor:
         x = torch.empty((b, c, h, w), dtype=torch.float32)
         x.copy_(pixels.permute(0, 3, 1, 2))  # the cast is exact; div_ is to_tensor's division
         return x.div_(255)
-    return _look_up(pixels)
+    return look_up(pixels)
 
 
-def _look_up(pixels: torch.Tensor) -> torch.Tensor:
+def look_up(pixels: torch.Tensor) -> torch.Tensor:
     """`to_float` off the CPU: each uint8 level's float32 value from the CPU's table."""
     b, h, w, c = pixels.shape
     index = pixels.permute(0, 3, 1, 2).contiguous().reshape(-1).to(torch.int32)

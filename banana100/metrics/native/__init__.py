@@ -91,7 +91,7 @@ def build(metric: str, files: Mapping[str, Path], mode: str = "pyiqa") -> torch.
     if mode not in MODES:
         raise ValueError(f"{metric}: mode must be one of {MODES}, got {mode!r}")
     module = METRICS[metric].native_module or f"{__name__}.{metric}"
-    return _exact_forward(importlib.import_module(module).build(files, mode=mode))
+    return exact_forward(importlib.import_module(module).build(files, mode=mode))
 
 
 def _guarded_forward(self, *args, **kwargs):
@@ -99,7 +99,7 @@ def _guarded_forward(self, *args, **kwargs):
         return type(self).forward(self, *args, **kwargs)
 
 
-def _exact_forward(model: torch.nn.Module) -> torch.nn.Module:
+def exact_forward(model: torch.nn.Module) -> torch.nn.Module:
     """`model` whose forward runs in IEEE float32 whatever the user's TF32 flags (TF32 moved
     BRISQUE's CUDA scores up to 8 % from the CPU's), unless `model.allow_tf32` is set (the
     engine's precision="fast"); the flags come back afterwards (`precision.float32_precision`)."""

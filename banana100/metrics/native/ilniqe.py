@@ -141,7 +141,7 @@ class ILNIQE(torch.nn.Module):
 
     def _downsample(self, t: torch.Tensor) -> torch.Tensor:
         """Gaussian blur (replicate borders) and keep every other pixel."""
-        return _filter(t, self.downsample_window, step=2)
+        return filter2d(t, self.downsample_window, step=2)
 
     # ------------------------------------------------------------------ features
 
@@ -214,8 +214,8 @@ class ILNIQE(torch.nn.Module):
         return self._filters[key]
 
     def _mscn(self, t: torch.Tensor) -> torch.Tensor:
-        mu = _filter(t, self.mscn_window)
-        var = (_filter(t * t, self.mscn_window) - mu * mu).abs()
+        mu = filter2d(t, self.mscn_window)
+        var = (filter2d(t * t, self.mscn_window) - mu * mu).abs()
         if self.pyiqa:
             var = var + torch.finfo(torch.float64).eps
         return (t - mu) / (var.sqrt() + 1)
@@ -264,7 +264,7 @@ class ILNIQE(torch.nn.Module):
 
     def _weibull(self, blocks: torch.Tensor) -> torch.Tensor:
         """(B, patches, C, 2): Weibull (scale, shape) of (B, C, patches, N) positive samples."""
-        fit = _weibull_pyiqa if self.pyiqa else _weibull_mle
+        fit = _weibull_pyiqa if self.pyiqa else weibull_mle
         shape, scale = fit(blocks)
         return torch.stack((scale, shape), dim=-1).transpose(1, 2)
 
@@ -322,7 +322,7 @@ def _aggd_moments(v: torch.Tensor, dims) -> tuple[torch.Tensor, ...]:
     return n_neg, n_pos, sq_neg, sq_pos, abs_sum, count
 
 
-def _filter(t: torch.Tensor, kernel: list[list[float]], step: int = 1) -> torch.Tensor:
+def filter2d(t: torch.Tensor, kernel: list[list[float]], step: int = 1) -> torch.Tensor:
     """MATLAB imfilter(t, kernel, 'replicate') of (B, C, H, W), keeping every `step`-th pixel.
 
     A sum of shifted copies: cheaper than a float64 conv2d (im2col) for these small kernels.
@@ -475,7 +475,7 @@ def _power_moments(log_x: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, 
     return torch.cat(out, dim=1).unsqueeze(-2).unbind(-1)
 
 
-def _weibull_mle(x: torch.Tensor, iters: int = 100, tol: float = 1e-7) -> tuple[torch.Tensor, torch.Tensor]:
+def weibull_mle(x: torch.Tensor, iters: int = 100, tol: float = 1e-7) -> tuple[torch.Tensor, torch.Tensor]:
     """MATLAB wblfit: the maximum-likelihood (shape, scale) per row of (..., N) positive samples.
 
     Newton converges quadratically: once a step is below tol * shape, the error left is ~tol^2.

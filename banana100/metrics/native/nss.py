@@ -97,7 +97,7 @@ class ChunkedScoring(torch.nn.Module):
         return torch.cat(scores)
 
 
-def _signed_moments(x: torch.Tensor) -> torch.Tensor:
+def signed_moments(x: torch.Tensor) -> torch.Tensor:
     """Sums over the last axis of x (..., n) -> (5, ...): negatives' squares, positives' squares,
     negative count, positive count, sum of |x|."""
     n = x.shape[-1]
@@ -121,7 +121,7 @@ def _signed_moments(x: torch.Tensor) -> torch.Tensor:
 
 
 def signed_moments_rows(x: torch.Tensor) -> torch.Tensor:
-    """`_signed_moments` of `(..., H, W)` maps over their last two axes -> (5, ...) float64, for
+    """`signed_moments` of `(..., H, W)` maps over their last two axes -> (5, ...) float64, for
     float32 maps: negatives' squares, positives' squares, negative count, positive count, sum of |x|.
 
     Few passes: the negative parts, positive parts and signs of a block of rows go into one
@@ -153,7 +153,7 @@ def signed_moments_rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def ggd_from_moments(moments: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`estimate_ggd` from the (5, ...) signed moments of n samples (`_signed_moments` layout)."""
+    """`estimate_ggd` from the (5, ...) signed moments of n samples (`signed_moments` layout)."""
     left_sq, right_sq, _, _, abs_sum = moments
     mean_sq = (left_sq + right_sq) / n
     rho = mean_sq / (abs_sum / n).pow(2)
@@ -166,7 +166,7 @@ def ggd_from_moments(moments: torch.Tensor, n: int) -> tuple[torch.Tensor, torch
 
 
 def aggd_from_moments(moments: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`estimate_aggd` from the (5, ...) signed moments of n samples (`_signed_moments` layout)."""
+    """`estimate_aggd` from the (5, ...) signed moments of n samples (`signed_moments` layout)."""
     left_sq, right_sq, n_left, n_right, abs_sum = moments
     left_std = torch.sqrt(left_sq / n_left)
     right_std = torch.sqrt(right_sq / n_right)
@@ -185,7 +185,7 @@ def estimate_ggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     LIVE `estimateggdparam`: rho = E[x^2] / E[|x|]^2 matched to Gamma(1/a)Gamma(3/a)/Gamma(2/a)^2.
     """
-    return ggd_from_moments(_signed_moments(x), x.shape[-1])
+    return ggd_from_moments(signed_moments(x), x.shape[-1])
 
 
 def estimate_aggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -195,7 +195,7 @@ def estimate_aggd(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     positive samples (NaN when there are none, as MATLAB's mean of an empty vector); multiply
     by `gamma_ratio_sqrt(alpha)` for the AGGD scales beta_l / beta_r.
     """
-    return aggd_from_moments(_signed_moments(x), x.shape[-1])
+    return aggd_from_moments(signed_moments(x), x.shape[-1])
 
 
 def mscn(

@@ -101,10 +101,10 @@ def test_the_cpu_paths_equal_the_convolution_and_the_batch():
 
     x = torch.rand(2, 1, 70, 90) * 255
     for sigma in (0.5, 2.5, 6.0):
-        k = ed._gauss_kernel(sigma, x.device, x.dtype)
+        k = ed.gauss_kernel(sigma, x.device, x.dtype)
         r = k.numel() // 2
         padded = F.pad(x, (r, r, 0, 0), mode="reflect")
-        torch.testing.assert_close(ed._taps(padded, k, -1), F.conv2d(padded, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(ed.separable_taps(padded, k, -1), F.conv2d(padded, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
     m = ed.build()
     batch = torch.stack([to_tensor(a) for a in chain_images(3, 96)])
     torch.testing.assert_close(m(batch), m._measure(batch), rtol=1e-6, atol=1e-5)
@@ -122,7 +122,7 @@ def test_evenness_tells_grain_over_the_whole_image_from_a_floor_over_flatter_til
     assert even[0] > 0.85 and even[1] < 0.3 and even[2] > even[1]
     for i in range(3):
         one = {k: float(v[i]) for k, v in c.items()}
-        unweighed = ed._terms({k: torch.tensor([v], dtype=torch.float64) for k, v in one.items()}, even=False)["grain"]
+        unweighed = ed.term_tensors({k: torch.tensor([v], dtype=torch.float64) for k, v in one.items()}, even=False)["grain"]
         assert ed.terms(one)["grain"] == pytest.approx(float(unweighed[0]) * even[i])
     # grain added over the patched image raises its score more than its grain alone would say
     assert ed.terms({k: float(v[2]) for k, v in c.items()})["grain"] > ed.terms({k: float(v[1]) for k, v in c.items()})["grain"]

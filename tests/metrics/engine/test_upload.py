@@ -10,7 +10,7 @@ import torch
 
 from banana100.metrics.engine import upload
 from banana100.metrics.engine.scorer import MetricScorer, to_tensor
-from banana100.metrics.engine.upload import Uploader, _look_up, to_float, uniform_colours
+from banana100.metrics.engine.upload import Uploader, look_up, to_float, uniform_colours
 from banana100.testing.images import chain_images
 
 
@@ -28,7 +28,7 @@ def test_float_conversion_equals_to_tensor_bit_for_bit_on_both_paths():
     imgs = _images()
     batch = Uploader(torch.device("cpu")).upload(imgs)
     expected = torch.stack([to_tensor(a) for a in imgs])
-    for x in (to_float(batch.pixels), _look_up(batch.pixels)):  # the CPU's division, the GPU's table
+    for x in (to_float(batch.pixels), look_up(batch.pixels)):  # the CPU's division, the GPU's table
         assert x.dtype == torch.float32 and x.is_contiguous() and x.shape == expected.shape
         assert torch.equal(x, expected)
 

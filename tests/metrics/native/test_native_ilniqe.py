@@ -139,7 +139,7 @@ def test_weibull_fit_is_the_maximum_likelihood_one():
     # MATLAB's wblfit is the MLE: the profile-likelihood equation holds at the fitted shape
     torch.manual_seed(0)
     x = torch.distributions.Weibull(torch.tensor(2.5), torch.tensor(1.7)).sample((3, 1, 2, 4000)).double()
-    shape, scale = ilniqe._weibull_mle(x)
+    shape, scale = ilniqe.weibull_mle(x)
     xk = x ** shape.unsqueeze(-1)
     log_x = x.log()
     equation = (xk * log_x).sum(-1) / xk.sum(-1) - 1 / shape - log_x.mean(-1)

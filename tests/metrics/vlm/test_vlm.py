@@ -190,7 +190,7 @@ def test_scoring_rows_and_texts_file(tiny, tmp_path):
     assert all(np.isnan(r["score"]) and "gave no score" in r["error"] and "c/step_" in r["error"] for r in rows)
     assert all(r["mode"] == scorer.mode and r["backend"] == "transformers" for r in rows)
     out = tmp_path / "texts.jsonl"
-    scoring._append_texts(out, rows)
+    scoring.append_texts(out, rows)
     kept = [json.loads(line) for line in out.read_text().splitlines()]
     assert [k["step"] for k in kept] == [0, 1, 2] and all(k["text"] for k in kept)
     assert kept[0]["text"] == scorer.measure(images[:1], ["c/step_0.png"]).texts[0]
