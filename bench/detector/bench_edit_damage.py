@@ -1,7 +1,7 @@
 """Cost of the edit_damage detector against native NIQE, side by side in one process.
 
     nice python -m bench.detector.bench_edit_damage [--sizes 512,1024] [--batches 1,8] [--images 8] [--rounds 3]
-        [--device cpu] [--params ../shared/iqa-params] [--baseline COMMIT_OR_FILE]
+        [--device cpu] [--threads N] [--params ../shared/iqa-params] [--baseline COMMIT_OR_FILE]
 
 Both metrics score the same images (steps of a simulated-editor chain of skimage's coffee,
 `bench_native.chain_images`) with the engine (`MetricScorer.score_arrays`), alternating round
@@ -74,6 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--images", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch's CPU threads (one: a shared machine's other load does not stall a thread pool)")
     ap.add_argument("--params", default=str(PARAMS))
     ap.add_argument("--baseline", default=None, help="a commit (or a file) whose edit_damage.py is timed beside the current one")
     ap.add_argument("--profile", type=int, default=None, metavar="SIDE", help="profile one SIDE px image and stop")
@@ -85,6 +87,8 @@ def main(argv=None) -> int:
 
     from banana100.metrics.engine.scorer import MetricScorer
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.profile:
         return profile(args.profile, args.baseline, args.device)
     rows = []

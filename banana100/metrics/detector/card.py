@@ -283,7 +283,8 @@ def _cost() -> str:
     for row in r["rows"]:
         lines.append(f"| {row['size']} px | {row['batch']} | {row['ratio_wall']:.2f} | {row['ratio_cpu']:.2f} |")
     env = r["environment"]
-    return (f"Measured by `{r['command']}` on {env['device']} ({env['cpus']} cores, {env['threads']} torch threads, "
+    threads = f"{env['threads']} torch thread" + ("s" if env["threads"] != 1 else "")
+    return (f"Measured by `{r['command']}` on {env['device']} ({env['cpus']} cores, {threads}, "
             "a machine shared with other jobs: ratios, not seconds):\n\n" + "\n".join(lines))
 
 

@@ -189,10 +189,61 @@ def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _window_sum(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
-    """The sums of k consecutive values along `dim` (length n - k + 1), from one cumulative sum."""
-    c = x.cumsum(dim)
-    first = c.narrow(dim, k - 1, 1)
-    return torch.cat([first, c.narrow(dim, k, x.shape[dim] - k) - c.narrow(dim, 0, x.shape[dim] - k)], dim)
+    """The sums of k consecutive values along `dim` (length n - k + 1), by doubling: sums of 1, 2, 4, ...
+    values, added where k's binary digits say (log2 k full-size adds; a cumulative sum costs more and,
+    in float32, loses the small differences of large running totals)."""
+    m = x.shape[dim] - k + 1
+    out, offset, power, p = None, 0, x, 1  # power[i] = x[i] + ... + x[i + p - 1]
+    while True:
+        if k & 1:
+            part = power.narrow(dim, offset, m)
+            out = part.clone() if out is None else out.add_(part)
+            offset += p
+        k >>= 1
+        if not k:
+            return out
+        n = power.shape[dim] - p
+        power = power.narrow(dim, 0, n) + power.narrow(dim, p, n)
+        p *= 2
+
+
+def _fft_length(n: int) -> int:
+    """The least length >= n with no prime factor above 11 (pocketfft is slow on larger ones: 544 = 32 x 17
+    takes twice 560's time)."""
+    while True:
+        m = n
+        for p in (2, 3, 5, 7, 11):
+            while m % p == 0:
+                m //= p
+        if m == 1:
+            return n
+        n += 1
+
+
+def tile_overlap(tiles: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
+    """(B, L, L): for each pair of pixel lags (dy, dx) in `lags`, the count of pixel pairs (p, p + d) with
+    both in a tile of weight 1 of `tiles` (B, ny, nx), exactly: the tiles' own autocorrelation A at tile
+    lags (a, b), spread to pixels by how much a tile shifted by d overlaps each neighbour (a pixel lag
+    d = TILE q + s pairs TILE - s rows of a tile with the tile q on and s with the tile q + 1 on)."""
+    q = torch.div(lags, TILE, rounding_mode="floor")
+    s = (lags - q * TILE).to(tiles.dtype)
+    lo, hi = int(q.min()), int(q.max()) + 1
+    ny, nx = tiles.shape[-2:]
+
+    def shifted_dot(a: int, b: int) -> torch.Tensor:
+        if abs(a) >= ny or abs(b) >= nx:
+            return tiles.new_zeros(tiles.shape[0])
+        one = tiles[:, max(0, -a):ny - max(0, a), max(0, -b):nx - max(0, b)]
+        two = tiles[:, max(0, a):ny + min(0, a), max(0, b):nx + min(0, b)]
+        return (one * two).sum((1, 2))
+
+    shifts = range(lo, hi + 1)
+    a_ = torch.stack([torch.stack([shifted_dot(a, b) for b in shifts], -1) for a in shifts], -2)  # (B, n, n)
+    spread = tiles.new_zeros(lags.numel(), len(shifts))
+    rows = torch.arange(lags.numel(), device=lags.device)
+    spread[rows, q - lo] = TILE - s
+    spread[rows, q + 1 - lo] = s
+    return torch.einsum("ia,zab,jb->zij", spread, a_, spread)
 
 
 def gauss(x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -238,10 +289,12 @@ class EditDamage(torch.nn.Module):
             return torch.cat(scores)
         return self._measure(x)
 
-    def _measure(self, x: torch.Tensor) -> torch.Tensor:
+    def _measure(self, x: torch.Tensor, at_points: bool | None = None) -> torch.Tensor:
+        """The scores of a batch of one size; `at_points` (default: on CPU) reads the edge and speckle
+        statistics at their pixels rather than over whole-image masks (the same numbers to float32 rounding)."""
         rgb = x.to(torch.float32) * 255
         luma = (0.299 * rgb[:, 0:1] + 0.587 * rgb[:, 1:2] + 0.114 * rgb[:, 2:3])
-        clipped = ((rgb <= CLIP_LOW) | (rgb >= CLIP_HIGH)).any(dim=1, keepdim=True)
+        clipped = (rgb.amin(dim=1, keepdim=True) <= CLIP_LOW) | (rgb.amax(dim=1, keepdim=True) >= CLIP_HIGH)
         shared = gauss(luma, DOG_SIGMAS[1])  # the fine band's low edge is the coarse band's high one
         fine = gauss(luma, DOG_SIGMAS[0])
         energy, usable = self._tiles(fine - shared, clipped)
@@ -258,14 +311,20 @@ class EditDamage(torch.nn.Module):
         # the CPU here would be a wait per batch on a GPU)
         self.last_cast = cast.detach().to(torch.float64)
         lattice, lattice_level = self._lattice(residual, flat_half)
-        softness, edges = self._softness(luma, smooth)
+        # on CPU the edge and speckle statistics are gathered at the few pixels they concern (an edge is 5 %
+        # of the image); on a GPU the same sums over whole-image masks, which need no sync for a count
+        edges = self._edges(smooth)
+        if at_points is None:
+            at_points = x.device.type == "cpu"
+        points = edges.flatten().nonzero()[:, 0] if at_points else None
+        softness = self._softness(luma, edges, points)
         comps = {
             "grain": grain,
             "lattice": lattice,
             "colour_cast": cast.pow(2).sum(1).sqrt(),
             "softness": softness,
-            "crease": self._crease(fine, edges, smooth, grain),
-            "speckles": self._speckles(residual),
+            "crease": self._crease(fine, edges, smooth, grain, points),
+            "speckles": self._speckles(residual, at_points=points is not None),
             "simplification": self._simplification(energy, coarse, usable),
             "blocking": self._blocking(luma),
             "texture": texture,
@@ -276,41 +335,77 @@ class EditDamage(torch.nn.Module):
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
 
     @staticmethod
-    def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor, grain: torch.Tensor) -> torch.Tensor:
+    def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor, grain: torch.Tensor,
+                points: torch.Tensor | None = None) -> torch.Tensor:
         """Creases and halos: on the strongest edges, the variation of the lightly smoothed luma across a
         window of 2 CREASE_REACH + 1 px along the axis the edge's gradient follows (averaged over CREASE_ALONG
         px along the contour, which a crease follows and grain does not; each step less a noise allowance),
-        beyond the edge's jump there, as a share of that jump (0: every edge is monotone)."""
+        beyond the edge's jump there, as a share of that jump (0: every edge is monotone). `points` (the
+        edges' flat indices, on CPU): the window read at each edge pixel instead of computed everywhere and
+        masked (the same sums)."""
         b, r = fine.shape[0], CREASE_REACH
         allowance = (CREASE_NOISE * grain).clamp(min=CREASE_FLOOR).to(fine.dtype).view(b, 1, 1, 1)
-        gx = F.pad(smooth[..., :, 2:] - smooth[..., :, :-2], (1, 1, 0, 0)).abs()
-        gy = F.pad(smooth[..., 2:, :] - smooth[..., :-2, :], (0, 0, 1, 1)).abs()
-        follows_x = gx >= gy
+        if points is None:
+            gx = F.pad(smooth[..., :, 2:] - smooth[..., :, :-2], (1, 1, 0, 0)).abs()
+            gy = F.pad(smooth[..., 2:, :] - smooth[..., :-2, :], (0, 0, 1, 1)).abs()
+            follows_x = gx >= gy
+        else:
+            follows_x = EditDamage._follows_x_at(smooth, points)
         excess = torch.zeros(b, dtype=torch.float64, device=fine.device)
         jumps = torch.zeros_like(excess)
         half = CREASE_ALONG // 2
-        for axis, centres in ((-1, edges & follows_x), (-2, edges & ~follows_x)):
+        for axis in (-1, -2):
             n, other = fine.shape[axis], -2 if axis == -1 else -1
             if n <= 2 * r + 1 or fine.shape[other] <= CREASE_ALONG:
                 continue
             pad = (0, 0, half, half) if other == -2 else (half, half, 0, 0)
             f = _window_sum(F.pad(fine, pad, mode="replicate"), CREASE_ALONG, other) / CREASE_ALONG
-            steps = (f.diff(dim=axis).abs() - allowance).clamp(min=0)
             m = n - 2 * r  # window centres r .. n - r - 1
+            if points is not None:
+                f = f.contiguous()
+                stride = f.stride(axis)
+                pos = (points // stride) % n  # the coordinate along the axis
+                centres = points[(follows_x == (axis == -1)) & (pos >= r) & (pos < n - r)]
+                # the 2r + 1 values across each centre, k = -r .. r along the axis
+                values = f.flatten()[centres[:, None] + stride * torch.arange(-r, r + 1, device=f.device)]
+                image = centres // f[0].numel()
+                steps = (values.diff(dim=1).abs() - allowance.flatten()[image, None]).clamp(min=0)
+                jump = (values[:, -1] - values[:, 0]).abs()
+                excess.index_add_(0, image, (steps.sum(1) - jump).clamp(min=0).to(torch.float64))
+                jumps.index_add_(0, image, jump.to(torch.float64))
+                continue
+            steps = (f.diff(dim=axis).abs() - allowance).clamp(min=0)
             variation = _window_sum(steps, 2 * r, axis)
             jump = (f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)).abs()
-            mask = centres.narrow(axis, r, m)
+            mask = (edges & (follows_x if axis == -1 else ~follows_x)).narrow(axis, r, m)
             excess += ((variation - jump).clamp(min=0) * mask).flatten(1).sum(1, dtype=torch.float64)
             jumps += (jump * mask).flatten(1).sum(1, dtype=torch.float64)
         return torch.where(jumps > 0, excess / jumps.clamp(min=1e-12), torch.zeros_like(jumps))
 
     @staticmethod
-    def _speckles(residual: torch.Tensor) -> torch.Tensor:
-        """Isolated small outliers against the local background, per megapixel."""
+    def _follows_x_at(smooth: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        """Whether the central difference across x is at least that across y at each point (flat indices of
+        a contiguous (B, 1, H, W) image); a difference that reaches past the border is 0, as its padding."""
+        h, w = smooth.shape[-2:]
+        flat = smooth.contiguous().flatten()
+        x, y = points % w, (points // w) % h
+        gx = torch.where((x >= 1) & (x < w - 1), flat[(points + 1).clamp(max=flat.numel() - 1)]
+                         - flat[(points - 1).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
+        gy = torch.where((y >= 1) & (y < h - 1), flat[(points + w).clamp(max=flat.numel() - 1)]
+                         - flat[(points - w).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
+        return gx >= gy
+
+    @staticmethod
+    def _speckles(residual: torch.Tensor, at_points: bool = False) -> torch.Tensor:
+        """Isolated small outliers against the local background, per megapixel. `at_points`: the 5x5 window
+        read around each strong pixel (few) instead of computed everywhere (the same count)."""
         h, w = residual.shape[-2:]
         th, tw = h // TILE * TILE, w // TILE * TILE
         mag = residual[..., :th, :tw].abs()
-        background = F.avg_pool2d(mag, TILE).repeat_interleave(TILE, -2).repeat_interleave(TILE, -1)
+        tile_mean = F.avg_pool2d(mag, TILE)
+        if at_points:
+            return EditDamage._speckles_at_points(mag[:, 0], tile_mean[:, 0]) * (1e6 / (th * tw))
+        background = tile_mean.repeat_interleave(TILE, -2).repeat_interleave(TILE, -1)
         strong = (mag >= SPECKLE_LEVELS) & (mag >= SPECKLE_K * background)
         # the peak of its 5x5 window (separable maxima), with few strong pixels there (separable sums)
         padded = F.pad(mag, (2, 2, 2, 2))
@@ -321,6 +416,29 @@ class EditDamage(torch.nn.Module):
         crowd = _window_sum(_window_sum(crowd, 5, -1), 5, -2)
         count = (strong & (mag >= peak) & (crowd <= SPECKLE_PIXELS + 0.5)).flatten(1).sum(1).to(torch.float64)
         return count * (1e6 / (th * tw))
+
+    @staticmethod
+    def _speckles_at_points(mag: torch.Tensor, tile_mean: torch.Tensor) -> torch.Tensor:
+        """The speckle count per image of mag (B, H, W) with its tiles' means (B, H/TILE, W/TILE), looked
+        up around the strong pixels only (pixels outside the image count as 0, as the padding does)."""
+        b, h, w = mag.shape
+
+        def strong_at(i, y, x):
+            m = mag[i, y, x]
+            return (m >= SPECKLE_LEVELS) & (m >= SPECKLE_K * tile_mean[i, y // TILE, x // TILE])
+
+        i, y, x = (mag >= SPECKLE_LEVELS).nonzero(as_tuple=True)
+        keep = strong_at(i, y, x)
+        i, y, x = i[keep], y[keep], x[keep]
+        d = torch.arange(-2, 3, device=mag.device)
+        wy, wx = (y[:, None] + d)[:, :, None], (x[:, None] + d)[:, None, :]  # (n, 5, 1), (n, 1, 5)
+        inside = (wy >= 0) & (wy < h) & (wx >= 0) & (wx < w)
+        wy, wx, wi = wy.clamp(0, h - 1), wx.clamp(0, w - 1), i[:, None, None]
+        around = torch.where(inside, mag[wi, wy, wx], torch.zeros((), dtype=mag.dtype))
+        crowd = (inside & strong_at(wi, wy, wx)).flatten(1).sum(1)
+        isolated_peak = (mag[i, y, x] >= around.flatten(1).amax(1)) & (crowd <= SPECKLE_PIXELS)
+        return torch.zeros(b, dtype=torch.float64, device=mag.device).index_add_(
+            0, i, isolated_peak.to(torch.float64))
 
     @staticmethod
     def _simplification(energy: torch.Tensor, coarse: torch.Tensor, usable: torch.Tensor) -> torch.Tensor:
@@ -412,16 +530,14 @@ class EditDamage(torch.nn.Module):
         limit = (3 * rms).clamp(min=1e-6)[:, None, None].to(resid.dtype)
         resid = torch.maximum(torch.minimum(resid, limit), -limit)
         lag = min(MAX_LAG, th // 4, tw // 4)
-        size = (th + lag, tw + lag)
-        spec_r = torch.fft.rfft2(resid, s=size)
-        spec_w = torch.fft.rfft2(weight, s=size)
-        num = torch.fft.irfft2(spec_r.abs().pow(2), s=size)
-        overlap = torch.fft.irfft2(spec_w.abs().pow(2), s=size)
+        # zero-padded past th + lag (no wrap-around at the lags read), to a length whose factors the FFT is fast on
+        size = (_fft_length(th + lag), _fft_length(tw + lag))
+        num = torch.fft.irfft2(torch.fft.rfft2(resid, s=size).abs().pow(2), s=size)
         var = (resid.pow(2).sum((1, 2), dtype=torch.float64) / wsum).to(num.dtype)
         idx = torch.cat([torch.arange(0, lag + 1), torch.arange(-lag, 0)]).to(residual.device)
         ys, xs = idx % size[0], idx % size[1]
         num = num[:, ys][:, :, xs]
-        overlap = overlap[:, ys][:, :, xs]
+        overlap = tile_overlap(flat_half.view(b, th // TILE, tw // TILE).to(torch.float64), idx).to(num.dtype)
         corr = num / overlap.clamp(min=1) / var.clamp(min=1e-12)[:, None, None]
         # a period shows as a peak over the lag half as long; a smooth fall-off (blur, correlated
         # grain) or a ridge along an edge does not
@@ -468,32 +584,56 @@ class EditDamage(torch.nn.Module):
         return torch.where(enough, cast, torch.zeros_like(cast))
 
     @staticmethod
-    def _softness(luma: torch.Tensor, smooth: torch.Tensor):
-        """Crete et al.'s blur effect (0 sharp .. 1 blurred) over the strongest 5 % of edges, and those edges'
-        mask (B, 1, H, W)."""
-        b = luma.shape[0]
+    def _edges(smooth: torch.Tensor) -> torch.Tensor:
+        """The strongest EDGE_SHARE of the smoothed luma's gradients (at least 1 level a pixel): (B, 1, H, W)."""
         gy = F.pad(smooth[..., 1:, :] - smooth[..., :-1, :], (0, 0, 0, 1))
         gx = F.pad(smooth[..., :, 1:] - smooth[..., :, :-1], (0, 1, 0, 0))
         mag = (gx.pow(2) + gy.pow(2)).flatten(1)
         sample = mag[:, ::7] if mag.shape[1] > 70_000 else mag
         k = max(1, int(round(sample.shape[1] * (1 - EDGE_SHARE))))
-        threshold = sample.kthvalue(k, dim=1).values.clamp(min=1.0)  # edges of at least 1 level a pixel
-        edges = (mag >= threshold[:, None]).view_as(luma)
-        r = CRETE_TAPS // 2
+        threshold = sample.kthvalue(k, dim=1).values.clamp(min=1.0)
+        return (mag >= threshold[:, None]).view_as(smooth)
+
+    @staticmethod
+    def _softness(luma: torch.Tensor, edges: torch.Tensor, points: torch.Tensor | None = None) -> torch.Tensor:
+        """Crete et al.'s blur effect (0 sharp .. 1 blurred) over the edges. `points` (the edges' flat
+        indices, on CPU): the differences read at each edge pixel instead of computed everywhere and masked
+        (the same sums)."""
+        b, r = luma.shape[0], CRETE_TAPS // 2
         out = []
         for axis in (-1, -2):
-            # the 9-tap box along the axis, from a cumulative sum (replicate padding)
-            pad = (r, r, 0, 0) if axis == -1 else (0, 0, r, r)
-            c = F.pad(F.pad(luma, pad, mode="replicate").cumsum(axis), (1, 0, 0, 0) if axis == -1 else (0, 0, 1, 0))
             n = luma.shape[axis]
-            hi = c.narrow(axis, CRETE_TAPS, n)
-            lo = c.narrow(axis, 0, n)
-            blurred = (hi - lo) / CRETE_TAPS
-            d_f = luma.diff(dim=axis).abs()
-            d_b = blurred.diff(dim=axis).abs()
-            v = (d_f - d_b).clamp(min=0)
-            m = edges.narrow(axis, 1, n - 1)
-            s_f = (d_f * m).flatten(1).sum(1, dtype=torch.float64)
-            s_v = (v * m).flatten(1).sum(1, dtype=torch.float64)
+            if points is not None:
+                s_f, s_v = EditDamage._crete_sums_at(luma, points, axis)
+            else:
+                # the 9-tap box along the axis (replicate padding) differs between neighbours by the two taps
+                # that leave and enter it: no blurred image is needed
+                pad = (r, r, 0, 0) if axis == -1 else (0, 0, r, r)
+                padded = F.pad(luma, pad, mode="replicate")
+                d_b = (padded.narrow(axis, CRETE_TAPS, n - 1) - padded.narrow(axis, 0, n - 1)).abs() / CRETE_TAPS
+                d_f = luma.diff(dim=axis).abs()
+                v = (d_f - d_b).clamp(min=0)
+                m = edges.narrow(axis, 1, n - 1)
+                s_f = (d_f * m).flatten(1).sum(1, dtype=torch.float64)
+                s_v = (v * m).flatten(1).sum(1, dtype=torch.float64)
             out.append(torch.where(s_f > 0, (s_f - s_v) / s_f.clamp(min=1e-12), torch.zeros_like(s_f)))
-        return torch.maximum(out[0], out[1]).reshape(b), edges
+        return torch.maximum(out[0], out[1]).reshape(b)
+
+    @staticmethod
+    def _crete_sums_at(luma: torch.Tensor, points: torch.Tensor, axis: int):
+        """Per image, the sums over the edge points p (past the first along `axis`) of |luma[p] - luma[p-1]|
+        and of its excess over the 9-tap box's difference there, |luma[p+4] - luma[p-5]| / 9 (replicate
+        padding: indices clamped)."""
+        r, n = CRETE_TAPS // 2, luma.shape[axis]
+        luma = luma.contiguous()
+        flat, stride = luma.flatten(), luma.stride(axis)
+        pos = (points // stride) % n
+        where, pos = points[pos >= 1], pos[pos >= 1]
+        d_f = (flat[where] - flat[where - stride]).abs()
+        ahead = where + stride * ((pos + r).clamp(max=n - 1) - pos)
+        behind = where + stride * ((pos - r - 1).clamp(min=0) - pos)
+        d_b = (flat[ahead] - flat[behind]).abs() / CRETE_TAPS
+        image = where // luma[0].numel()
+        zero = torch.zeros(luma.shape[0], dtype=torch.float64, device=luma.device)
+        return (zero.index_add(0, image, d_f.to(torch.float64)),
+                zero.index_add(0, image, (d_f - d_b).clamp(min=0).to(torch.float64)))

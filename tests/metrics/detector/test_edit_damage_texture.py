@@ -107,7 +107,35 @@ def test_the_cpu_paths_equal_the_convolution_and_the_batch():
         torch.testing.assert_close(ed.separable_taps(padded, k, -1), F.conv2d(padded, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
     m = ed.build()
     batch = torch.stack([to_tensor(a) for a in chain_images(3, 96)])
-    torch.testing.assert_close(m(batch), m._measure(batch), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(m(batch), m._measure(batch, at_points=False), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (65, 200), (200, 71), (256, 256)])
+def test_the_statistics_read_at_edge_and_speckle_pixels_equal_the_whole_image_masks(grass, shape):
+    """On CPU the crease, softness and speckle sums are read at the pixels they concern (the GPU's path
+    computes them everywhere and masks): both give the same components on every kind of content, at
+    the borders included (odd sizes, edges and specks touching the frame), batch of several images."""
+    rng = np.random.default_rng(1)
+    h, w = shape
+    specks = np.full((h, w, 3), 90, np.uint8)
+    specks[rng.integers(0, h, 300), rng.integers(0, w, 300)] = 255  # on the border too
+    specks[:, :3] = 250  # a clipped stripe at the edge
+    specks[20:22, 30:33] = 255  # clusters of as many strong pixels as isolated allows (6), and one more
+    specks[40:42, 30:33] = 255
+    specks[42, 31] = 255
+    bars = np.zeros((h, w, 3), np.uint8)
+    bars[:, ::9] = 200  # edges everywhere, both polarities
+    images = [np.ascontiguousarray(np.resize(grass, (h, w, 3))), _noise(np.full((h, w, 3), 128, np.uint8), 12),
+              specks, bars, np.full((h, w, 3), 7, np.uint8)]
+    x = torch.stack([to_tensor(a) for a in images])
+    m = ed.EditDamage()
+    dense = m._measure(x, at_points=False), dict(m.last_components)
+    points = m._measure(x, at_points=True), dict(m.last_components)
+    assert dense[1]["speckles"].tolist() == points[1]["speckles"].tolist()  # a count: exactly
+    assert points[1]["speckles"][2] > 0 and points[1]["crease"][3] > 0  # the paths were exercised
+    for name in dense[1]:
+        torch.testing.assert_close(points[1][name], dense[1][name], rtol=1e-5, atol=1e-6, msg=name)
+    torch.testing.assert_close(points[0], dense[0], rtol=1e-5, atol=1e-5)
 
 
 def test_evenness_tells_grain_over_the_whole_image_from_a_floor_over_flatter_tiles(grass):
@@ -133,3 +161,22 @@ def test_evenness_is_one_where_there_is_no_floor_at_all():
     ramp = np.repeat(np.linspace(40, 200, 128)[None, :, None], 128, axis=0).repeat(3, axis=2).round().astype(np.uint8)
     _, c = _components([np.full((128, 128, 3), 90, np.uint8), ramp, np.full((128, 128, 3), 255, np.uint8)])
     assert c["evenness"].tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("tiles_shape", [(4, 4), (5, 9), (12, 7)])
+def test_the_lattice_overlap_from_the_tiles_counts_the_pixel_pairs(tiles_shape):
+    """The lattice's overlap (pixel pairs at each lag both in the flatter tiles) comes from the tiles'
+    own autocorrelation: it equals the count over the pixel mask itself, exactly, at every lag read."""
+    from scipy.signal import correlate
+
+    rng = np.random.default_rng(sum(tiles_shape))
+    tiles = torch.from_numpy(rng.random((2, *tiles_shape)) < 0.5).to(torch.float64)
+    lag = min(ed.MAX_LAG, tiles_shape[0] * ed.TILE // 4, tiles_shape[1] * ed.TILE // 4)
+    lags = torch.cat([torch.arange(0, lag + 1), torch.arange(-lag, 0)])
+    got = ed.tile_overlap(tiles, lags)
+    for b in range(2):
+        pixels = np.kron(tiles[b].numpy(), np.ones((ed.TILE, ed.TILE)))
+        full = np.rint(correlate(pixels, pixels, mode="full", method="fft"))  # integer counts: full[c + d]
+        cy, cx = pixels.shape[0] - 1, pixels.shape[1] - 1
+        want = full[np.ix_(cy + lags.numpy(), cx + lags.numpy())]
+        np.testing.assert_array_equal(got[b].numpy(), want)
