@@ -116,6 +116,7 @@ def test_space_explorer_leaderboard(tmp_path):
     assert Image.open(png).format == "PNG"
 
 
+@pytest.mark.integration  # fresh interpreters (~6 s)
 def test_report_and_leaderboard_import_alone_without_a_circle():
     """report.py never imports leaderboard.py (the grouped protocol lives in report.py); each
     imports alone in a fresh interpreter."""

@@ -31,6 +31,7 @@ for i, code in enumerate(json.load(open(sys.argv[1]))):
 """
 
 
+@pytest.mark.integration  # a fresh process per block (~7 s)
 def test_every_python_block_runs_as_written_outside_the_clone(tmp_path):
     blocks = _blocks("python")
     assert len(blocks) >= 2

@@ -453,6 +453,7 @@ def cli_cmd(base_url, sources, out, steps, repeats):
     ]
 
 
+@pytest.mark.integration  # a runner process killed and resumed (~7 s)
 def test_sigkill_and_resume_repeat_no_call(tmp_path):
     src = tmp_path / "sources"
     src.mkdir()
@@ -483,6 +484,7 @@ def test_sigkill_and_resume_repeat_no_call(tmp_path):
 # -- the key ---------------------------------------------------------------------------------
 
 
+@pytest.mark.integration  # a runner process killed and resumed (~7 s)
 def test_api_key_never_leaks(tmp_path, sources):
     """Run through faults that echo the key; scan everything written and printed for it."""
     out = tmp_path / "run"
@@ -562,6 +564,7 @@ def test_same_chat_resumes_from_the_stored_turns(server, sources, tmp_path):
     assert [r["sha256"] for r in records_of(one, cid)] == [r["sha256"] for r in records_of(two, cid)]
 
 
+@pytest.mark.integration  # a runner process killed and resumed (~7 s)
 def test_same_chat_sigkill_and_resume_repeat_no_call_and_keep_the_conversation(tmp_path):
     src = tmp_path / "sources"
     src.mkdir()

@@ -74,6 +74,7 @@ def test_unknown_name_one_line(tmp_path, monkeypatch):
         rs.resolve("./missing_folder")
 
 
+@pytest.mark.integration  # module processes or evaluate's Hub probe (~10 s)
 def test_users_module_folder(tmp_path):
     folder = _module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
     r = rs.resolve(str(folder))
@@ -89,17 +90,22 @@ def test_users_module_folder(tmp_path):
     assert rs.resolve(str(lower)).lower_better is True
 
 
+# each case loads a module in a process of its own (~5 s): two stay in the fast tier, the rest run in the
+# integration tier (CI runs both)
+SLOW_MODULE = pytest.mark.integration
+
+
 @pytest.mark.parametrize("body, why", [
     ("return [1.0] * len(images)", "not a dict"),
     ("return {'scores': [1.0] * len(images)}", "'scores' and 'lower_better'"),
-    ("return {'scores': [], 'lower_better': False}", "one number per image"),
-    ("return {'scores': [1.0] * len(images), 'lower_better': 'no'}", "not True or False"),
-    ("raise RuntimeError('model file missing')", "model file missing"),
+    pytest.param("return {'scores': [], 'lower_better': False}", "one number per image", marks=SLOW_MODULE),
+    pytest.param("return {'scores': [1.0] * len(images), 'lower_better': 'no'}", "not True or False", marks=SLOW_MODULE),
+    pytest.param("raise RuntimeError('model file missing')", "model file missing", marks=SLOW_MODULE),
     # True is not a score of 1.0; a module calling sys.exit() is an error naming it, never a silent exit
-    ("return {'scores': [True] * len(images), 'lower_better': False}", r"'scores'\[0\] is True \(bool\)"),
-    ("return {'scores': np.array([False] * len(images)), 'lower_better': False}", r"'scores'\[0\] is .*bool"),
-    ("return {'scores': ['1.0'] * len(images), 'lower_better': False}", r"'scores'\[0\] is '1.0' \(str\)"),
-    ("import sys; sys.exit(0)", r"compute\(images=\[a 256x256 RGB image\]\) called sys.exit\(0\)"),
+    pytest.param("return {'scores': [True] * len(images), 'lower_better': False}", r"'scores'\[0\] is True \(bool\)", marks=SLOW_MODULE),
+    pytest.param("return {'scores': np.array([False] * len(images)), 'lower_better': False}", r"'scores'\[0\] is .*bool", marks=SLOW_MODULE),
+    pytest.param("return {'scores': ['1.0'] * len(images), 'lower_better': False}", r"'scores'\[0\] is '1.0' \(str\)", marks=SLOW_MODULE),
+    pytest.param("import sys; sys.exit(0)", r"compute\(images=\[a 256x256 RGB image\]\) called sys.exit\(0\)", marks=SLOW_MODULE),
 ])
 def test_module_breaking_the_contract(tmp_path, body, why):
     src = BRIGHTNESS.replace(
@@ -180,6 +186,7 @@ def test_pyiqa_metric_outside_the_table_scores(tmp_path):
 
 
 
+@pytest.mark.integration  # module processes or evaluate's Hub probe (~10 s)
 def test_module_exiting_on_import_or_later_is_an_error_naming_it(tmp_path):
     import numpy as np
 
@@ -211,6 +218,7 @@ def test_score_cli_with_a_module_that_exits(tmp_path, capsys):
     assert status == 2 and err.count("\n") == 1 and "quits: loading it called sys.exit(0)" in err
 
 
+@pytest.mark.integration  # module processes or evaluate's Hub probe (~10 s)
 def test_a_hub_id_while_offline_could_not_be_reached(monkeypatch):
     """Offline, a Hub id is "could not be reached", not "doesn't exist" (evaluate's words)."""
     with pytest.raises(UnknownMetricError, match=r"someone/no-such-metric: the Hub could not be reached "
