@@ -11,17 +11,17 @@
 #   GPU_SESSION_STEPS   which steps to run (default: all, in the order below), or one of two
 #                  groups that each fit one 600 s device call (with the wheels' install): "scoring"
 #                  (env pytest_gpu engine_overhead precision gpu_check, 560 s at most) and "models"
-#                  (env gpu_check_fast cnniqa_maniqa vlm editors, 520 s at most)
+#                  (env gpu_check_fast cnniqa_maniqa edit_damage_cost vlm editors, 560 s at most)
 #   GPU_SESSION_DEVICE  cuda (default) or cpu: the CPU smoke run (tests/test_gpu_scripts.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-session}
 mkdir -p "$OUT/r"
 device=${GPU_SESSION_DEVICE:-cuda}
-steps=${GPU_SESSION_STEPS:-env pytest_gpu engine_overhead precision gpu_check gpu_check_fast cnniqa_maniqa vlm editors}
+steps=${GPU_SESSION_STEPS:-env pytest_gpu engine_overhead precision gpu_check gpu_check_fast cnniqa_maniqa edit_damage_cost vlm editors}
 case "$steps" in
   scoring) steps="env pytest_gpu engine_overhead precision gpu_check" ;;
-  models) steps="env gpu_check_fast cnniqa_maniqa vlm editors" ;;
+  models) steps="env gpu_check_fast cnniqa_maniqa edit_damage_cost vlm editors" ;;
 esac
 if [ "$device" = cuda ] && [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -73,6 +73,9 @@ step gpu_check_fast 150 "$PY" -m bench.gpu.gpu_check --device "$device" --precis
   ${GPU_CHECK_FAST_ARGS:---metrics deep --sizes 2048 --n 32 --max-seconds 9 --vs-cpu off --gpus 1,2,4,8}
 step cnniqa_maniqa 40 "$PY" -m bench.engine.bench_cnniqa_maniqa --device "$device" --out "$OUT/r/cnniqa_maniqa.json" \
   ${GPU_FAST_ARGS:---cnniqa-sizes 2048 --maniqa-sizes 2048 --maniqa-crops 20 --batch 8}
+# edit_damage against native NIQE on the device (its whole-image masks path; the CPU's figures are in BENCHMARKS.md)
+step edit_damage_cost 40 "$PY" -m bench.detector.bench_edit_damage --device "$device" --out "$OUT/r/edit_damage_cost.json" \
+  ${GPU_DETECTOR_ARGS:---sizes 1024,2048 --batches 1,8 --rounds 3}
 step vlm 150 "$PY" -m bench.gpu.gpu_vlm_check --device "$device" --out "$OUT/r/gpu_vlm_check.json" ${GPU_VLM_ARGS:-}
 step editors 120 "$PY" -m bench.generation.bench_editor_forward --device "$device" --repeats 2 --gpu-usd-per-hour 3.50 \
   --out "$OUT/r/editor_forward.json" ${GPU_EDITOR_ARGS:-}

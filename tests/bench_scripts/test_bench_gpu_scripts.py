@@ -97,26 +97,33 @@ def test_the_gpu_session_script_runs_its_steps_on_cpu(tmp_path):
     every step ends with status 0 and writes its results (a step that fails is logged, not fatal,
     so the summary is what tells)."""
     pytest.importorskip("pyiqa")
+    # the detector's step times it against native NIQE, whose parameter file is in ../shared
+    detector = ["edit_damage_cost"] if (PARAMS / "niqe_modelparameters.mat").is_file() else []
     env = dict(os.environ, OUT=str(tmp_path), GPU_SESSION_DEVICE="cpu", PYTHON=sys.executable,
-               GPU_SESSION_STEPS="env engine_overhead precision gpu_check gpu_check_fast",
+               GPU_SESSION_STEPS=" ".join(["env", "engine_overhead", "precision", "gpu_check", "gpu_check_fast", *detector]),
                GPU_OVERHEAD_ARGS="--n 2 --batch-size 1 --side 96 --rounds 1 --metrics piqe",
                GPU_PRECISION_ARGS="--side 64 --n 1 --metrics piqe --deep cnniqa",
                GPU_CHECK_ARGS="--metrics piqe --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1,2",
-               GPU_CHECK_FAST_ARGS="--metrics cnniqa --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1")
+               GPU_CHECK_FAST_ARGS="--metrics cnniqa --sizes 96 --n 2 --max-seconds 30 --vs-cpu off --gpus 1",
+               GPU_DETECTOR_ARGS="--sizes 96 --batches 2 --images 2 --rounds 1")
     proc = subprocess.run(["bash", str(REPO / "bench" / "gpu_session.sh")], env=env, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = (tmp_path / "summary.txt").read_text().split("\n")
     assert [line.split(" rc=")[0] for line in summary if line] == ["env", "engine_overhead", "precision", "gpu_check",
-                                                                                 "gpu_check_fast"]
+                                                                                 "gpu_check_fast", *detector]
     assert all(" rc=0 " in line for line in summary if line), summary
     assert (tmp_path / "results.tar.gz").is_file() and (tmp_path / "r" / "precision.json").is_file()
+    if detector:
+        cost = json.loads((tmp_path / "r" / "edit_damage_cost.json").read_text())
+        assert cost["rows"][0]["size"] == 96 and cost["rows"][0]["ratio_cpu"] > 0
     groups = {}  # the two groups that each fit one device call
     for group in ("scoring", "models"):
         listed = subprocess.run(["bash", "-c", f"GPU_SESSION_STEPS={group}; source <(sed -n '/^steps=/,/^esac/p' "
                                  f"{REPO / 'bench' / 'gpu_session.sh'}); echo $steps"], capture_output=True, text=True)
         groups[group] = listed.stdout.split()
-    assert groups["scoring"][-1] == "gpu_check" and groups["models"][1:] == ["gpu_check_fast", "cnniqa_maniqa", "vlm", "editors"]
+    assert groups["scoring"][-1] == "gpu_check" and groups["models"][1:] == ["gpu_check_fast", "cnniqa_maniqa", "edit_damage_cost", "vlm",
+                                                                            "editors"]
     fast = json.loads((tmp_path / "r" / "gpu_check_fast" / "gpu_check.json").read_text())
     assert fast["args"]["precision"] == "fast" and fast["rows"][0]["engine_img_s"] > 0, fast["rows"]
     overhead = json.loads((tmp_path / "r" / "engine_overhead.json").read_text())
