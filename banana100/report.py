@@ -329,7 +329,8 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
     ncols = min(3, len(metrics))
     nrows = -(-len(metrics) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
-    for ax, metric in zip(axes.flat, metrics, strict=True):
+    panels = list(axes.flat)  # a grid of ncols: the last row may have panels to spare
+    for ax, metric in zip(panels[: len(metrics)], metrics, strict=True):
         rows = df[df["metric"] == metric]
         sign = -1.0 if bool(rows["lower_better"].iloc[0]) else 1.0
         for cid, g in rows.groupby("chain_id"):
@@ -349,7 +350,7 @@ def plot(df: pd.DataFrame, results: dict, path: Path, reference_step=DEFAULT_REF
         ax.set_title(f"{name} ({'lower' if sign < 0 else 'higher'} is better) - fails {format_number(fr, pct=True)}", fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel(f"oriented change vs step {reference_step}\n(down = worse)", fontsize=8)
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax in panels[len(metrics):]:
         ax.axis("off")
     n_chains = df["chain_id"].nunique()
     if n_chains <= 8:

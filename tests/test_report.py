@@ -216,3 +216,20 @@ def test_bad_report_options_are_one_line(scores_file, tmp_path, capsys):
         assert main(["report", str(scores_file), "--out", str(taken), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"--out {taken}: is a file; --out is the folder the report is written" in err[0]
+
+
+@pytest.mark.parametrize("n_metrics", [1, 2, 3, 4, 5, 7])
+def test_the_plot_has_a_panel_per_metric_and_hides_the_spare_ones(tmp_path, n_metrics):
+    """Panels come three to a row: 4, 5 or 7 metrics leave spare panels in the last row (the demo's
+    four metrics did), which are hidden, not zipped against the metrics."""
+    import pandas as pd
+    from matplotlib.image import imread
+
+    from banana100.report import plot
+
+    metrics = [f"m{i}" for i in range(n_metrics)]
+    df = pd.DataFrame([{"metric": m, "lower_better": True, "chain_id": "c", "step": s, "score": float(s)}
+                       for m in metrics for s in range(4)])
+    results = {m: {"check_steps": [2, 3], "failure_rate": 0.0} for m in metrics}
+    path = plot(df, results, tmp_path / "p.png")
+    assert imread(path).shape[0] > 100
