@@ -103,6 +103,10 @@ CRETE_TAPS = 9
 CLIP_LOW, CLIP_HIGH = 2.0, 253.0  # 8-bit levels counted as clipped
 NEUTRAL_CHROMA = 12.0  # Cb/Cr radius (levels) of the pixels taken as meant to be grey
 MIN_NEUTRAL_SHARE = 0.01  # fewer near-neutral pixels than this: no cast measured
+# a cast read from few greys is uncertain (a colourful image's handful of near-greys moves with any edit): its
+# weight rises from 0 at MIN_NEUTRAL_SHARE to 1 at FULL_NEUTRAL_SHARE, so that it cannot jump from 0 to its full
+# size when a few pixels cross the threshold
+FULL_NEUTRAL_SHARE = 0.05
 MIN_SIDE = 64
 # crease: the variation across an edge over a window of 2 CREASE_REACH + 1 px along the axis its gradient
 # follows, each step less a noise allowance (CREASE_NOISE x grain, at least 1 level), beyond the edge's jump
@@ -110,12 +114,18 @@ CREASE_REACH = 4
 CREASE_ALONG = 5  # px averaged along the contour (the other axis): a crease follows it, grain does not
 CREASE_NOISE = 0.6  # allowance a step, times grain (the average over CREASE_ALONG px leaves about 0.3 grain)
 CREASE_FLOOR = 0.5  # the least allowance a step (levels): 8-bit rounding
+# a contour: an edge whose jump across the window is at least this (levels, 2 a pixel); a speck, a ridge or a
+# smooth render's gentle gradient is no contour, and a ratio over a jump near 0 is no measure
+CREASE_MIN_JUMP = 16.0
 # speckles: a pixel whose residual (luma less its sigma-2 blur) is at least SPECKLE_LEVELS and SPECKLE_K times
 # its tile's mean absolute residual (the local background: texture raises it, so texture is not counted), the
 # peak of its 5x5 window, with at most SPECKLE_PIXELS such pixels there (small and isolated, not an edge)
 SPECKLE_LEVELS = 24.0
 SPECKLE_K = 10.0
 SPECKLE_PIXELS = 6
+# simplification: tiles whose coarse band has at least SIMPLIFY_STRUCTURE levels (rms) and at least the median
+# coarse energy hold structure; below it a smooth render's near-zero bands make a ratio of rounding
+SIMPLIFY_STRUCTURE = 1.0
 BLOCK = 8  # JPEG's block
 BLOCK_CLIP = 16.0  # neighbour differences clipped here (levels), so that content's edges do not swamp the grid
 
@@ -371,13 +381,14 @@ class EditDamage(torch.nn.Module):
                 image = centres // f[0].numel()
                 steps = (values.diff(dim=1).abs() - allowance.flatten()[image, None]).clamp(min=0)
                 jump = (values[:, -1] - values[:, 0]).abs()
-                excess.index_add_(0, image, (steps.sum(1) - jump).clamp(min=0).to(torch.float64))
-                jumps.index_add_(0, image, jump.to(torch.float64))
+                contour = (jump >= CREASE_MIN_JUMP).to(jump.dtype)  # a contour, not a speck or a gentle gradient
+                excess.index_add_(0, image, ((steps.sum(1) - jump).clamp(min=0) * contour).to(torch.float64))
+                jumps.index_add_(0, image, (jump * contour).to(torch.float64))
                 continue
             steps = (f.diff(dim=axis).abs() - allowance).clamp(min=0)
             variation = _window_sum(steps, 2 * r, axis)
             jump = (f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)).abs()
-            mask = (edges & (follows_x if axis == -1 else ~follows_x)).narrow(axis, r, m)
+            mask = (edges & (follows_x if axis == -1 else ~follows_x)).narrow(axis, r, m) & (jump >= CREASE_MIN_JUMP)
             excess += ((variation - jump).clamp(min=0) * mask).flatten(1).sum(1, dtype=torch.float64)
             jumps += (jump * mask).flatten(1).sum(1, dtype=torch.float64)
         return torch.where(jumps > 0, excess / jumps.clamp(min=1e-12), torch.zeros_like(jumps))
@@ -449,7 +460,7 @@ class EditDamage(torch.nn.Module):
         ranked, n_usable = EditDamage._ranked(coarse, usable)
         half = (n_usable.to(torch.float64) / 2).ceil().clamp(min=1).long()
         median = ranked.gather(1, (half - 1).clamp(min=0, max=ranked.shape[1] - 1)[:, None])
-        structured = usable & (coarse >= median) & (coarse > 1e-6)
+        structured = usable & (coarse >= median) & (coarse >= SIMPLIFY_STRUCTURE ** 2)
         ratio = torch.where(structured, (energy + 1e-6) / coarse.clamp(min=1e-6), inf).sort(dim=1)[0]
         n = structured.sum(1)
         mid = ratio.gather(1, ((n - 1).clamp(min=0) // 2)[:, None])[:, 0]
@@ -579,9 +590,9 @@ class EditDamage(torch.nn.Module):
             n = neutral.sum((1, 2, 3), dtype=torch.float64)
             centre_cb = (cb * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
             centre_cr = (cr * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
-        enough = (n >= MIN_NEUTRAL_SHARE * luma[0].numel())[:, None]
-        cast = torch.stack([centre_cb, centre_cr], 1)
-        return torch.where(enough, cast, torch.zeros_like(cast))
+        share = n / luma[0].numel()
+        weight = ((share - MIN_NEUTRAL_SHARE) / (FULL_NEUTRAL_SHARE - MIN_NEUTRAL_SHARE)).clamp(0, 1)
+        return torch.stack([centre_cb, centre_cr], 1) * weight[:, None]
 
     @staticmethod
     def _edges(smooth: torch.Tensor) -> torch.Tensor:
