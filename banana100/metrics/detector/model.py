@@ -335,7 +335,7 @@ class EditDamage(torch.nn.Module):
             "softness": softness,
             "crease": self._crease(fine, edges, smooth, grain, points),
             "speckles": self._speckles(residual, at_points=points is not None),
-            "simplification": self._simplification(energy, coarse, usable),
+            "simplification": self._simplification(energy, coarse, usable, (luma.shape[-2] // TILE, luma.shape[-1] // TILE)),
             "blocking": self._blocking(luma),
             "texture": texture,
             "evenness": evenness,
@@ -452,16 +452,20 @@ class EditDamage(torch.nn.Module):
             0, i, isolated_peak.to(torch.float64))
 
     @staticmethod
-    def _simplification(energy: torch.Tensor, coarse: torch.Tensor, usable: torch.Tensor) -> torch.Tensor:
+    def _simplification(energy: torch.Tensor, coarse: torch.Tensor, usable: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
         """-log2 of the median, over the usable tiles with at least the median coarse-band energy (where the
         image has structure at coarser scales), of the fine band's amplitude over the coarse band's: texture
-        flattened by an edit lowers the fine band where the coarse structure stays."""
+        flattened by an edit lowers the fine band where the coarse structure stays. The fine band is taken as
+        the most of the tile's and its 8 neighbours' (`grid`: the tiles' rows and columns): an edge's coarse
+        band reaches a tile further than its fine band does, so a flat graphic's tiles beside its edges are not
+        texture lost."""
+        fine = F.max_pool2d(energy.view(-1, 1, *grid), 3, stride=1, padding=1).flatten(1)
         inf = torch.tensor(float("inf"), dtype=coarse.dtype, device=coarse.device)
         ranked, n_usable = EditDamage._ranked(coarse, usable)
         half = (n_usable.to(torch.float64) / 2).ceil().clamp(min=1).long()
         median = ranked.gather(1, (half - 1).clamp(min=0, max=ranked.shape[1] - 1)[:, None])
         structured = usable & (coarse >= median) & (coarse >= SIMPLIFY_STRUCTURE ** 2)
-        ratio = torch.where(structured, (energy + 1e-6) / coarse.clamp(min=1e-6), inf).sort(dim=1)[0]
+        ratio = torch.where(structured, (fine + 1e-6) / coarse.clamp(min=1e-6), inf).sort(dim=1)[0]
         n = structured.sum(1)
         mid = ratio.gather(1, ((n - 1).clamp(min=0) // 2)[:, None])[:, 0]
         out = -0.5 * torch.log2(mid.clamp(min=1e-12))
