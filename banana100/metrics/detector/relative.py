@@ -54,16 +54,30 @@ def _added(level: float, own: float) -> float:
     return math.sqrt(max(0.0, level * level - (own * (1 + TOLERANCE)) ** 2))
 
 
+def _rise(level: float, own: float) -> float:
+    """What a statistic rose by beyond the reference's own `own` and the share it moves by on the same content
+    (TOLERANCE of it): on a smooth source that has nothing to lose, the first step's small move of a ratio is
+    not damage."""
+    return max(0.0, level - own - TOLERANCE * abs(own))
+
+
+# simplification is in halvings (a log2 scale): the same tolerance, a tenth of the amplitude, is log2(1.1) there
+HALVINGS_TOLERANCE = math.log2(1 + TOLERANCE)
+
+
 def relative_components(stats: dict, ref: dict) -> dict[str, float]:
     """What was added since the reference, per component, in the component's own units: grain and the
     lattice's amplitude (lattice_level) against the reference's own in quadrature; the cast as the length of
-    the move of its vector; the other components' rise (simplification: the texture lost since it)."""
+    the move of its vector; the other components' rise beyond the reference's own by more than a statistic
+    moves on the same content (TOLERANCE; simplification: the texture lost since it, beyond a tenth of the
+    amplitude)."""
     out = {
         "grain": _added(stats["grain"], ref["grain"]),
         "lattice": _added(stats["lattice_level"], ref["lattice_level"]),
         "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
     }
-    out.update({c: max(0.0, stats[c] - ref[c]) for c in ("softness", *ed.SIGNATURE_TERMS)})
+    out.update({c: _rise(stats[c], ref[c]) for c in ("softness", "crease", "speckles", "blocking")})
+    out["simplification"] = max(0.0, stats["simplification"] - ref["simplification"] - HALVINGS_TOLERANCE)
     return out
 
 

@@ -368,7 +368,13 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     s = evidence.signatures(r)
     assert s["creases"] == {"editor": "Nano Banana 2 Fast", "n": 17, "bare_passed": 15, "bare_auc": 0.934,
                             "rel_passed": 17, "rel_auc": 0.99, "best": ("crease", 0.97)}
-    assert evidence.signatures_text(r) == "creases (Nano Banana 2 Fast) 15/17 chains, AUC 0.93"
+    assert evidence.signatures_text(r) == ("creases (Nano Banana 2 Fast) alone 15/17 chains, AUC 0.93, told the source "
+                                           "17/17, AUC 0.99")
+    # what is missed, by source group, from the chains that failed
+    r[evidence.SIGNATURE_KEY]["creases"][evidence.PHOTOGRAPHS] = {"bare": {"failed_chains": ["Grey", "coins"]},
+                                                                  "relative": {"failed_chains": []}}
+    assert evidence.missed_by_group(r, "creases", "bare") == {evidence.PHOTOGRAPHS: 2}
+    assert "AUC 0.93 (missed: 2 all photographs), told" in evidence.signatures_text(r)
     section = dc.signatures_section(r)
     assert "| creases (Nano Banana 2 Fast) | 17 | 15/17 | 0.934 | `crease` 0.97 | 17/17 | 0.990 |" in section
     assert dc.MISSES["creases"] in section and "Duplicated objects" in section and "out of scope" in section
