@@ -121,12 +121,23 @@ def test_rows_of_another_version_are_refused_by_the_column_not_by_their_shape(pi
 
 
 def test_a_file_from_before_the_columns(pictures, tmp_path, caplog):
-    """edit_damage rows keep their version (their components say which: the signatures' 3) and resume; edit_damage_rel
-    rows, of an unknown reference, are scored again once."""
+    """A file from before the version column was written by version 3 at the latest: its edit_damage rows keep
+    the version their components say (the signatures' 3) and, the table being at a later one now, are refused,
+    nothing lost; as the current version (what a file of version 3 would do under version 3) they resume, and
+    edit_damage_rel rows, of an unknown reference, are scored again once."""
+    from banana100.metrics.table import version_before_the_column as real
+    from banana100.scoring import provenance
+
     out = tmp_path / "s.parquet"
     first = _score(pictures, out, pictures / "refA.png")
     pq.write_table(pq.read_table(out).drop(["version", "reference", "reference_sha256"]), out)
-    with caplog.at_level("INFO", "banana100"):
+    now = get_metric("edit_damage").version
+    assert now > 3
+    with pytest.raises(Banana100Error, match=rf"3 edit_damage score\(s\) made another way: .*version 3 there; .*version {now} now"):
+        _score(pictures, out, pictures / "refA.png")
+    assert pq.read_table(out).num_rows == 6  # nothing added, nothing lost
+    with caplog.at_level("INFO", "banana100"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(provenance, "version_before_the_column", lambda m, c, s: now if real(m, c, s) == 3 else real(m, c, s))
         again = _score(pictures, out, pictures / "refA.png")
     assert "3 edit_damage_rel row(s) were scored against another reference (not recorded)" in caplog.text
     np.testing.assert_allclose(again.score, first.score, rtol=1e-9)
