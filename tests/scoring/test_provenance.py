@@ -73,9 +73,17 @@ def test_another_reference_is_scored_again_not_resumed(pictures, tmp_path, caplo
     np.testing.assert_allclose(_score(pictures, out, ref).score, truth.score, rtol=1e-9)
 
 
-def test_error_rows_of_a_mistyped_reference_go_once_it_is_fixed(pictures, tmp_path):
+def test_error_rows_of_a_mistyped_reference_go_once_it_is_fixed(pictures, tmp_path, monkeypatch):
     """A mistyped --reference is a usage error now (test_score_output); the error rows an earlier version wrote
-    for one (no reference recorded, or one that could not be read: no sha256) are scored again."""
+    for one (no reference recorded, or one that could not be read: no sha256) are scored again. (A file from
+    before the version column is read as this version's here: its edit_damage rows would be refused as an
+    earlier version's otherwise, test_a_file_from_before_the_columns.)"""
+    from banana100.metrics.table import version_before_the_column as real
+    from banana100.scoring import provenance
+
+    now = get_metric("edit_damage").version
+    monkeypatch.setattr(provenance, "version_before_the_column",
+                        lambda m, c, s: now if real(m, c, s) == 3 else real(m, c, s))
     out = tmp_path / "rel.parquet"
     good = _score(pictures, out, pictures / "refA.png")
     t = pq.read_table(out)

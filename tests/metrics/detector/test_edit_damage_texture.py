@@ -124,7 +124,9 @@ def test_the_statistics_read_at_edge_and_speckle_pixels_equal_the_whole_image_ma
     specks[40:42, 30:33] = 255
     specks[42, 31] = 255
     bars = np.zeros((h, w, 3), np.uint8)
-    bars[:, ::9] = 200  # edges everywhere, both polarities
+    cols = np.arange(w) % 20
+    bars[:, cols < 10], bars[:, cols >= 10] = 40, 200  # contours everywhere, both polarities,
+    bars[:, cols == 13] = 120  # each with a crease beside it
     images = [np.ascontiguousarray(np.resize(grass, (h, w, 3))), _noise(np.full((h, w, 3), 128, np.uint8), 12),
               specks, bars, np.full((h, w, 3), 7, np.uint8)]
     x = torch.stack([to_tensor(a) for a in images])
