@@ -69,6 +69,9 @@ CHANGES = {
     "softness from 0.35": {**SHIPPED, "units": _units(softness=(0.35, 0.1))},
     BEFORE_SIGNATURES: {**SHIPPED, "units": _units(**NO_SIGNATURES)},
     **{f"no {t} term": {**SHIPPED, "units": _units(**{t: (0.0, INF)})} for t in ed.SIGNATURE_TERMS},
+    # version 4's refit moved simplification's offset from 0.5 to -0.5 (its component reads lower since the fine
+    # band is looked for beside a tile too)
+    "simplification from 0.5 (version 3's offset)": {**SHIPPED, "units": _units(simplification=(0.5, 0.5))},
 }
 
 
