@@ -44,7 +44,7 @@ def _term(c: str) -> str:
     if c not in ed.TERMS:
         return "none: it weighs grain's term" if c in ("texture", "evenness") else "none: `edit_damage_rel`'s lattice"
     off, unit = ed.BARE_UNITS[c]
-    term = f"max(0, {c} - {off:g}) / {unit:g}" if off else f"{c} / {unit:g}"
+    term = (f"max(0, {c} {'-' if off > 0 else '+'} {abs(off):g}) / {unit:g}" if off else f"{c} / {unit:g}")
     fitted = c in ed.SIGNATURE_TERMS or c == "softness" or unit != ed.UNITS[c][1]
     return term + (" (fitted)" if fitted else "")
 
@@ -241,11 +241,15 @@ def heldout(r: dict) -> str:
 
 # why each signature's chains are missed where they are (the chains missed are listed from the data)
 MISSES = {
-    "creases": "alone, a photograph's own contours (fur, foliage, specular edges) vary across as much as a crease",
-    "speckles": "specks on texture (not counted, on purpose) and specks under 24 levels or blurred by later steps",
-    "simplified": "alone, photographs with little fine detail to lose (a night sky, shallow focus)",
-    "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one; "
-            "alone, a JPEG of a smooth render loses grain as it gains blocks; blocks off the 8-pixel grid",
+    "creases": "alone, a photograph's own contours (fur, foliage, specular edges) vary across as much as a crease, "
+               "and a halo sharpens edges, which lowers the softness term; a render without contours gets no crease",
+    "speckles": "specks on texture (against a busy background: not counted, on purpose) and specks under 24 levels "
+                "or blurred by later steps; alone, a photograph's own specks (highlights, stars) dilute it",
+    "simplified": "alone, a smooth render or a photograph with little fine detail to lose (a night sky, shallow "
+                  "focus) reads as simplified already",
+    "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one, "
+            "and a smooth render or dense texture re-saved at one quality changes little after it; alone, a JPEG "
+            "of a smooth render loses grain as it gains blocks; blocks off the 8-pixel grid",
 }
 
 
