@@ -56,7 +56,7 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_KEY
+from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_KEY, SIGNATURE_SECOND_KEY
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -525,6 +525,10 @@ def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source
 # (docs/edit-damage.md); development looked at the fit's sources only (banana100.synth's seed 0, skimage's
 # in-fit images, the MATE photographs)
 SIGNATURE_DRAW = (700, 7)  # chain seeds from 700 (100 apart per signature), drawn sources' seed 7
+# part `signatures2`: a second draw (other chains and drawn sources, the same photographs), made after version 4's
+# told-the-source softness guard, which came from diagnosing the first draw's failures; scored once, after it
+SIGNATURE_SECOND_DRAW = (800, 8)
+SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW)}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
@@ -644,7 +648,7 @@ def part_protocol(steps: int, side: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_validation.json"))
-    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures")
+    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d)")
@@ -674,12 +678,13 @@ def main(argv=None) -> int:
                   f"{' '.join(missing)}); {key} in the results is kept as it was", flush=True)
         else:
             result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds, sources=sources)
-    if "signatures" in parts:
+    for part, (key, seeds) in SIGNATURE_PARTS.items():
+        if part not in parts:
+            continue
         if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
-            print(f"part signatures skipped: apt-get install {' '.join(missing)}; {SIGNATURE_KEY} is kept as it was",
-                  flush=True)
+            print(f"part {part} skipped: apt-get install {' '.join(missing)}; {key} is kept as it was", flush=True)
         else:
-            result[SIGNATURE_KEY] = part_signatures(args.chain_steps, args.heldout_side)
+            result[key] = part_signatures(args.chain_steps, args.heldout_side, *seeds)
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

@@ -13,7 +13,7 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 SIGNATURE_KEY, heldout_aucs,
+                                                 SIGNATURE_KEY, SIGNATURE_SECOND_KEY, heldout_aucs,
                                                  heldout_aucs_text, heldout_by_source, results, signatures)
 from banana100.metrics.table import MetricSpec
 
@@ -276,7 +276,24 @@ def signatures_section(r: dict) -> str:
     lines += ["", "The chains that failed the protocol: " + "; ".join(missed) + "."]
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
-    return "\n".join(lines)
+    return "\n".join(lines + _second_draw(r))
+
+
+def _second_draw(r: dict) -> list[str]:
+    """The second signature draw's rows (part `signatures2`), when measured."""
+    d, s = r.get(SIGNATURE_SECOND_KEY), signatures(r, SIGNATURE_SECOND_KEY)
+    if not d or not s:
+        return []
+    lines = ["", f"A second draw (chain seeds from {d['seeds']['chains']}, drawn sources of seed "
+             f"{d['seeds']['drawn_sources']}, the same photographs), made after version 4's told-the-source softness "
+             "guard, which came from diagnosing the first draw's failures, and scored once after it:", "",
+             "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | told the source: passed | "
+             "AUC step 1 vs 10 | failed told the source |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for sig, v in s.items():
+        failed = ", ".join(d[sig]["all"]["relative"].get("failed_chains", [])) or "none"
+        lines.append(f"| {sig} ({v['editor']}) | {v['n']} | {v['bare_passed']}/{v['n']} | {v['bare_auc']:.3f} | "
+                     f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {failed} |")
+    return lines
 
 
 def _cost() -> str:

@@ -23,6 +23,9 @@ HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "
                  FRESH_KEY: "Fifth draw, other photographs",
                  SIXTH_KEY: "Sixth draw, photographs found after the evenness refit"}
 SIGNATURE_KEY = "signature_chains"  # its part `signatures`: the other editors' signatures, held out
+# its part `signatures2`: a second draw of them, made after version 4's fix that came from the first draw's
+# failures (told the source, softness not compared where the source has no edge)
+SIGNATURE_SECOND_KEY = "signature_chains_second_draw"
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources
 FILTER_AUC = 0.9  # the clean-vs-damaged ROC AUC issues 33 and 42 ask of the bare score alone
@@ -64,11 +67,11 @@ def heldout_aucs_text(r: dict) -> str:
     return " and ".join([", ".join(a[:-1]), a[-1]]) if len(a) > 1 else "".join(a)
 
 
-def signatures(r: dict) -> dict[str, dict]:
-    """Per signature of the held-out signature draw, then "pooled": {"editor", "n", "bare_passed",
+def signatures(r: dict, key: str = SIGNATURE_KEY) -> dict[str, dict]:
+    """Per signature of the held-out signature draw (`key`), then "pooled": {"editor", "n", "bare_passed",
     "bare_auc" (clean vs step 10), "rel_passed", "rel_auc" (step 1 vs step 10), "best" (the component that
     alone tells clean from step 10 best, with its AUC)}; {} before it was measured."""
-    d = r.get(SIGNATURE_KEY) or {}
+    d = r.get(key) or {}
     out = {}
     for sig, fig in d.items():
         if not (isinstance(fig, dict) and "all" in fig):

@@ -77,6 +77,10 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
         "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
     }
     out.update({c: _rise(stats[c], ref[c]) for c in ("softness", "crease", "speckles", "blocking")})
+    if ref["softness"] == 0:
+        # a reference without an edge of 1 level a pixel (a soft render) has no softness to compare with: its 0 is
+        # "not measured", not "sharp", and the first edges an edit makes (JPEG's block edges) would read as blur
+        out["softness"] = 0.0
     out["simplification"] = max(0.0, stats["simplification"] - ref["simplification"] - HALVINGS_TOLERANCE)
     return out
 

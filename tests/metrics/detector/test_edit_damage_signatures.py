@@ -281,3 +281,15 @@ def test_told_the_source_a_statistic_that_moves_within_a_tenth_adds_nothing():
     added = rel.relative_components(beyond, ref)
     assert added["softness"] == pytest.approx(0.75 - 0.55)
     assert added["simplification"] == pytest.approx(1.0 - np.log2(1.1))
+
+
+def test_told_the_source_softness_is_not_compared_where_the_source_has_no_edge(stats):
+    """A soft render without an edge of 1 level a pixel reads softness 0 ("not measured"); a JPEG of it has
+    block edges, whose softness is measured: told the source, that is no blur added (on a soft-blob render at quality 36, 5.9 units)."""
+    yy, xx = np.mgrid[0:256, 0:320] / 256
+    # gradients of under 1 level a pixel: no edge
+    soft = np.stack([60 + 140 * xx, 90 + 80 * yy, 150 - 60 * xx * yy], -1).round().astype(np.uint8)
+    s_soft, s_jpeg = stats([soft, _jpeg(soft, 10)])
+    assert s_soft["softness"] == 0 and s_jpeg["softness"] > 0.05
+    added = rel.relative_components(s_jpeg, s_soft)
+    assert added["softness"] == 0 and added["blocking"] > 0
