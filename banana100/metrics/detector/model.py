@@ -71,7 +71,7 @@ UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / un
 # image cannot; fitted with the grain term (bench/detector/fit_edit_damage.py, see GRAIN_RATIO). The four
 # signatures' offsets and units were fitted after them, the rest held (docs/edit-damage.md).
 BARE_UNITS = {**UNITS, "colour_cast": (0.0, 16.0), "lattice": (0.05, 0.4),
-              "crease": (0.2, 0.4), "speckles": (100.0, 100.0), "simplification": (-0.5, 0.5), "blocking": (0.5, 0.25)}
+              "crease": (0.2, 0.4), "speckles": (100.0, 100.0), "simplification": (0.0, 0.25), "blocking": (0.25, 0.25)}
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 # evenness: the floor of the flattest EVEN_SHARE of the tiles over the floor (FLATTEST), in levels. Grain an
