@@ -1,6 +1,6 @@
 """Damage models of the editors' signatures other than Nano Banana Pro's, for bench/detector/validate_edit_damage.py.
 
-Each is written from the signature's description (../shared/DESIGN.md, issue 42), with its strengths drawn
+Each is written from the signature's description (the paper's, as docs/edit-damage.md's components table quotes them), with its strengths drawn
 per chain from stated ranges (seeded), and tuned on no image: it exists to check the detector on damage of
 each kind. Every step first re-renders the image as an editor does (`rerender`: a shift and crop of 0-2 px,
 resampled back, so no two steps are pixel-aligned), then adds the signature, so that it accumulates step

@@ -1,7 +1,7 @@
 """edit_damage: a cheap, reference-free detector of what recursive editing does to an image.
 
 Interpretable components, each in a physical unit, each over a unit of damage, summed into one score
-(higher = more damage). One per signature the paper names (../shared/DESIGN.md): grain, lattice and
+(higher = more damage). One per signature the paper names (arXiv:2604.03400; docs/edit-damage.md): grain, lattice and
 colour_cast (Nano Banana Pro's static noise and tint), crease (Nano Banana 2 Fast's creases along
 contours), speckles (FLUX.2), simplification (Qwen-Image-Edit's flattened texture), blocking (a chain
 saved as JPEG step by step); softness for detail lost; texture, evenness and lattice_level weigh or
