@@ -557,6 +557,7 @@ def start_and_wait(cmd, out, min_lines, env, log):
     return proc
 
 
+@pytest.mark.integration  # a runner process killed and resumed (~4 s each)
 @pytest.mark.parametrize("how", ["sigkill", "sigint"])
 def test_interrupted_process_resumes_exactly(tmp_path, how):
     sources = tmp_path / "sources"

@@ -44,6 +44,7 @@ def test_demo_end_to_end(tmp_path, iqa_params):
     assert report.read_text() == text
 
 
+@pytest.mark.integration  # a demo run in a CLI process (~7 s)
 def test_demo_without_parameter_files_uses_piqe_and_says_why(tmp_path):
     out = tmp_path / "demo"
     proc = run_cli("demo", "--out", str(out), "--steps", "20", "--chains", "1",
@@ -71,9 +72,7 @@ def test_demo_with_a_missing_metric_stops_before_generating(tmp_path):
     assert not out.exists()  # nothing generated, built or scored
 
 
-@pytest.mark.parametrize(
-    "args, status, message",
-    [
+ERROR_CASES = [
         # 1: a data problem (what the command was pointed at is missing or wrong)
         (["score", "no/such/folder", "--out", "x.parquet"], 1, "no/such/folder: no such file or folder"),
         (["report", "absent.parquet", "--out", "r"], 1, "absent.parquet: no such scores file"),
@@ -91,8 +90,13 @@ def test_demo_with_a_missing_metric_stops_before_generating(tmp_path):
         (["publish-metrics", "--org", "a/b", "--dry-run"], 2, "no slash"),
         (["weights", "download"], 2, "name the metrics"),
         (["nosuchcommand"], 2, "invalid choice: 'nosuchcommand'"),
-    ],
-)
+]
+
+
+# a CLI process each (~2 s): the first four (a data error per command, a usage error) in the fast tier,
+# the rest in the integration tier (CI runs both)
+@pytest.mark.parametrize("args, status, message", [
+    case if i < 4 else pytest.param(*case, marks=pytest.mark.integration) for i, case in enumerate(ERROR_CASES)])
 def test_cli_errors_are_one_clear_line(tmp_path, args, status, message):
     proc = run_cli(*args, cwd=tmp_path)
     assert proc.returncode == status, proc.stderr

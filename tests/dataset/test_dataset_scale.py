@@ -483,6 +483,7 @@ def _peak(tmp_path: Path, n: int) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration  # a build under a memory watch (~6 s)
 def test_memory_stays_bounded_while_building(tmp_path):
     """Peak RSS of build + verify does not grow with the number of images (measured, not assumed)."""
     small, large = _peak(tmp_path, 120), _peak(tmp_path, 480)

@@ -118,6 +118,7 @@ def test_module_breaking_the_contract(tmp_path, body, why):
     assert "\n" not in str(info.value) and str(folder) in str(info.value)
 
 
+@pytest.mark.integration  # evaluate's module loader (~7 s)
 def test_folder_that_is_not_a_module(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UnknownMetricError, match="could not load it as an evaluate module"):
@@ -203,6 +204,7 @@ def test_module_exiting_on_import_or_later_is_an_error_naming_it(tmp_path):
         scorer.score_arrays([np.full((8, 8, 3), 10, np.uint8)] * 2)
 
 
+@pytest.mark.integration  # a module process (~6 s)
 def test_score_cli_with_a_module_that_exits(tmp_path, capsys):
     from banana100.cli import main
 

@@ -502,6 +502,7 @@ def _faults_per_image(tuning: str) -> dict:
 
 @pytest.mark.skipif(not Path("/lib/x86_64-linux-gnu/libc.so.6").exists() and not Path("/lib64/libc.so.6").exists(),
                     reason="the allocator settings are for glibc")
+@pytest.mark.integration  # a process measuring page faults (~5 s)
 def test_engine_keeps_freed_memory_so_images_do_not_page_fault_afresh():
     """A 512 px image's tensors are ~20 MiB; glibc's defaults page-faulted ~9,000 4 KiB pages back in per image."""
     tuned = _faults_per_image("1")
