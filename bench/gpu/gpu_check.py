@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import sys
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -269,60 +270,63 @@ def main(argv=None) -> int:
     if args.out is not None:
         out = args.out if args.out.suffix == ".json" else args.out / "gpu_check.json"
     tmp = Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    doc = {"argv": sys.argv[1:] if argv is None else list(argv), "args": {**vars(args), "device": str(dev), "out": str(args.out)},
-           "device_name": torch.cuda.get_device_name(dev) if cuda else "CPU", "environment": environment(), "rows": []}
-    rows = doc["rows"]
+    try:  # the built models' files go there (hundreds of MB a run): removed however the run ends
+        doc = {"argv": sys.argv[1:] if argv is None else list(argv), "args": {**vars(args), "device": str(dev), "out": str(args.out)},
+               "device_name": torch.cuda.get_device_name(dev) if cuda else "CPU", "environment": environment(), "rows": []}
+        rows = doc["rows"]
 
-    def emit(row):
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        doc["projection"] = project(rows, names, sizes[0], args.images_total, gpus)
-        if out is not None:
-            write_results(out, doc)  # makes the folder
+        def emit(row):
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            doc["projection"] = project(rows, names, sizes[0], args.images_total, gpus)
+            if out is not None:
+                write_results(out, doc)  # makes the folder
 
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            scorer, pyiqa_model, kind = build(name, str(dev), tmp, args.precision)
-        except Exception as e:  # noqa: BLE001 - report and go on
-            emit({"metric": name, "weights": "error", "error": f"build: {type(e).__name__}: {e}"[:300]})
-            continue
-        if scorer is None:
-            emit({"metric": name, "weights": kind})
-            continue
-        scorer.batch_size = args.batch_size
-        clock = Clock(torch, dev, args.max_seconds)
-        base = {"metric": name, "weights": kind, "backend": scorer.backend, "batchable": scorer.batchable,
-                "build_s": round(time.perf_counter() - t0, 2)}
-        for side in sizes:
-            row = dict(base, side=side)
-            if clock.over:
-                emit(dict(row, skipped="over --max-seconds"))
-                continue
+        for name in names:
+            t0 = time.perf_counter()
             try:
-                measure_side(row, scorer, pyiqa_model, images(args.n, side), clock, torch, dev)
-                if side == sizes[-1] and vs_cpu and pyiqa_model is not None and not clock.over:
-                    row["vs_pyiqa_cpu"] = vs_pyiqa_cpu(name, scorer, pyiqa_model, tmp, torch)
-                if side == sizes[-1] and args.half and get_metric(name).family != "hand-crafted":
-                    small = images(2, SMALL, seed=1)
-                    full = scorer.score_arrays(small)
-                    scorer.allow_half(measured=False)
-                    row["max_abs_half"] = max(abs(a - b) for a, b in zip(scorer.score_arrays(small), full, strict=True))
-                    scorer.half = False
-            except Exception as e:  # noqa: BLE001
-                row["error"] = f"{type(e).__name__}: {e}"[:300]
-            emit(row)
-        del scorer, pyiqa_model
-        if cuda:
-            torch.cuda.empty_cache()
+                scorer, pyiqa_model, kind = build(name, str(dev), tmp, args.precision)
+            except Exception as e:  # noqa: BLE001 - report and go on
+                emit({"metric": name, "weights": "error", "error": f"build: {type(e).__name__}: {e}"[:300]})
+                continue
+            if scorer is None:
+                emit({"metric": name, "weights": kind})
+                continue
+            scorer.batch_size = args.batch_size
+            clock = Clock(torch, dev, args.max_seconds)
+            base = {"metric": name, "weights": kind, "backend": scorer.backend, "batchable": scorer.batchable,
+                    "build_s": round(time.perf_counter() - t0, 2)}
+            for side in sizes:
+                row = dict(base, side=side)
+                if clock.over:
+                    emit(dict(row, skipped="over --max-seconds"))
+                    continue
+                try:
+                    measure_side(row, scorer, pyiqa_model, images(args.n, side), clock, torch, dev)
+                    if side == sizes[-1] and vs_cpu and pyiqa_model is not None and not clock.over:
+                        row["vs_pyiqa_cpu"] = vs_pyiqa_cpu(name, scorer, pyiqa_model, tmp, torch)
+                    if side == sizes[-1] and args.half and get_metric(name).family != "hand-crafted":
+                        small = images(2, SMALL, seed=1)
+                        full = scorer.score_arrays(small)
+                        scorer.allow_half(measured=False)
+                        row["max_abs_half"] = max(abs(a - b) for a, b in zip(scorer.score_arrays(small), full, strict=True))
+                        scorer.half = False
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = f"{type(e).__name__}: {e}"[:300]
+                emit(row)
+            del scorer, pyiqa_model
+            if cuda:
+                torch.cuda.empty_cache()
 
-    doc["projection"] = project(rows, names, sizes[0], args.images_total, gpus)
-    text = table(doc)
-    print(text)
-    if out is not None:
-        write_results(out, doc)
-        out.with_suffix(".md").write_text(text)
-    return 1 if any("error" in r for r in rows) else 0
+        doc["projection"] = project(rows, names, sizes[0], args.images_total, gpus)
+        text = table(doc)
+        print(text)
+        if out is not None:
+            write_results(out, doc)
+            out.with_suffix(".md").write_text(text)
+        return 1 if any("error" in r for r in rows) else 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

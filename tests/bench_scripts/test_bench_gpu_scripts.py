@@ -49,7 +49,9 @@ def _run(script: str, tmp_path, out_flag: list[str]) -> subprocess.CompletedProc
                 pytest.skip(f"needs the parameter files in {PARAMS} (niqe_modelparameters.mat and the others)")
         else:
             pytest.importorskip(need)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    scratch = tmp_path / "scratch"  # the script's temporary files: nothing may be left there
+    scratch.mkdir()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", TMPDIR=str(scratch))
     if PARAMS.is_dir():
         env["BANANA100_WEIGHTS"] = str(PARAMS)
     else:
@@ -57,6 +59,7 @@ def _run(script: str, tmp_path, out_flag: list[str]) -> subprocess.CompletedProc
     proc = subprocess.run([sys.executable, "-m", f"bench.gpu.{Path(script).stem}", *flags, *out_flag], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("gpu-check-")]  # built models' copies
     return proc
 
 
