@@ -23,6 +23,10 @@ import platform
 import sys
 import time
 
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import PARAMS, REPO, module_as_of, write_results
 
 from banana100.testing.images import chain_images

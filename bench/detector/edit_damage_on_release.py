@@ -22,6 +22,10 @@ import json
 import sys
 from collections import defaultdict
 
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, write_results
 
 from banana100 import explore as ex

@@ -54,6 +54,9 @@ import skimage.data
 import torch
 from PIL import Image
 
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import REPO, write_results
 from bench.detector.validate_edit_damage import as_rgb, auc, blur, correlated, green_tint, grid, jpeg, white
 

@@ -19,6 +19,10 @@ import sys
 
 import torch
 
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import REPO, write_results
 from bench.detector import signatures as sg
 from bench.detector.validate_edit_damage import (SIGNATURE_DRAW, auc, heldout_chains, missing_distribution_packages,

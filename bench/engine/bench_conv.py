@@ -21,6 +21,9 @@ from pathlib import Path
 
 import torch
 
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import PARAMS, RESULTS, write_results
 
 

@@ -27,6 +27,11 @@ import inspect
 import json
 import time
 
+import sys
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, environment, write_results
 
 CHAIN_STEPS = 100

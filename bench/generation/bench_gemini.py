@@ -31,6 +31,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import write_results
 
 

@@ -19,6 +19,10 @@ import platform
 import time
 from pathlib import Path
 
+import sys
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, write_results
 
 from banana100.synth import GENERATED_SOURCES, generated_source

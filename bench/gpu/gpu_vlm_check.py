@@ -29,6 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, environment, write_results
 
 IMAGES_IN_RELEASE = 28_000

@@ -30,6 +30,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import PARAMS, REPO, RESULTS, write_results
 FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "niqe": ("niqe_modelparameters.mat",),
          "piqe": (), "ilniqe": ("ILNIQE_templateModel.mat",)}

@@ -17,6 +17,11 @@ import time
 import numpy as np
 import torch
 
+import sys
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import PARAMS, RESULTS, best_time, write_results
 
 CASES = ((512, 36, 80), (2048, 100, 200), (2048, 400, 96))

@@ -35,6 +35,10 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
+import sys
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer, to_tensor

@@ -18,6 +18,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+import sys
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import PARAMS, RESULTS, best_time, write_results
 
 

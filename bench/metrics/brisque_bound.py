@@ -12,17 +12,26 @@ straddle a step, native agrees with pyiqa in float64 instead. Writes bench/resul
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
 import torch
+
+import sys
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import PARAMS, SHARED, environment, results_path, write_results
 
 SAMPLES = ("astronaut", "chelsea", "coffee", "rocket", "camera", "immunohistochemistry", "hubble_deep_field",
            "coins", "moon", "page", "text", "brick", "grass", "gravel")
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    # no options: a parser all the same, so that --help says what it does instead of running it
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     import pyiqa
     import skimage.data as data
 

@@ -15,8 +15,14 @@ exact ramps, tiny and 2K images, noise, a uniform image. Writes bench/results/me
 
 from __future__ import annotations
 
+import argparse
 import numpy as np
 import torch
+
+import sys
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.benchtools import PARAMS, RESULTS, write_results
 
@@ -56,7 +62,9 @@ def luminance_and_padding(metric: str, model, x: torch.Tensor) -> tuple[torch.Te
     return y, "zeros"
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    # no options: a parser all the same, so that --help says what it does instead of running it
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     from banana100.metrics.engine.scorer import to_tensor
     from banana100.metrics.native import build, repair
 

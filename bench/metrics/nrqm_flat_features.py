@@ -12,16 +12,23 @@ writes bench/results/metrics/nrqm_flat.json.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
 import numpy as np
 import torch
 
+from pathlib import Path
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, write_results
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    # no options: a parser all the same, so that --help says what it does instead of running it
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     from banana100.testing.flat_images import flat_images, synthetic_images
     from banana100.testing.nrqm_reference import pyiqa_nrqm_features

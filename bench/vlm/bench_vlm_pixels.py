@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from bench.benchtools import RESULTS, best_time, write_results
 
 LIMITS = {"transformers default": 1_003_520, "banana100 default": 2048 * 2048, "official (qwen_vl_utils)": 12_845_056}
