@@ -115,3 +115,8 @@ def test_the_metric_count_comes_from_the_metric_table():
         assert all(n in str(e.value) for n in known_names())
     assert {"edit_damage", "edit_damage_rel", "visualquality_r1"} <= set(known_names())
     assert "rali" not in known_names() and len(known_names()) == len(ROSTER) + 2 * len(DETECTORS) + len(EVALUATORS) - 1
+
+
+def test_the_readme_stays_a_front_page():
+    """The README is a front page (8 KB at most): detail goes to docs/, figures to BENCHMARKS.md."""
+    assert len(README.read_bytes()) <= 8 * 1024, f"README.md is {len(README.read_bytes())} bytes"
