@@ -22,26 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-MODULE = '''
-import datasets
-import evaluate
-import numpy as np
-
-
-class Brightness(evaluate.Metric):
-    def _info(self):
-        return evaluate.MetricInfo(description="mean brightness", citation="", inputs_description="",
-                                   features=datasets.Features({"images": datasets.Value("string")}))
-
-    def compute(self, *, images=None, **kwargs):
-        """Score the images."""
-        scores = [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
-        return {"metric": "brightness", "scores": scores, "lower_better": False}
-
-    def _compute(self, images):
-        raise NotImplementedError
-'''
-
+from banana100.testing.usermodules import brightness_module, write_module
 
 IN_PROCESS = """
 import sys
@@ -79,8 +60,7 @@ def main() -> None:
     from PIL import Image
 
     work = Path(tempfile.mkdtemp(prefix="b100-usermodule-"))
-    (work / "brightness").mkdir()
-    (work / "brightness" / "brightness.py").write_text(MODULE)
+    write_module(work, "brightness", brightness_module())
     (work / "imgs").mkdir()
     rng = np.random.default_rng(0)
     for k in range(args.images):

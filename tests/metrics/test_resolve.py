@@ -13,36 +13,8 @@ import pytest
 from banana100.errors import UnknownMetricError
 from banana100.metrics import resolve as rs
 from banana100.testing.runfolder import make_run_folder
-
-BRIGHTNESS = '''
-import datasets
-import evaluate
-import numpy as np
-
-
-class Brightness(evaluate.Metric):
-    """Mean brightness: a toy metric of a user's own (higher = brighter = 'better')."""
-
-    def _info(self):
-        return evaluate.MetricInfo(description="mean brightness", citation="", inputs_description="",
-                                   features=datasets.Features({"images": datasets.Value("string")}))
-
-    def compute(self, *, images=None, **kwargs):
-        """Score the images."""
-        scores = [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
-        return {"metric": "brightness", "scores": scores, "mean": float(np.mean(scores)), "lower_better": LOWER}
-
-    def _compute(self, images):
-        raise NotImplementedError
-'''
-
-
-def _module(root: Path, name: str, body: str) -> Path:
-    folder = root / name
-    folder.mkdir()
-    (folder / f"{name}.py").write_text(body)
-    return folder
-
+from banana100.testing.usermodules import BRIGHTNESS
+from banana100.testing.usermodules import write_module
 
 @pytest.fixture(autouse=True)
 def _fresh():
@@ -76,7 +48,7 @@ def test_unknown_name_one_line(tmp_path, monkeypatch):
 
 @pytest.mark.integration  # module processes or evaluate's Hub probe (~10 s)
 def test_users_module_folder(tmp_path):
-    folder = _module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
+    folder = write_module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
     r = rs.resolve(str(folder))
     assert (r.kind, r.lower_better, r.display_name, r.name) == ("module", False, "brightness", str(folder))
     scorer = rs.make_scorer(str(folder))
@@ -86,7 +58,7 @@ def test_users_module_folder(tmp_path):
     assert rs.label(str(folder)) == str(folder)  # the name as written, wherever it shows
     # the direction comes from the module
     rs.clear_cache()
-    lower = _module(tmp_path, "darkness", BRIGHTNESS.replace("LOWER", "True").replace("Brightness", "Darkness"))
+    lower = write_module(tmp_path, "darkness", BRIGHTNESS.replace("LOWER", "True").replace("Brightness", "Darkness"))
     assert rs.resolve(str(lower)).lower_better is True
 
 
@@ -112,7 +84,7 @@ def test_module_breaking_the_contract(tmp_path, body, why):
         '''        scores = [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
         return {"metric": "brightness", "scores": scores, "mean": float(np.mean(scores)), "lower_better": LOWER}''',
         "        " + body)
-    folder = _module(tmp_path, "broken", src)
+    folder = write_module(tmp_path, "broken", src)
     with pytest.raises(UnknownMetricError, match=why) as info:
         rs.resolve(str(folder))
     assert "\n" not in str(info.value) and str(folder) in str(info.value)
@@ -155,7 +127,7 @@ def test_score_cli_with_own_metric(tmp_path):
     """`banana100 score --metrics piqe,<folder>` and `report` on the result, through the CLI."""
     run = tmp_path / "run"
     make_run_folder(run, sources=("a",), steps=20, size=(96, 96))
-    folder = _module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
+    folder = write_module(tmp_path, "brightness", BRIGHTNESS.replace("LOWER", "False"))
     out = tmp_path / "scores.parquet"
     cli = [sys.executable, "-m", "banana100"]
     subprocess.run(cli + ["score", str(run), "--metrics", f"piqe,{folder}", "--out", str(out), "--device", "cpu"],
@@ -193,11 +165,11 @@ def test_module_exiting_on_import_or_later_is_an_error_naming_it(tmp_path):
 
     from banana100.errors import Banana100Error
 
-    on_import = _module(tmp_path, "leaves", "import sys\nsys.exit(0)\n" + BRIGHTNESS.replace("LOWER", "False"))
+    on_import = write_module(tmp_path, "leaves", "import sys\nsys.exit(0)\n" + BRIGHTNESS.replace("LOWER", "False"))
     with pytest.raises(UnknownMetricError, match=r"leaves: loading it called sys.exit\(0\)"):
         rs.resolve(str(on_import))
     # passes the probe (one image), exits on a real batch of two
-    later = _module(tmp_path, "later", BRIGHTNESS.replace("LOWER", "False").replace(
+    later = write_module(tmp_path, "later", BRIGHTNESS.replace("LOWER", "False").replace(
         "        scores = [", "        if len(images) > 1:\n            raise SystemExit(3)\n        scores = ["))
     scorer = rs.make_scorer(str(later))
     with pytest.raises(Banana100Error, match=r"later: compute\(\) called sys.exit\(3\)"):
@@ -214,7 +186,7 @@ def test_score_cli_with_a_module_that_exits(tmp_path, capsys):
     import numpy as np
 
     Image.fromarray(np.full((32, 32, 3), 100, np.uint8)).save(images / "a.png")
-    folder = _module(tmp_path, "quits", "import sys\nsys.exit(0)\n")
+    folder = write_module(tmp_path, "quits", "import sys\nsys.exit(0)\n")
     status = main(["score", str(images), "--metrics", str(folder), "--out", str(tmp_path / "s.parquet")])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "quits: loading it called sys.exit(0)" in err
@@ -313,7 +285,7 @@ def test_a_module_has_one_label_everywhere(tmp_path, monkeypatch):
     `brightness` (its "metric" output) in the report, or `shine` once its folder was gone. Its label is
     what the user wrote, resolved or not, present or gone; the module is not run again to name it."""
     monkeypatch.chdir(tmp_path)
-    _module(tmp_path, "shine", BRIGHTNESS.replace("LOWER", "False"))  # its "metric" is brightness
+    write_module(tmp_path, "shine", BRIGHTNESS.replace("LOWER", "False"))  # its "metric" is brightness
     assert rs.label("./shine") == "./shine"  # nothing resolved yet in this process
     assert rs.resolve("./shine").display_name == "brightness" and rs.label("./shine") == "./shine"  # resolved
     rs.clear_cache()
@@ -332,7 +304,7 @@ def test_the_documented_minimal_module_scores_paths_pil_images_and_arrays(tmp_pa
 
     code = re.search(r"A minimal module \(`my_metric/my_metric.py`\):\s*```python\n(.*?)```", OWN_METRIC_DOC.read_text(),
                      re.S).group(1)
-    folder = _module(tmp_path, "my_metric", code)
+    folder = write_module(tmp_path, "my_metric", code)
     img = np.full((32, 32, 3), 100, np.uint8)
     Image.fromarray(img).save(tmp_path / "a.png")
     r = rs.resolve(str(folder))
@@ -363,7 +335,7 @@ def _misbehaving(tmp_path, name: str, action: str) -> Path:
     body = BRIGHTNESS.replace("LOWER", "False").replace("import numpy as np\n", "import numpy as np\nCALLS = []\n")
     body = body.replace("        scores = [",
                         f"        CALLS.append(1)\n        if len(CALLS) == 6:\n            {action}\n        scores = [")
-    return _module(tmp_path, name, body)
+    return write_module(tmp_path, name, body)
 
 
 def _images(tmp_path, n=40):
@@ -397,7 +369,7 @@ def test_a_module_that_exits_raises_a_base_exception_or_hangs_stops_the_run_keep
     kept = pd.read_parquet(out)
     assert len(kept) == 32 and kept["error"].isna().all()  # the first chunk, merged into --out
     rs.clear_cache()
-    fixed = _module(tmp_path, f"{what}_fixed", BRIGHTNESS.replace("LOWER", "False"))
+    fixed = write_module(tmp_path, f"{what}_fixed", BRIGHTNESS.replace("LOWER", "False"))
     assert main([*args[:3], str(fixed), *args[4:]]) == 0  # another module into the same file: no harm left
 
 
@@ -408,7 +380,7 @@ def test_a_module_that_changes_the_current_folder_changes_nothing_for_score(tmp_
     from banana100.cli import main
 
     monkeypatch.chdir(tmp_path)
-    folder = _module(tmp_path, "wanders", BRIGHTNESS.replace("LOWER", "False").replace(
+    folder = write_module(tmp_path, "wanders", BRIGHTNESS.replace("LOWER", "False").replace(
         "        scores = [", "        import os\n        os.chdir('/')\n        scores = ["))
     _images(tmp_path)
     assert main(["score", "imgs", "--metrics", "./wanders", "--out", "SB.parquet", "--batch-size", "8"]) == 0
