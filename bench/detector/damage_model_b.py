@@ -71,9 +71,15 @@ def step(image: np.ndarray, k: int, p: dict) -> np.ndarray:
 def chain(source: np.ndarray, seed: int, steps: int, keep=(0, 1, 5, 10, 20)) -> dict[int, np.ndarray]:
     """{step: image} for the steps in `keep` of a chain of `steps` steps from `source`."""
     p = chain_params(seed)
+    return kept_steps(source, lambda x, k: step(x, k, p), steps, keep)
+
+
+def kept_steps(source: np.ndarray, one_step, steps: int, keep) -> dict[int, np.ndarray]:
+    """{step: image} for the steps in `keep` (and 0, the source) of `one_step(image, k)` applied for k = 1 ..
+    `steps`, each to the previous image: the chain loop of every damage model here."""
     out, x = {0: source}, source
     for k in range(1, steps + 1):
-        x = step(x, k, p)
+        x = one_step(x, k)
         if k in keep:
             out[k] = x
     return out

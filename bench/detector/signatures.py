@@ -26,6 +26,8 @@ import numpy as np
 from PIL import Image
 from scipy.ndimage import distance_transform_edt, gaussian_filter, sobel
 
+from bench.detector.damage_model_b import kept_steps
+
 SIGNATURES = ("creases", "speckles", "simplified", "jpeg")
 # which editor's signature each model stands for (the card's words)
 EDITORS = {"creases": "Nano Banana 2 Fast", "speckles": "FLUX.2 [dev]", "simplified": "Qwen-Image-Edit",
@@ -122,9 +124,4 @@ def step(image: np.ndarray, k: int, p: dict) -> np.ndarray:
 def chain(source: np.ndarray, signature: str, seed: int, steps: int, keep=(0, 1, 5, 10, 20)) -> dict[int, np.ndarray]:
     """{step: image} for the steps in `keep` of a chain of `steps` steps of `signature` from `source`."""
     p = chain_params(signature, seed)
-    out, x = {0: source}, source
-    for k in range(1, steps + 1):
-        x = step(x, k, p)
-        if k in keep:
-            out[k] = x
-    return out
+    return kept_steps(source, lambda x, k: step(x, k, p), steps, keep)
