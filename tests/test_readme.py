@@ -9,11 +9,10 @@ import shlex
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from fixtures.repopaths import PARAMS, REPO
+from fixtures.runs import noise_images
 
 README = REPO / "README.md"
 NIQE_FILE = PARAMS / "niqe_modelparameters.mat"
@@ -39,9 +38,7 @@ def test_every_python_block_runs_as_written_outside_the_clone(tmp_path):
         blocks = [b for b in blocks if 'metric_path("niqe")' not in b]
         if not blocks:
             pytest.skip(f"needs {NIQE_FILE} (../shared)")
-    rng = np.random.default_rng(0)
-    for name in ("a.png", "b.jpg"):
-        Image.fromarray(rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)).save(tmp_path / name)
+    noise_images(tmp_path, ("a.png", "b.jpg"))
     (tmp_path / "blocks.json").write_text(json.dumps(blocks))
     (tmp_path / "run.py").write_text(RUNNER)
     env = {**os.environ, "BANANA100_WEIGHTS": str(PARAMS)}

@@ -11,6 +11,7 @@ from PIL import Image
 
 from banana100.cli import main
 from banana100.metrics.table import get_metric
+from fixtures.runs import noise_images
 
 
 @pytest.fixture
@@ -207,11 +208,7 @@ def test_edit_damage_scores_of_an_earlier_detector_are_refused_not_mixed(images,
 
 def test_rows_added_to_a_file_of_another_folder_are_said(images, tmp_path, capsys):
     """Issue 44 item 5: 5 rows were already there and the table said `piqe 9` without a word."""
-    other = tmp_path / "other"
-    other.mkdir()
-    rng = np.random.default_rng(1)
-    for i in range(2):
-        Image.fromarray(rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)).save(other / f"o{i}.png")
+    other = noise_images(tmp_path / "other", ("o0.png", "o1.png"), seed=1)
     out = tmp_path / "s.parquet"
     assert main(["score", str(other), "--metrics", "piqe", "--out", str(out), "--device", "cpu"]) == 0
     capsys.readouterr()

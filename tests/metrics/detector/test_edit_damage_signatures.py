@@ -13,6 +13,7 @@ from scipy.ndimage import gaussian_filter
 
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
+from fixtures.runs import noise_images
 
 
 @pytest.fixture(scope="module")
@@ -189,11 +190,7 @@ def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, cap
     from banana100.cli import main
     from banana100.metrics.table import get_metric
 
-    folder = tmp_path / "imgs"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(2):
-        Image.fromarray(rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+    folder = noise_images(tmp_path / "imgs", ("0.png", "1.png"))
     out = tmp_path / "s.parquet"
     args = ["--metrics", "edit_damage", "--reference", str(folder / "0.png"), "--out", str(out), "--device", "cpu"]
     assert main(["score", str(folder / "1.png"), *args]) == 0
