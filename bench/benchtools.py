@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -33,6 +34,21 @@ def best_time(fn, repeats: int, clock=time.perf_counter, warm_up: bool = True):
         out = fn()
         best = min(best, clock() - t)
     return best, out
+
+
+def alternating(ways: dict, repeats: int, after=None, clock=time.perf_counter):
+    """Each way (name -> fn(round)) timed `repeats` times, the ways taking turns round by round so that load
+    on the machine hits them alike; `after(name, round)`, untimed, after each call (clean-up). Returns
+    ({name: seconds of each round}, {name: median seconds})."""
+    times = {name: [] for name in ways}
+    for r in range(repeats):
+        for name, fn in ways.items():
+            t = clock()
+            fn(r)
+            times[name].append(clock() - t)
+            if after is not None:
+                after(name, r)
+    return times, {name: statistics.median(v) for name, v in times.items()}
 
 
 def environment() -> dict:

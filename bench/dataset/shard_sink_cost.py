@@ -13,12 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
+
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.benchtools import alternating, results_path, write_results
 
 
 def main() -> None:
@@ -61,24 +65,22 @@ def main() -> None:
 
         return Nothing(), pa.OSFile(str(path), "wb")
 
-    times = {"osfile": [], "kept_errors_file": []}
-    for r in range(args.repeats):
-        for name, sink in (("osfile", osfile_sink), ("kept_errors_file", kept_sink)):
-            out = work / f"out-{name}-{r}"
+    def writing(name, sink):
+        def write(r):
             shards.open_sink = sink
-            t = time.perf_counter()
-            shards.write_shards(items, out, dataset_features(), 500 * 1024**2, name)
-            times[name].append(time.perf_counter() - t)
-            shutil.rmtree(out)
+            shards.write_shards(items, work / f"out-{name}-{r}", dataset_features(), 500 * 1024**2, name)
+        return write
+
+    sinks = {"osfile": osfile_sink, "kept_errors_file": kept_sink}
+    times, med = alternating({name: writing(name, sink) for name, sink in sinks.items()}, args.repeats,
+                             after=lambda name, r: shutil.rmtree(work / f"out-{name}-{r}"))
     shards.open_sink = kept_sink
     shutil.rmtree(work)
-    med = {k: statistics.median(v) for k, v in times.items()}
     result = {"images": args.images, "side": args.side, "bytes": size, "repeats": args.repeats, "seconds": times,
               "median_s": med, "ratio_kept_over_osfile": med["kept_errors_file"] / med["osfile"],
               "command": f"python -m bench.dataset.shard_sink_cost --images {args.images} --side {args.side} "
                          f"--repeats {args.repeats}"}
-    out = Path(__file__).resolve().parents[1] / "results" / "dataset" / "shard_sink_cost.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(results_path(__file__), result)
     print(json.dumps({k: result[k] for k in ("bytes", "median_s", "ratio_kept_over_osfile")}, indent=1))
 
 

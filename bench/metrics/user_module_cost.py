@@ -15,14 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from banana100.testing.usermodules import brightness_module, write_module
+
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.benchtools import alternating, results_path, write_results
 
 IN_PROCESS = """
 import sys
@@ -65,22 +68,20 @@ def main() -> None:
     rng = np.random.default_rng(0)
     for k in range(args.images):
         Image.fromarray(rng.integers(0, 255, (args.side, args.side, 3), np.uint8)).save(work / "imgs" / f"{k:03d}.png")
-    times: dict[str, list[float]] = {"in_process": [], "own_process": []}
-    for r in range(args.repeats):
-        for name, code in (("in_process", IN_PROCESS), ("own_process", OWN_PROCESS)):
-            t = time.perf_counter()
+    def scoring(code):
+        def score(r):
             subprocess.run([sys.executable, "-c", code, "score", "imgs", "--metrics", "./brightness", "--out",
-                            f"{name}-{r}.parquet", "--device", "cpu"], cwd=work, check=True, capture_output=True)
-            times[name].append(time.perf_counter() - t)
+                            f"{code is OWN_PROCESS}-{r}.parquet", "--device", "cpu"], cwd=work, check=True,
+                           capture_output=True)
+        return score
+
+    times, med = alternating({"in_process": scoring(IN_PROCESS), "own_process": scoring(OWN_PROCESS)}, args.repeats)
     shutil.rmtree(work)
-    med = {k: statistics.median(v) for k, v in times.items()}
     result = {"images": args.images, "side": args.side, "repeats": args.repeats, "seconds": times, "median_s": med,
               "added_s": med["own_process"] - med["in_process"], "ratio_own_over_in": med["own_process"] / med["in_process"],
               "command": f"python -m bench.metrics.user_module_cost --images {args.images} --side {args.side} "
                          f"--repeats {args.repeats}"}
-    out = Path(__file__).resolve().parents[1] / "results" / "metrics" / "user_module_cost.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(results_path(__file__), result)
     print(json.dumps({k: result[k] for k in ("median_s", "added_s", "ratio_own_over_in")}, indent=1))
 
 
