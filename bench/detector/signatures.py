@@ -125,3 +125,20 @@ def chain(source: np.ndarray, signature: str, seed: int, steps: int, keep=(0, 1,
     """{step: image} for the steps in `keep` of a chain of `steps` steps of `signature` from `source`."""
     p = chain_params(signature, seed)
     return kept_steps(source, lambda x, k: step(x, k, p), steps, keep)
+
+
+def _rerendered(image: np.ndarray, k: int, p: dict) -> np.ndarray:
+    """Step k of the chain's twin: the same re-render (the same crops and shifts), no signature."""
+    x = rerender(image, np.random.default_rng(p["seed"] * 7919 + k)).astype(np.float64)
+    return np.clip(x + 0.5, 0, 255).astype(np.uint8)
+
+
+def damage_growth(images: dict[int, np.ndarray], signature: str, seed: int, steps: int) -> dict[int, float]:
+    """The chain's own damage, detector-free: each kept step's RMS difference (8-bit levels, RGB) from its twin,
+    the same chain re-rendered alone (the same crops and shifts, no signature), which it stays aligned with. A
+    chain whose RMS does not grow after step 1 adds no damage after it (a smooth render re-saved at one JPEG
+    quality reaches JPEG's fixed point with the first save): the protocol's premise, more steps more damage,
+    does not hold for it."""
+    p = chain_params(signature, seed)
+    twin = kept_steps(images[0], lambda x, k: _rerendered(x, k, p), steps, tuple(images))
+    return {k: float(np.sqrt(np.mean((images[k].astype(np.float64) - twin[k]) ** 2))) for k in images if k >= 1}

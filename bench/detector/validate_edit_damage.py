@@ -59,7 +59,7 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_KEY, SIGNATURE_SECOND_KEY
+from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_KEY, SIGNATURE_SECOND_KEY, SIGNATURE_THIRD_KEY
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -531,7 +531,11 @@ SIGNATURE_DRAW = (700, 7)  # chain seeds from 700 (100 apart per signature), dra
 # part `signatures2`: a second draw (other chains and drawn sources, the same photographs), made after version 4's
 # told-the-source softness guard, which came from diagnosing the first draw's failures; scored once, after it
 SIGNATURE_SECOND_DRAW = (800, 8)
-SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW)}
+# part `signatures3`: a third draw, with version 4 unchanged; its seeds clear of every other draw's (chains
+# 5000-5319; drawn sources of seed 50, soft blobs 500 and 501)
+SIGNATURE_THIRD_DRAW = (5000, 50)
+SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW),
+                   "signatures3": (SIGNATURE_THIRD_KEY, SIGNATURE_THIRD_DRAW)}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
@@ -562,12 +566,24 @@ def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAW[0],
     out, pooled, pooled_groups = {"seeds": {"chains": chain_seed, "drawn_sources": source_seed}, "steps": steps,
                                   "side": side, "editors": sg.EDITORS, "model": sg.__doc__.strip().splitlines()[0]}, {}, {}
     for j, sig in enumerate(sg.SIGNATURES):
+        growth = []  # each chain's own damage (sg.damage_growth), in the order the chains are made
+
+        def make(a, seed, n, sig=sig, growth=growth):
+            images = sg.chain(a, sig, seed=seed, steps=n)
+            growth.append(sg.damage_growth(images, sig, seed, n))
+            return images
+
         chains, group_of = heldout_chains(
             steps, side, chain_seed + 100 * j, source_seed, model=model,
-            sources=lambda side_, seed_, sig=sig: signature_sources(sig, side_, seed_),
-            chain=lambda a, seed, n, sig=sig: sg.chain(a, sig, seed=seed, steps=n))
+            sources=lambda side_, seed_, sig=sig: signature_sources(sig, side_, seed_), chain=make)
+        grown = dict(zip(chains, growth, strict=True))
+        # detector-free: the chains whose damage (RMS against the re-render-only twin) is not above step 1's by
+        # more than a tenth at every checked step, which the protocol's premise does not hold for
+        flat = [c for c, g in grown.items() if not all(g[k] > (1 + rel.TOLERANCE) * g[1] for k in (5, 10, 20) if k in g)]
         out[sig] = {"all": _chain_figures(chains),
-                    "params": {c: sg.chain_params(sig, chain_seed + 100 * j + i) for i, c in enumerate(chains)}}
+                    "params": {c: sg.chain_params(sig, chain_seed + 100 * j + i) for i, c in enumerate(chains)},
+                    "damage_rms": {c: {str(k): round(v, 3) for k, v in g.items()} for c, g in grown.items()},
+                    "no_damage_growth": flat}
         for g in dict.fromkeys(group_of.values()):
             out[sig][g] = _chain_figures({c: st for c, st in chains.items() if group_of[c] == g})
         pooled.update({f"{sig}/{c}": st for c, st in chains.items()})
@@ -651,7 +667,7 @@ def part_protocol(steps: int, side: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_validation.json"))
-    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2")
+    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d)")

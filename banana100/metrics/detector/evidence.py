@@ -26,6 +26,16 @@ SIGNATURE_KEY = "signature_chains"  # its part `signatures`: the other editors' 
 # its part `signatures2`: a second draw of them, made after version 4's fix that came from the first draw's
 # failures (told the source, softness not compared where the source has no edge)
 SIGNATURE_SECOND_KEY = "signature_chains_second_draw"
+# its part `signatures3`: a third draw, other chains and drawn sources, made with version 4 unchanged and scored
+# once (the first draw had become development data for the softness guard, so it is the second held-out one)
+SIGNATURE_THIRD_KEY = "signature_chains_third_draw"
+# the later signature draws, by results key: how each was made (the card's words)
+SIGNATURE_LATER_DRAWS = {
+    SIGNATURE_SECOND_KEY: "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
+                          "softness guard, which came from diagnosing the first draw's failures, and scored once after it",
+    SIGNATURE_THIRD_KEY: "A third draw ({seeds}, the same photographs), made with version 4 unchanged and scored once: "
+                         "with the second, the held-out figures of version 4",
+}
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources
 FILTER_AUC = 0.9  # the clean-vs-damaged ROC AUC issues 33 and 42 ask of the bare score alone

@@ -163,8 +163,29 @@ def test_the_signature_part_scores_every_signature_by_source_group_and_pooled(mo
     for sig in sg.SIGNATURES:
         assert set(out[sig]) >= {"all", evidence.RENDERS, evidence.PHOTOGRAPHS, "params"}
         assert out[sig]["all"]["relative"]["n_chains"] == 4
+        assert set(out[sig]["damage_rms"]) == set(out[sig]["params"]) and set(out[sig]["no_damage_growth"]) <= set(out[sig]["params"])
+    assert not out["speckles"]["no_damage_growth"]  # specks pile up on every source
     got = evidence.signatures({evidence.SIGNATURE_KEY: out})
     assert list(got) == [*sg.SIGNATURES, "pooled"] and got["jpeg"]["editor"] == sg.EDITORS["jpeg"]
+
+
+def test_damage_growth_is_the_chains_own_damage_against_its_re_rendered_twin():
+    """Detector-free: speckles pile up step after step; creases on a render with no contour add nothing (the
+    twin has the same crops and shifts, so re-rendering alone reads 0)."""
+    from bench.detector import signatures as sg
+
+    from bench.detector.validate_edit_damage import _smooth_synthetic
+
+    def growth(a, signature):
+        return sg.damage_growth(sg.chain(a, signature, seed=3, steps=10, keep=(0, 1, 5, 10)), signature, 3, 10)
+
+    blobs, spheres = _smooth_synthetic(90, 128), _smooth(128)  # no contour; contours
+    for a in (blobs, spheres):
+        specks = growth(a, "speckles")
+        assert specks[1] > 0.1 and specks[10] > specks[5] > 1.1 * specks[1]
+    assert max(growth(blobs, "creases").values()) < 0.1
+    creases = growth(spheres, "creases")
+    assert creases[10] > creases[5] > 1.1 * creases[1] > 0.1
 
 
 @pytest.mark.parametrize("signature", ["creases", "speckles", "simplified", "jpeg"])
