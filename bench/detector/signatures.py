@@ -142,3 +142,12 @@ def damage_growth(images: dict[int, np.ndarray], signature: str, seed: int, step
     p = chain_params(signature, seed)
     twin = kept_steps(images[0], lambda x, k: _rerendered(x, k, p), steps, tuple(images))
     return {k: float(np.sqrt(np.mean((images[k].astype(np.float64) - twin[k]) ** 2))) for k in images if k >= 1}
+
+
+GROWTH = 0.1  # a tenth: the share a statistic moves on the same content (edit_damage_rel's TOLERANCE)
+
+
+def damage_grows(growth: dict[int, float], check_steps=(5, 10, 20)) -> bool:
+    """Whether a chain's own damage (`damage_growth`) is above step 1's by more than GROWTH at every checked step
+    it kept: the protocol's premise, more steps more damage, holds for it."""
+    return all(growth[k] > (1 + GROWTH) * growth[1] for k in check_steps if k in growth)

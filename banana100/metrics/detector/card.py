@@ -273,10 +273,12 @@ def signatures_section(r: dict) -> str:
                      f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {MISSES.get(sig, '')} |")
     missed = [f"{sig}: bare {_failed(d, sig, 'bare')}; told the source {_failed(d, sig, 'relative')}"
               for sig in s if sig != "pooled"]
-    lines += ["", "The chains that failed the protocol: " + "; ".join(missed) + ". Marked *: the chain's own damage "
-              "did not grow after step 1 (detector-free: its RMS difference from the same chain re-rendered without "
-              "the signature, `damage_rms` in the results, rose by at most a tenth), so the protocol's premise does "
-              "not hold for it (creases on a render with no contour: the model adds nothing)."]
+    marked = any(d[sig].get("no_damage_growth") for sig in s if sig != "pooled")
+    lines += ["", "The chains that failed the protocol: " + "; ".join(missed) + "." + (
+        " Marked *: the chain's own damage did not grow after step 1 (detector-free: its RMS difference from the "
+        "same chain re-rendered without the signature, `damage_rms` in the results, rose by at most a tenth), so "
+        "the protocol's premise does not hold for it (creases on a render with no contour: the model adds nothing)."
+        if marked else "")]
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
     return "\n".join(lines + _later_draws(r))
@@ -284,7 +286,10 @@ def signatures_section(r: dict) -> str:
 
 def _failed(d: dict, sig: str, kind: str) -> str:
     """A signature's chains that failed the protocol (bare or relative), * where its own damage did not grow."""
-    flat = set(d[sig].get("no_damage_growth", ()))
+    if sig == "pooled":  # pooled chains are named signature/chain
+        flat = {f"{g}/{c}" for g, v in d.items() if isinstance(v, dict) for c in v.get("no_damage_growth", ())}
+    else:
+        flat = set(d[sig].get("no_damage_growth", ()))
     return ", ".join(c + ("*" if c in flat else "") for c in d[sig]["all"][kind].get("failed_chains", [])) or "none"
 
 

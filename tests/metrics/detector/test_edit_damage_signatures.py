@@ -182,10 +182,11 @@ def test_damage_growth_is_the_chains_own_damage_against_its_re_rendered_twin():
     blobs, spheres = _smooth_synthetic(90, 128), _smooth(128)  # no contour; contours
     for a in (blobs, spheres):
         specks = growth(a, "speckles")
-        assert specks[1] > 0.1 and specks[10] > specks[5] > 1.1 * specks[1]
-    assert max(growth(blobs, "creases").values()) < 0.1
+        assert specks[1] > 0.1 and specks[10] > specks[5] and sg.damage_grows(specks)
+    flat = growth(blobs, "creases")
+    assert max(flat.values()) < 0.1
     creases = growth(spheres, "creases")
-    assert creases[10] > creases[5] > 1.1 * creases[1] > 0.1
+    assert creases[10] > creases[5] and creases[1] > 0.1 and sg.damage_grows(creases)
 
 
 @pytest.mark.parametrize("signature", ["creases", "speckles", "simplified", "jpeg"])
