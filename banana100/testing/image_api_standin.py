@@ -122,7 +122,12 @@ class ImageAPIStandIn:
                 pass
 
             def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    # the client went away mid-upload (a kill): a real service never sees the request
+                    self.close_connection = True
+                    return
                 self._reply(*standin._post(self.path, dict(self.headers), body))
 
             def do_GET(self):
@@ -226,6 +231,9 @@ class ImageAPIStandIn:
                 raw = value
             else:
                 fields[name] = value.decode()
+        if raw is None:
+            return 400, {"error": {"message": "image is required", "type": "invalid_request_error",
+                                   "code": None}}, {}, 0.0
         info = {"api": "openai_edit", "model": fields.get("model"), "prompt": fields.get("prompt"), "_image": raw,
                 "config": {k: fields[k] for k in ("size", "quality", "output_format", "n") if k in fields}}
         spec = self._take(info, key)

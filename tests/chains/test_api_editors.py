@@ -257,6 +257,34 @@ def test_openai_same_chat_lost_conversation_stops_the_chain(server, sources, tmp
 # -- kills and keys ----------------------------------------------------------------------------------
 
 
+def test_an_upload_cut_short_by_a_kill_never_reaches_the_service(server):
+    """A client killed mid-upload sends fewer bytes than it announced: the stand-in, like a real
+    service, neither records nor answers it (it used to crash on the half image)."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(server.openai_url)
+    with socket.create_connection((url.hostname, url.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/images/edits HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b"
+                     b"\r\nContent-Length: 5000\r\n\r\n--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\n"
+                     b"copy\r\n--b\r\nContent-Disposition: form-data; name=\"ima")
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1024) == b""  # closed without an answer
+    assert server.requests == []
+
+
+def test_an_edit_without_an_image_is_refused_like_the_service_does(server):
+    import urllib.error
+    import urllib.request
+
+    body = b'--b\r\nContent-Disposition: form-data; name="prompt"\r\n\r\ncopy\r\n--b--\r\n'
+    req = urllib.request.Request(server.openai_url + "/images/edits", data=body, method="POST",
+                                 headers={"Content-Type": "multipart/form-data; boundary=b"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=5)
+    assert err.value.code == 400 and b"image is required" in err.value.read()
+
+
 def cli_cmd(kind, base_url, sources, out, steps, *extra):
     return [sys.executable, "-m", "banana100", "generate", "--editor", kind, "--base-url", base_url, "--sources",
             str(sources), "--steps", str(steps), "--out", str(out), "--concurrency", "3", *extra]
