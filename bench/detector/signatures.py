@@ -16,6 +16,12 @@ after step:
   (weight exp(-(g / 12 levels)^2)); objects duplicated are out of scope: they change the content, not its
   quality;
 - `jpeg` (a chain saved step by step as JPEG): the re-rendered image saved at the chain's quality, 30-75.
+
+Every length above is at `scale` 1 (the default). `scale` s draws the damage s times coarser, as an editor that
+works at a coarser scale than the image's pixels would make it: the crease's offset, band and halo blur, the
+specks' radius, the smoothing's sigma, and the contours found at s times the blur, and s^2 fewer specks (the
+same count for the image's area in specks of s times the size). The re-render's shift and JPEG's 8 px blocks
+do not scale.
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ EDITORS = {"creases": "Nano Banana 2 Fast", "speckles": "FLUX.2 [dev]", "simplif
            "jpeg": "a chain saved as JPEG"}
 
 
-def chain_params(signature: str, seed: int) -> dict:
-    """The chain's strengths, drawn from the stated ranges (module docstring)."""
+def chain_params(signature: str, seed: int, scale: float = 1.0) -> dict:
+    """The chain's strengths, drawn from the stated ranges (module docstring), its damage `scale` times coarser."""
+    if not scale > 0:
+        raise ValueError(f"scale must be above 0, not {scale!r}")
     rng = np.random.default_rng(2000 + seed)
-    p = {"signature": signature, "seed": seed}
+    p = {"signature": signature, "seed": seed, "scale": float(scale)}
     if signature == "creases":
         p.update(line=float(rng.uniform(1.0, 3.0)), offset=int(rng.integers(2, 4)), polarity=float(rng.choice([-1, 1])),
                  halo=float(rng.uniform(0.05, 0.15)))
@@ -63,33 +71,39 @@ def _luma(x: np.ndarray) -> np.ndarray:
     return x[..., 0] * 0.299 + x[..., 1] * 0.587 + x[..., 2] * 0.114
 
 
-def _contours(x: np.ndarray) -> np.ndarray:
-    """The strongest contours: gradient magnitude (sigma 1.5 px) in its top 8 %, at least 4 levels a pixel."""
-    s = gaussian_filter(_luma(x), 1.5)
+def _contours(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """The strongest contours: gradient magnitude (sigma 1.5 px x scale) in its top 8 %, at least 4 levels a
+    pixel (over scale: the same contrast over a wider edge)."""
+    s = gaussian_filter(_luma(x), 1.5 * scale)
     g = np.hypot(sobel(s, 0), sobel(s, 1)) / 8
-    return g >= max(4.0, float(np.quantile(g, 0.92)))
+    return g >= max(4.0 / scale, float(np.quantile(g, 0.92)))
 
 
 def _creases(x: np.ndarray, p: dict, rng) -> np.ndarray:
-    dist = distance_transform_edt(~_contours(x))
-    line = gaussian_filter(((dist > p["offset"] - 0.5) & (dist <= p["offset"] + 0.5)).astype(np.float64), 0.6)
+    s = p.get("scale", 1.0)
+    dist = distance_transform_edt(~_contours(x, s))
+    offset = p["offset"] * s
+    line = gaussian_filter(((dist > offset - 0.5 * s) & (dist <= offset + 0.5 * s)).astype(np.float64), 0.6 * s)
     line /= max(line.max(), 1e-9)
-    band = (dist <= 4).astype(np.float64)
-    blurred = np.stack([gaussian_filter(x[..., c], 2.0) for c in range(3)], -1)
+    band = (dist <= 4 * s).astype(np.float64)
+    blurred = np.stack([gaussian_filter(x[..., c], 2.0 * s) for c in range(3)], -1)
     x = x + p["halo"] * (x - blurred) * band[..., None]
     return x + (p["polarity"] * p["line"] * line)[..., None]
 
 
 def _speckles(x: np.ndarray, p: dict, rng) -> np.ndarray:
     h, w = x.shape[:2]
-    n = rng.poisson(p["density"] * h * w / 1e6)
+    s = p.get("scale", 1.0)
+    n = rng.poisson(p["density"] * h * w / 1e6 / s ** 2)
     field = np.zeros((h, w, 3))
     yy, xx = rng.uniform(0, h, n), rng.uniform(0, w, n)
+    reach = 3 * s  # the dot's window: 2.5 radii of the largest
     for y, xc in zip(yy, xx, strict=True):
-        radius = rng.uniform(0.5, 1.2)
+        radius = rng.uniform(0.5, 1.2) * s
         amp = rng.uniform(*p["contrast"]) * rng.choice([-1, 1])
         colour = rng.uniform(0.3, 1.0, 3) if rng.random() < p["coloured"] else np.ones(3)
-        y0, y1, x0, x1 = int(max(0, y - 3)), int(min(h, y + 4)), int(max(0, xc - 3)), int(min(w, xc + 4))
+        y0, y1 = int(max(0, y - reach)), int(min(h, y + reach + 1))
+        x0, x1 = int(max(0, xc - reach)), int(min(w, xc + reach + 1))
         gy, gx = np.mgrid[y0:y1, x0:x1]
         dot = np.exp(-((gy + 0.5 - y) ** 2 + (gx + 0.5 - xc) ** 2) / (2 * radius ** 2))
         field[y0:y1, x0:x1] += amp * dot[..., None] * colour
@@ -97,9 +111,10 @@ def _speckles(x: np.ndarray, p: dict, rng) -> np.ndarray:
 
 
 def _simplified(x: np.ndarray, p: dict, rng) -> np.ndarray:
-    blurred = np.stack([gaussian_filter(x[..., c], p["sigma"]) for c in range(3)], -1)
+    scale = p.get("scale", 1.0)
+    blurred = np.stack([gaussian_filter(x[..., c], p["sigma"] * scale) for c in range(3)], -1)
     s = _luma(blurred)
-    g = np.hypot(sobel(s, 0), sobel(s, 1)) / 8
+    g = np.hypot(sobel(s, 0), sobel(s, 1)) / 8 * scale  # levels over the smoothing's scale
     keep = np.exp(-(g / p["edge"]) ** 2)  # 1 on texture and flat areas, towards 0 on edges
     return x + p["pull"] * keep[..., None] * (blurred - x)
 
@@ -121,9 +136,11 @@ def step(image: np.ndarray, k: int, p: dict) -> np.ndarray:
     return np.clip(x + 0.5, 0, 255).astype(np.uint8)
 
 
-def chain(source: np.ndarray, signature: str, seed: int, steps: int, keep=(0, 1, 5, 10, 20)) -> dict[int, np.ndarray]:
-    """{step: image} for the steps in `keep` of a chain of `steps` steps of `signature` from `source`."""
-    p = chain_params(signature, seed)
+def chain(source: np.ndarray, signature: str, seed: int, steps: int, keep=(0, 1, 5, 10, 20),
+          scale: float = 1.0) -> dict[int, np.ndarray]:
+    """{step: image} for the steps in `keep` of a chain of `steps` steps of `signature` from `source`, its
+    damage `scale` times coarser."""
+    p = chain_params(signature, seed, scale)
     return kept_steps(source, lambda x, k: step(x, k, p), steps, keep)
 
 

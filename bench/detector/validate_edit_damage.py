@@ -2,6 +2,7 @@
 
     nice python -m bench.detector.validate_edit_damage [--out banana100/metrics/detector/data/edit_damage_validation.json]
         [--part ladders,clean,protocol,heldout,fresh,sixth] [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
+        [--damage-scale 1 --signatures creases,speckles,simplified,jpeg]  # (e) only; write those to another --out
 
 (a) ladders: white noise, spatially correlated grain, a periodic grid, JPEG, Gaussian blur and a
     green tint at known strengths on varied photographs (skimage.data's, the reference images in
@@ -557,19 +558,24 @@ def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DR
 
 
 def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAW[0],
-                    source_seed: int = SIGNATURE_DRAW[1]) -> dict:
+                    source_seed: int = SIGNATURE_DRAW[1], scale: float = 1.0, signatures=None) -> dict:
     """(e): chains of each signature's damage model from its held-out sources, by signature and source group,
-    and every signature's chains pooled."""
+    and every signature's chains pooled; the damage `scale` times coarser (bench/detector/signatures.py), of
+    `signatures` (default: all; a chain's seed stays its signature's)."""
     from bench.detector import signatures as sg
 
     model = rel.StatsModel("cpu")
     out, pooled, pooled_groups = {"seeds": {"chains": chain_seed, "drawn_sources": source_seed}, "steps": steps,
                                   "side": side, "editors": sg.EDITORS, "model": sg.__doc__.strip().splitlines()[0]}, {}, {}
+    if scale != 1.0:
+        out["damage_scale"] = scale
     for j, sig in enumerate(sg.SIGNATURES):
+        if signatures is not None and sig not in signatures:
+            continue
         growth = []  # each chain's own damage (sg.damage_growth), in the order the chains are made
 
         def make(a, seed, n, sig=sig, growth=growth):
-            images = sg.chain(a, sig, seed=seed, steps=n)
+            images = sg.chain(a, sig, seed=seed, steps=n, scale=scale)
             growth.append(sg.damage_growth(images, sig, seed, n))
             return images
 
@@ -579,7 +585,7 @@ def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAW[0],
         grown = dict(zip(chains, growth, strict=True))
         flat = [c for c, g in grown.items() if not sg.damage_grows(g)]  # detector-free: the premise fails
         out[sig] = {"all": _chain_figures(chains),
-                    "params": {c: sg.chain_params(sig, chain_seed + 100 * j + i) for i, c in enumerate(chains)},
+                    "params": {c: sg.chain_params(sig, chain_seed + 100 * j + i, scale) for i, c in enumerate(chains)},
                     "damage_rms": {c: {str(k): round(v, 3) for k, v in g.items()} for c, g in grown.items()},
                     "no_damage_growth": flat}
         for g in dict.fromkeys(group_of.values()):
@@ -668,7 +674,10 @@ def main(argv=None) -> int:
     ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
-    ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d)")
+    ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d) and (e)")
+    ap.add_argument("--damage-scale", type=float, default=1.0,
+                    help="(e)'s damage this many times coarser (bench/detector/signatures.py); with --out elsewhere")
+    ap.add_argument("--signatures", default=None, help="(e)'s signatures, comma-separated (default: all)")
     args = ap.parse_args(argv)
     scorer = MetricScorer("edit_damage", device="cpu", batch_size=8)
     out_path = Path(args.out)
@@ -701,7 +710,8 @@ def main(argv=None) -> int:
         if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
             print(f"part {part} skipped: apt-get install {' '.join(missing)}; {key} is kept as it was", flush=True)
         else:
-            result[key] = part_signatures(args.chain_steps, args.heldout_side, *seeds)
+            result[key] = part_signatures(args.chain_steps, args.heldout_side, *seeds, scale=args.damage_scale,
+                                          signatures=args.signatures.split(",") if args.signatures else None)
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

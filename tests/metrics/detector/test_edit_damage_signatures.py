@@ -200,6 +200,27 @@ def test_each_damage_model_is_seeded_and_changes_the_image(signature):
         sg.chain_params("duplicated objects", 0)
 
 
+def test_a_damage_scale_draws_the_same_specks_coarser_and_fewer():
+    """`scale` 2: specks twice the radius (four times the area), a quarter as many; scale 1 is the default."""
+    from scipy.ndimage import label
+
+    from bench.detector import signatures as sg
+
+    grey = np.full((384, 384, 3), 128, np.uint8)
+
+    def specks(scale):
+        p = sg.chain_params("speckles", 5, scale)
+        field = sg._speckles(grey.astype(np.float64), p, np.random.default_rng(1)) - 128
+        blobs, n = label(np.abs(field).max(-1) > 10)
+        return n, (blobs > 0).sum() / max(n, 1)
+
+    assert sg.chain_params("speckles", 5) == sg.chain_params("speckles", 5, 1.0)
+    (n1, area1), (n2, area2) = specks(1.0), specks(2.0)
+    assert 2.5 < n1 / n2 < 6 and 3 < area2 / area1 < 5.5
+    with pytest.raises(ValueError, match="scale"):
+        sg.chain_params("speckles", 5, 0)
+
+
 def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, capsys):
     """The bare score and edit_damage_rel both changed with version 3 (the signatures' terms; grain and the
     lattice against the source's own in quadrature): rows written by version 2 (no crease, speckles,
