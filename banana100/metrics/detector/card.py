@@ -264,7 +264,9 @@ def signatures_section(r: dict) -> str:
              "descriptions, tuned on no image), one per held-out source: drawn generated-looking renders "
              f"({d['side']} px, seed {d['seeds']['drawn_sources']}) and photographs (skimage's held-out ones, Debian's "
              "Plasma and Ubuntu wallpapers; at most 512 px), chain seeds from "
-             f"{d['seeds']['chains']}. Scored once, after the components and the fit were fixed. Duplicated objects "
+             f"{d['seeds']['chains']}. Scored once, after the components and the fit were fixed; version 4's "
+             "told-the-source softness guard then came from its failed chains, so for version 4 it is development "
+             "data and the later draws below are the held-out ones (`score`'s note quotes those). Duplicated objects "
              "(Qwen-Image-Edit) change the content, not its quality: out of scope.", "",
              "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | best component alone | "
              "told the source: passed | AUC step 1 vs 10 | what it misses |",

@@ -29,6 +29,7 @@ SIGNATURE_SECOND_KEY = "signature_chains_second_draw"
 # its part `signatures3`: a third draw, other chains and drawn sources, made with version 4 unchanged and scored
 # once (the first draw had become development data for the softness guard, so it is the second held-out one)
 SIGNATURE_THIRD_KEY = "signature_chains_third_draw"
+SIGNATURE_DRAW_NAMES = {SIGNATURE_KEY: "first", SIGNATURE_SECOND_KEY: "second", SIGNATURE_THIRD_KEY: "third"}
 # the later signature draws, by results key: how each was made (the card's words)
 SIGNATURE_LATER_DRAWS = {
     SIGNATURE_SECOND_KEY: "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
@@ -38,6 +39,7 @@ SIGNATURE_LATER_DRAWS = {
 }
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources
+GROUP_WORDS = {PHOTOGRAPHS: "photographs"}  # a group's key as a count reads it ("4 photographs")
 FILTER_AUC = 0.9  # the clean-vs-damaged ROC AUC issues 33 and 42 ask of the bare score alone
 # the Debian package whose photographs bench/detector/fit_edit_damage.py fits on (the fifth draw holds them too)
 FIT_PHOTOGRAPHS_PACKAGE = "mate-backgrounds"
@@ -96,24 +98,50 @@ def signatures(r: dict, key: str = SIGNATURE_KEY) -> dict[str, dict]:
     return out
 
 
-def missed_by_group(r: dict, sig: str, kind: str) -> dict[str, int]:
-    """How many of a signature's chains the `kind` ("bare" or "relative") score failed, by source group
-    ({RENDERS: 1, PHOTOGRAPHS: 3}); groups with none left out."""
-    d = (r.get(SIGNATURE_KEY) or {}).get(sig) or {}
+def missed_by_group(r: dict, sig: str, kind: str, key: str = SIGNATURE_KEY) -> dict[str, int]:
+    """How many of a signature's chains the `kind` ("bare" or "relative") score failed in the draw `key`, by
+    source group ({RENDERS: 1, PHOTOGRAPHS: 3}); groups with none left out."""
+    d = (r.get(key) or {}).get(sig) or {}
     return {g: len(f[kind].get("failed_chains", [])) for g, f in d.items()
             if g != "all" and isinstance(f, dict) and kind in f and f[kind].get("failed_chains")}
 
 
-def signatures_text(r: dict) -> str:
-    """signatures() in one line, for `score`'s note: "creases (Nano Banana 2 Fast) alone 14/17 chains, AUC 0.93
-    (missed: 3 all photographs), told the source 17/17, AUC 0.99; ..." ("" before it was measured)."""
-    def missed(sig):
-        m = missed_by_group(r, sig, "bare")
-        return f" (missed: {', '.join(f'{n} {g}' for g, n in m.items())})" if m else ""
+def held_out_signature_draws(r: dict) -> list[str]:
+    """The signature draws that hold the current version's held-out figures, those measured: the later draws
+    (the first became development data for version 4's softness guard), or the first where none is."""
+    later = [k for k in SIGNATURE_LATER_DRAWS if signatures(r, k)]
+    return later or ([SIGNATURE_KEY] if signatures(r) else [])
 
-    return "; ".join(f"{s} ({v['editor']}) alone {v['bare_passed']}/{v['n']} chains, AUC {v['bare_auc']:.2f}{missed(s)}, "
-                     f"told the source {v['rel_passed']}/{v['n']}, AUC {v['rel_auc']:.2f}"
-                     for s, v in signatures(r).items() if s != "pooled")
+
+def _count(n: int, plural: str) -> str:
+    return f"{n} {plural[:-1] if n == 1 and plural.endswith('s') else plural}"
+
+
+# signatures()'s figures as the note words them
+_FIGURE = {"bare_passed": lambda v: f"{v['bare_passed']}/{v['n']}", "bare_auc": lambda v: f"{v['bare_auc']:.2f}",
+           "rel_passed": lambda v: f"{v['rel_passed']}/{v['n']}", "rel_auc": lambda v: f"{v['rel_auc']:.2f}"}
+
+
+def signatures_text(r: dict) -> str:
+    """Per signature, over the held-out draws (held_out_signature_draws), in one line for `score`'s note:
+    "creases (Nano Banana 2 Fast) alone 8/18 and 10/18 chains, AUC 0.61 and 0.54 (missed in the last: 4
+    renders, 4 photographs), told the source 17/18 and 18/18, AUC 0.93 and 0.95; ..." ("" before any was
+    measured)."""
+    keys = held_out_signature_draws(r)
+    draws = [signatures(r, k) for k in keys]
+
+    def each(sig, field):
+        return " and ".join(_FIGURE[field](d[sig]) for d in draws if sig in d)
+
+    def missed(sig):
+        m = missed_by_group(r, sig, "bare", keys[-1])
+        where = " in the last" if len(keys) > 1 else ""
+        return f" (missed{where}: {', '.join(_count(n, GROUP_WORDS.get(g, g)) for g, n in m.items())})" if m else ""
+
+    return "; ".join(
+        f"{s} ({draws[-1][s]['editor']}) alone {each(s, 'bare_passed')} chains, AUC {each(s, 'bare_auc')}{missed(s)}, "
+        f"told the source {each(s, 'rel_passed')}, AUC {each(s, 'rel_auc')}"
+        for s in (draws[-1] if draws else {}) if s != "pooled")
 
 
 def heldout_note() -> str:
@@ -131,10 +159,13 @@ def heldout_note() -> str:
 def signatures_note() -> str:
     """Per other editor's signature, the bare score's chains passed and AUC."""
     try:
-        text = signatures_text(results())
+        r = results()
+        text, keys = signatures_text(r), held_out_signature_draws(r)
     except (OSError, KeyError, ValueError, TypeError):
-        text = ""
-    return f"per signature, chains passed and AUC: {text}" if text else "the other editors' signatures: not measured"
+        text, keys = "", []
+    names = " and ".join(SIGNATURE_DRAW_NAMES.get(k, k) for k in keys)
+    return (f"per signature, chains passed and AUC on the {names} signature draw{'s' if len(keys) > 1 else ''}: {text}"
+            if text else "the other editors' signatures: not measured")
 
 
 def faint_note() -> str:

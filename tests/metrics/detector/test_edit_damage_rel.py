@@ -374,11 +374,19 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     r[evidence.SIGNATURE_KEY]["creases"][evidence.PHOTOGRAPHS] = {"bare": {"failed_chains": ["Grey", "coins"]},
                                                                   "relative": {"failed_chains": []}}
     assert evidence.missed_by_group(r, "creases", "bare") == {evidence.PHOTOGRAPHS: 2}
-    assert "AUC 0.93 (missed: 2 all photographs), told" in evidence.signatures_text(r)
+    assert "AUC 0.93 (missed: 2 photographs), told" in evidence.signatures_text(r)
     section = dc.signatures_section(r)
     assert "| creases (Nano Banana 2 Fast) | 17 | 15/17 | 0.934 | `crease` 0.97 | 17/17 | 0.990 |" in section
     assert dc.MISSES["creases"] in section and "Duplicated objects" in section and "out of scope" in section
     assert evidence.signatures({}) == {} and evidence.signatures_text({}) == ""
+    # once later draws are measured, the note quotes them (the first became development data), each figure per draw
+    later = {evidence.SIGNATURE_SECOND_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 10, 0.61, 1, 0.93)}},
+             evidence.SIGNATURE_THIRD_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {
+                 "all": fig(18, 8, 0.54, 0, 0.95), evidence.RENDERS: {"bare": {"failed_chains": ["spheres"]}}}}}
+    assert evidence.held_out_signature_draws({**r, **later}) == list(later)
+    assert evidence.signatures_text({**r, **later}) == (
+        "creases (Nano Banana 2 Fast) alone 8/18 and 10/18 chains, AUC 0.61 and 0.54 (missed in the last: 1 render), "
+        "told the source 17/18 and 18/18, AUC 0.93 and 0.95")
     assert "Not measured yet" in dc.signatures_section({})
     # the recorded draw reaches the note under `score`'s table, every signature named
     recorded = evidence.signatures(evidence.results())
