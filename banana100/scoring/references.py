@@ -62,7 +62,7 @@ def attach_references(scorers: dict, source, reference=None) -> None:
     for every plain image) or each chain's step 0 in `source`. With the bare edit_damage beside its
     companion on one device in exact precision, both share one measurement of each image. Logs
     what the bare score is worth when it goes out alone."""
-    from banana100.metrics.detector.evidence import alone_note
+    from banana100.metrics.detector.evidence import alone_warning
     from banana100.metrics.detector.relative import BARE, NAME, RelativeScorer, SharedBareScorer
 
     rel = scorers.get(NAME)
@@ -76,4 +76,4 @@ def attach_references(scorers: dict, source, reference=None) -> None:
                 and bare.precision == "exact" and bare.device == rel.device):
             scorers[BARE] = SharedBareScorer(bare, rel)  # one measurement of each image for both scores
     elif BARE in scorers:
-        log.warning("%s", alone_note())
+        log.warning("%s", alone_warning())

@@ -176,6 +176,14 @@ def faint_note() -> str:
         return "step-5 stand-ins: not measured"
 
 
+def alone_warning() -> str:
+    """alone_note's gist, for the log when scoring starts (the figures come once, under `score`'s table)."""
+    return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images, faint "
+            "damage and some editors' signatures far less (the figures: the note under `score`'s table, the "
+            "metric card, docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel measures the damage added "
+            "since the source")
+
+
 def alone_note() -> str:
     """What the bare score is worth on its own, measured: said where a user sees it scored alone (`score`'s log
     and the note under its table)."""
