@@ -180,13 +180,13 @@ def alone_warning() -> str:
     """alone_note's gist, for the log when scoring starts (the figures come once, under `score`'s table)."""
     return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images, faint "
             "damage and some editors' signatures far less (the figures: the note under `score`'s table, the "
-            "metric card, docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel measures the damage added "
-            "since the source")
+            "metric card, docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel measures the "
+            "damage added since the source")
 
 
 def alone_note() -> str:
-    """What the bare score is worth on its own, measured: said where a user sees it scored alone (`score`'s log
-    and the note under its table)."""
+    """What the bare score is worth on its own, measured: said where a user sees it scored alone (the note under
+    `score`'s table; its log says alone_warning)."""
     return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images "
             f"(clean vs step 10 ROC AUC on held-out chains of Nano Banana Pro's kind, one figure a draw: "
             f"{heldout_note()}; {signatures_note()}), faint damage far less ({faint_note()}; docs/edit-damage.md); "
