@@ -100,6 +100,10 @@ class StandIn:
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
+                if len(body) < length:
+                    # the client went away mid-upload (a kill): a real service never sees the request
+                    self.close_connection = True
+                    return
                 m = _PATH.match(self.path.split("?")[0])
                 if not m:
                     return self._send(404, {"error": {"code": 404, "message": "not found", "status": "NOT_FOUND"}})

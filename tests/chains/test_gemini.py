@@ -141,6 +141,29 @@ def test_records_what_the_service_returns(server, sources, tmp_path):
     assert "estimated cost: $0.83 this run" in str(summary)
 
 
+def test_an_upload_cut_short_by_a_kill_never_reaches_the_service(server):
+    """A client killed mid-upload sends fewer bytes than it announced: the stand-in, like the service, neither
+    records nor answers it, even where what came would make a request of its own."""
+    import base64
+    import io
+    import socket
+    from urllib.parse import urlparse
+
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (8, 8), "grey").save(png, "PNG")
+    body = json.dumps({"contents": [{"role": "user", "parts": [
+        {"text": "copy"}, {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(png.getvalue()).decode()}}]}]})
+    url = urlparse(server.base_url)
+    with socket.create_connection((url.hostname, url.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1beta/models/m:generateContent HTTP/1.1\r\nHost: x\r\nx-goog-api-key: k\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (len(body) + 100) + body.encode())
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1024) == b""  # closed without an answer
+    assert server.requests == []
+
+
 def test_concurrency_puts_k_requests_in_flight(sources, tmp_path):
     for i in range(2, 4):
         write_source(sources / f"extra{i}.png", seed=i)
