@@ -39,6 +39,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 from PIL import Image
 
+from banana100.testing.loopback import request_body
+
 _PATH = re.compile(r"^/(?P<version>[^/]+)/models/(?P<model>[^/:]+):generateContent$")
 THOUGHT_TEXT = "**Examining the image**\n\nI see a gradient; I will reproduce it exactly, with no alterations."
 
@@ -98,11 +100,8 @@ class StandIn:
                 pass
 
             def do_POST(self):
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(length)
-                if len(body) < length:
-                    # the client went away mid-upload (a kill): a real service never sees the request
-                    self.close_connection = True
+                body = request_body(self)
+                if body is None:
                     return
                 m = _PATH.match(self.path.split("?")[0])
                 if not m:

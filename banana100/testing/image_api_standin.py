@@ -46,6 +46,8 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 from PIL import Image
 
+from banana100.testing.loopback import request_body
+
 
 def _multipart(ctype: str, body: bytes) -> list[tuple[str, bytes]]:
     """(field name, bytes) of a multipart/form-data body, byte-exact."""
@@ -122,11 +124,8 @@ class ImageAPIStandIn:
                 pass
 
             def do_POST(self):
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(length)
-                if len(body) < length:
-                    # the client went away mid-upload (a kill): a real service never sees the request
-                    self.close_connection = True
+                body = request_body(self)
+                if body is None:
                     return
                 self._reply(*standin._post(self.path, dict(self.headers), body))
 

@@ -80,7 +80,7 @@ def _contours(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
 
 
 def _creases(x: np.ndarray, p: dict, rng) -> np.ndarray:
-    s = p.get("scale", 1.0)
+    s = p["scale"]
     dist = distance_transform_edt(~_contours(x, s))
     offset = p["offset"] * s
     line = gaussian_filter(((dist > offset - 0.5 * s) & (dist <= offset + 0.5 * s)).astype(np.float64), 0.6 * s)
@@ -93,7 +93,7 @@ def _creases(x: np.ndarray, p: dict, rng) -> np.ndarray:
 
 def _speckles(x: np.ndarray, p: dict, rng) -> np.ndarray:
     h, w = x.shape[:2]
-    s = p.get("scale", 1.0)
+    s = p["scale"]
     n = rng.poisson(p["density"] * h * w / 1e6 / s ** 2)
     field = np.zeros((h, w, 3))
     yy, xx = rng.uniform(0, h, n), rng.uniform(0, w, n)
@@ -111,7 +111,7 @@ def _speckles(x: np.ndarray, p: dict, rng) -> np.ndarray:
 
 
 def _simplified(x: np.ndarray, p: dict, rng) -> np.ndarray:
-    scale = p.get("scale", 1.0)
+    scale = p["scale"]
     blurred = np.stack([gaussian_filter(x[..., c], p["sigma"] * scale) for c in range(3)], -1)
     s = _luma(blurred)
     g = np.hypot(sobel(s, 0), sobel(s, 1)) / 8 * scale  # levels over the smoothing's scale

@@ -668,17 +668,23 @@ def part_protocol(steps: int, side: int) -> dict:
     return out
 
 
+DEFAULT_OUT = REPO / "banana100/metrics/detector/data/edit_damage_validation.json"  # the figures of record
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_validation.json"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d) and (e)")
     ap.add_argument("--damage-scale", type=float, default=1.0,
-                    help="(e)'s damage this many times coarser (bench/detector/signatures.py); with --out elsewhere")
+                    help="(e)'s damage this many times coarser (bench/detector/signatures.py); needs another --out")
     ap.add_argument("--signatures", default=None, help="(e)'s signatures, comma-separated (default: all)")
     args = ap.parse_args(argv)
+    if (args.damage_scale != 1.0 or args.signatures) and Path(args.out).resolve() == DEFAULT_OUT.resolve():
+        # a draw at another scale or of some signatures only is no figure of record: it must not replace one
+        ap.error("--damage-scale and --signatures write a draw of their own: give --out another file")
     scorer = MetricScorer("edit_damage", device="cpu", batch_size=8)
     out_path = Path(args.out)
     result = json.loads(out_path.read_text()) if out_path.is_file() else {}

@@ -221,6 +221,15 @@ def test_a_damage_scale_draws_the_same_specks_coarser_and_fewer():
         sg.chain_params("speckles", 5, 0)
 
 
+def test_a_draw_at_another_scale_or_of_some_signatures_never_replaces_the_figures_of_record(capsys):
+    from bench.detector import validate_edit_damage as validate
+
+    for extra in (["--damage-scale", "2"], ["--signatures", "creases"]):
+        with pytest.raises(SystemExit):
+            validate.main(["--part", "signatures3", *extra])
+        assert "give --out another file" in capsys.readouterr().err
+
+
 def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, capsys):
     """The bare score and edit_damage_rel both changed with version 3 (the signatures' terms; grain and the
     lattice against the source's own in quadrature): rows written by version 2 (no crease, speckles,
