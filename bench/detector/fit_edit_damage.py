@@ -342,7 +342,8 @@ SHIPPED = (*ed.GRAIN_ABS, *ed.GRAIN_RATIO, ed.UNITS["softness"][0], ed.BARE_UNIT
 # the signatures' (offsets, units) searched, each term also absent (unit inf); stated (edit_damage_rel's) units
 # break ties
 SIGNATURE_GRID = {
-    "crease": ((0.2, 0.4, 0.6, 0.8, 1.0), (0.1, 0.2, 0.4, 0.8)),
+    # from 0 since version 5: a mean of monotone profiles is 0, the component has no floor on clean images
+    "crease": ((0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0), (0.1, 0.2, 0.4, 0.8)),
     "speckles": ((0.0, 50.0, 100.0, 200.0, 400.0), (50.0, 100.0, 200.0, 400.0)),
     # no offset below 0: the component reads 0 where an image has no structure (a uniform image), which must add
     # nothing (the table's uniform contract); a negative offset (version 4's first refit chose -0.5) gave it 1

@@ -35,7 +35,7 @@ COMPONENT_UNITS = {
     "lattice": "correlation (0-1), peak over the half lag",
     "colour_cast": "8-bit levels of Cb/Cr",
     "softness": "Crete's blur effect, 0 sharp to 1 blurred",
-    "crease": "variation across the strongest edges beyond their jump, per level of jump (0 = monotone edges)",
+    "crease": "steps back of the mean profile across the strongest edges, per level of jump (0 = monotone on average)",
     "speckles": "isolated small outliers per megapixel",
     "simplification": "halvings of the fine band's amplitude against the coarse band's where there is structure",
     "blocking": "8-bit levels: mean step at the 8-pixel grid beyond the steps between the grid's lines",
@@ -108,12 +108,17 @@ MIN_NEUTRAL_SHARE = 0.01  # fewer near-neutral pixels than this: no cast measure
 # size when a few pixels cross the threshold
 FULL_NEUTRAL_SHARE = 0.05
 MIN_SIDE = 64
-# crease: the variation across an edge over a window of 2 CREASE_REACH + 1 px along the axis its gradient
-# follows, each step less a noise allowance (CREASE_NOISE x grain, at least 1 level), beyond the edge's jump
+# crease: the mean profile across the strongest edges, each window of 2 CREASE_REACH + 1 px along the axis its
+# gradient follows, centred where that gradient peaks, turned so that the edge rises and weighed by its jump; the
+# steps where that mean goes back (beyond CREASE_Z of its standard errors) are the crease, per level of jump.
+# A crease or a halo sits at the same offset from every contour, so it survives the mean; a photograph's own
+# texture beside its edges goes either way and averages out.
 CREASE_REACH = 4
 CREASE_ALONG = 5  # px averaged along the contour (the other axis): a crease follows it, grain does not
-CREASE_NOISE = 0.6  # allowance a step, times grain (the average over CREASE_ALONG px leaves about 0.3 grain)
-CREASE_FLOOR = 0.5  # the least allowance a step (levels): 8-bit rounding
+# the steps' standard errors: centres along a contour share the CREASE_ALONG px average, so the profiles count
+# about CREASE_ALONG times fewer than the centres; two standard errors: few contours (specks beside each other on
+# a smooth render) are no mean
+CREASE_Z = 2.0
 # a contour: an edge whose jump across the window is at least this (levels, 2 a pixel); a speck, a ridge or a
 # smooth render's gentle gradient is no contour, and a ratio over a jump near 0 is no measure
 CREASE_MIN_JUMP = 16.0
@@ -333,7 +338,7 @@ class EditDamage(torch.nn.Module):
             "lattice": lattice,
             "colour_cast": cast.pow(2).sum(1).sqrt(),
             "softness": softness,
-            "crease": self._crease(fine, edges, smooth, grain, points),
+            "crease": self._crease(fine, edges, smooth, points),
             "speckles": self._speckles(residual, at_points=points is not None),
             "simplification": self._simplification(energy, coarse, usable, (luma.shape[-2] // TILE, luma.shape[-1] // TILE)),
             "blocking": self._blocking(luma),
@@ -345,24 +350,20 @@ class EditDamage(torch.nn.Module):
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
 
     @staticmethod
-    def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor, grain: torch.Tensor,
+    def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor,
                 points: torch.Tensor | None = None) -> torch.Tensor:
-        """Creases and halos: on the strongest edges, the variation of the lightly smoothed luma across a
-        window of 2 CREASE_REACH + 1 px along the axis the edge's gradient follows (averaged over CREASE_ALONG
-        px along the contour, which a crease follows and grain does not; each step less a noise allowance),
-        beyond the edge's jump there, as a share of that jump (0: every edge is monotone). `points` (the
-        edges' flat indices, on CPU): the window read at each edge pixel instead of computed everywhere and
-        masked (the same sums)."""
+        """Creases and halos: the jump-weighted mean profile of the lightly smoothed luma across the strongest
+        edges that are contours (averaged over CREASE_ALONG px along each, which a crease follows and grain does
+        not), each window of 2 CREASE_REACH + 1 px centred where the gradient along its axis peaks and turned so
+        that the edge rises; twice the sum of the steps where that mean falls by more than CREASE_Z standard
+        errors, per level of jump (0: the edges are monotone on average). `points` (the edges' flat indices, on
+        CPU): the windows read at the edge pixels instead of over whole-image masks (the same sums)."""
         b, r = fine.shape[0], CREASE_REACH
-        allowance = (CREASE_NOISE * grain).clamp(min=CREASE_FLOOR).to(fine.dtype).view(b, 1, 1, 1)
-        if points is None:
-            gx = F.pad(smooth[..., :, 2:] - smooth[..., :, :-2], (1, 1, 0, 0)).abs()
-            gy = F.pad(smooth[..., 2:, :] - smooth[..., :-2, :], (0, 0, 1, 1)).abs()
-            follows_x = gx >= gy
-        else:
-            follows_x = EditDamage._follows_x_at(smooth, points)
-        excess = torch.zeros(b, dtype=torch.float64, device=fine.device)
-        jumps = torch.zeros_like(excess)
+        k = 2 * r  # the steps across a window
+        f64 = dict(dtype=torch.float64, device=fine.device)
+        # per image: sum of |jump|, of jump^2; per step across: of the turned step, of jump x step, of step^2
+        s_w, s_w2 = torch.zeros(b, **f64), torch.zeros(b, **f64)
+        s_d, s_jd, s_d2 = (torch.zeros(b, k, **f64) for _ in range(3))
         half = CREASE_ALONG // 2
         for axis in (-1, -2):
             n, other = fine.shape[axis], -2 if axis == -1 else -1
@@ -370,41 +371,80 @@ class EditDamage(torch.nn.Module):
                 continue
             pad = (0, 0, half, half) if other == -2 else (half, half, 0, 0)
             f = _window_sum(F.pad(fine, pad, mode="replicate"), CREASE_ALONG, other) / CREASE_ALONG
-            m = n - 2 * r  # window centres r .. n - r - 1
             if points is not None:
                 f = f.contiguous()
                 stride = f.stride(axis)
                 pos = (points // stride) % n  # the coordinate along the axis
-                centres = points[(follows_x == (axis == -1)) & (pos >= r) & (pos < n - r)]
-                # the 2r + 1 values across each centre, k = -r .. r along the axis
+                centres = points[EditDamage._peaks_along_at(smooth, points, axis) & (pos >= r) & (pos < n - r)]
                 values = f.flatten()[centres[:, None] + stride * torch.arange(-r, r + 1, device=f.device)]
                 image = centres // f[0].numel()
-                steps = (values.diff(dim=1).abs() - allowance.flatten()[image, None]).clamp(min=0)
-                jump = (values[:, -1] - values[:, 0]).abs()
-                contour = (jump >= CREASE_MIN_JUMP).to(jump.dtype)  # a contour, not a speck or a gentle gradient
-                excess.index_add_(0, image, ((steps.sum(1) - jump).clamp(min=0) * contour).to(torch.float64))
-                jumps.index_add_(0, image, (jump * contour).to(torch.float64))
+                steps = values.diff(dim=1)  # (centres, k)
+                jump = values[:, -1] - values[:, 0]
+                on = jump.abs() >= CREASE_MIN_JUMP  # a contour, not a speck or a gentle gradient
+                image, steps, jump = image[on], steps[on].to(torch.float64), jump[on].to(torch.float64)
+                s_w.index_add_(0, image, jump.abs())
+                s_w2.index_add_(0, image, jump * jump)
+                s_d.index_add_(0, image, steps * jump.sign()[:, None])
+                s_jd.index_add_(0, image, steps * jump[:, None])
+                s_d2.index_add_(0, image, steps * steps)
                 continue
-            steps = (f.diff(dim=axis).abs() - allowance).clamp(min=0)
-            variation = _window_sum(steps, 2 * r, axis)
-            jump = (f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)).abs()
-            mask = (edges & (follows_x if axis == -1 else ~follows_x)).narrow(axis, r, m) & (jump >= CREASE_MIN_JUMP)
-            excess += ((variation - jump).clamp(min=0) * mask).flatten(1).sum(1, dtype=torch.float64)
-            jumps += (jump * mask).flatten(1).sum(1, dtype=torch.float64)
-        return torch.where(jumps > 0, excess / jumps.clamp(min=1e-12), torch.zeros_like(jumps))
+            m = n - 2 * r  # window centres r .. n - r - 1
+            d = f.diff(dim=axis)
+            jump = f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)
+            mask = (edges & EditDamage._peaks_along(smooth, axis)).narrow(axis, r, m) & (jump.abs() >= CREASE_MIN_JUMP)
+            jump = jump * mask
+            s_w += jump.abs().flatten(1).sum(1, dtype=torch.float64)
+            s_w2 += jump.pow(2).flatten(1).sum(1, dtype=torch.float64)
+            sign = jump.sign()
+            for j in range(k):
+                step = d.narrow(axis, j, m)
+                s_d[:, j] += (step * sign).flatten(1).sum(1, dtype=torch.float64)
+                s_jd[:, j] += (step * jump).flatten(1).sum(1, dtype=torch.float64)
+                s_d2[:, j] += (step.pow(2) * mask).flatten(1).sum(1, dtype=torch.float64)
+        w = s_w.clamp(min=1e-12)[:, None]
+        mean = s_d / w  # the mean turned profile's steps, per level of jump
+        spread = (s_d2 - 2 * mean * s_jd + mean.pow(2) * s_w2[:, None]).clamp(min=0)
+        error = spread.sqrt() / w * math.sqrt(CREASE_ALONG)
+        back = 2 * (-mean - CREASE_Z * error).clamp(min=0).sum(1)
+        return torch.where(s_w > 0, back, torch.zeros_like(back))
 
     @staticmethod
-    def _follows_x_at(smooth: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-        """Whether the central difference across x is at least that across y at each point (flat indices of
-        a contiguous (B, 1, H, W) image); a difference that reaches past the border is 0, as its padding."""
+    def _peaks_along(smooth: torch.Tensor, axis: int) -> torch.Tensor:
+        """Where the central difference along `axis` is at least that across it and at least its neighbours'
+        along it (the edge's centre on that axis), (B, 1, H, W); differences past the border are 0."""
+        def central(dim):
+            pad = (1, 1, 0, 0) if dim == -1 else (0, 0, 1, 1)
+            n = smooth.shape[dim]
+            return F.pad(smooth.narrow(dim, 2, n - 2) - smooth.narrow(dim, 0, n - 2), pad).abs()
+        along, across = central(axis), central(-2 if axis == -1 else -1)
+        n = along.shape[axis]
+        pad = (1, 1, 0, 0) if axis == -1 else (0, 0, 1, 1)
+        padded = F.pad(along, pad)
+        return ((along >= across) if axis == -1 else (along > across)) & (along >= padded.narrow(axis, 0, n)) \
+            & (along >= padded.narrow(axis, 2, n))
+
+    @staticmethod
+    def _peaks_along_at(smooth: torch.Tensor, points: torch.Tensor, axis: int) -> torch.Tensor:
+        """`_peaks_along` at points (flat indices of a contiguous (B, 1, H, W) image) only."""
         h, w = smooth.shape[-2:]
         flat = smooth.contiguous().flatten()
         x, y = points % w, (points // w) % h
-        gx = torch.where((x >= 1) & (x < w - 1), flat[(points + 1).clamp(max=flat.numel() - 1)]
-                         - flat[(points - 1).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
-        gy = torch.where((y >= 1) & (y < h - 1), flat[(points + w).clamp(max=flat.numel() - 1)]
-                         - flat[(points - w).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
-        return gx >= gy
+        zero = torch.zeros((), dtype=flat.dtype)
+
+        def central(p, c, n, stride):  # |smooth[c + 1] - smooth[c - 1]| along a stride at coordinate c; 0 at the border
+            inside = (c >= 1) & (c < n - 1)
+            return torch.where(inside, flat[(p + stride).clamp(0, flat.numel() - 1)]
+                               - flat[(p - stride).clamp(0, flat.numel() - 1)], zero).abs()
+
+        if axis == -1:
+            c, n, stride, oc, on, ostride = x, w, 1, y, h, w
+        else:
+            c, n, stride, oc, on, ostride = y, h, w, x, w, 1
+        along = central(points, c, n, stride)
+        across = central(points, oc, on, ostride)
+        before = torch.where(c >= 1, central(points - stride, c - 1, n, stride), zero)
+        after = torch.where(c < n - 1, central(points + stride, c + 1, n, stride), zero)
+        return ((along >= across) if axis == -1 else (along > across)) & (along >= before) & (along >= after)
 
     @staticmethod
     def _speckles(residual: torch.Tensor, at_points: bool = False) -> torch.Tensor:
