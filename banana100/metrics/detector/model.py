@@ -71,7 +71,7 @@ UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / un
 # image cannot; fitted with the grain term (bench/detector/fit_edit_damage.py, see GRAIN_RATIO). The four
 # signatures' offsets and units were fitted after them, the rest held (docs/edit-damage.md).
 BARE_UNITS = {**UNITS, "colour_cast": (0.0, 16.0), "lattice": (0.05, 0.4),
-              "crease": (0.2, 0.4), "speckles": (100.0, 100.0), "simplification": (0.0, 0.25), "blocking": (0.25, 0.25)}
+              "crease": (0.0, 0.2), "speckles": (100.0, 100.0), "simplification": (0.0, 0.25), "blocking": (0.25, 0.25)}
 TILE = 16
 FLATTEST = 0.10  # share of tiles whose band-pass energy is the noise floor
 # evenness: the floor of the flattest EVEN_SHARE of the tiles over the floor (FLATTEST), in levels. Grain an
@@ -108,19 +108,20 @@ MIN_NEUTRAL_SHARE = 0.01  # fewer near-neutral pixels than this: no cast measure
 # size when a few pixels cross the threshold
 FULL_NEUTRAL_SHARE = 0.05
 MIN_SIDE = 64
-# crease: the mean profile across the strongest edges, each window of 2 CREASE_REACH + 1 px along the axis its
-# gradient follows, centred where that gradient peaks, turned so that the edge rises and weighed by its jump; the
-# steps where that mean goes back (beyond CREASE_Z of its standard errors) are the crease, per level of jump.
-# A crease or a halo sits at the same offset from every contour, so it survives the mean; a photograph's own
-# texture beside its edges goes either way and averages out.
+# crease: the mean profile across the contours, read along each edge's gradient from its centre (where the
+# gradient peaks, to a fraction of a pixel) at 2 CREASE_REACH + 1 points a pixel apart, weighed by the edge's jump;
+# the steps where that mean goes back (beyond CREASE_Z of its standard errors) are the crease, per level of jump.
+# A crease or a halo sits at the same distance from every contour, so it survives the mean; a photograph's own
+# texture beside its edges goes either way and averages out, and so does grain.
 CREASE_REACH = 4
-CREASE_ALONG = 5  # px averaged along the contour (the other axis): a crease follows it, grain does not
-# the steps' standard errors: centres along a contour share the CREASE_ALONG px average, so the profiles count
-# about CREASE_ALONG times fewer than the centres; two standard errors: few contours (specks beside each other on
-# a smooth render) are no mean
+# profiles of centres a few pixels apart along a contour are not independent (the sigma-2 smoothing that finds
+# the edges spans about 5 px): their standard errors count them CREASE_DEPENDENT times fewer; and two standard
+# errors, so that a few contours alike (specks beside each other on a smooth render) are no mean
+CREASE_DEPENDENT = 5
 CREASE_Z = 2.0
-# a contour: an edge whose jump across the window is at least this (levels, 2 a pixel); a speck, a ridge or a
-# smooth render's gentle gradient is no contour, and a ratio over a jump near 0 is no measure
+# a contour: an edge whose jump across the window is at least this (levels, 2 a pixel), and across twice the
+# window too (it separates two regions: a speck or a ridge comes back down, a smooth render's gentle gradient
+# never jumps), so that a ratio over a jump near 0 is no measure
 CREASE_MIN_JUMP = 16.0
 # speckles: a pixel whose residual (luma less its sigma-2 blur) is at least SPECKLE_LEVELS and SPECKLE_K times
 # its tile's mean absolute residual (the local background: texture raises it, so texture is not counted), the
@@ -201,6 +202,28 @@ def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     for j, w in enumerate(k.tolist()[1:], start=1):
         out.add_(x.narrow(dim, j, n), alpha=w)
     return out
+
+
+def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """A (B, 1, H, W) plane's bilinear values at points (image index, row, column; fractional, clamped to the
+    frame as grid_sample's border padding)."""
+    h, w = plane.shape[-2:]
+    flat = plane.contiguous().flatten()
+    y, x = y.clamp(0, h - 1), x.clamp(0, w - 1)
+    y0, x0 = y.floor().clamp(max=max(h - 2, 0)), x.floor().clamp(max=max(w - 2, 0))
+    fy, fx = y - y0, x - x0
+    base = image * (h * w) + y0.long() * w + x0.long()
+    dy, dx = (w if h > 1 else 0), (1 if w > 1 else 0)
+    top = flat[base] * (1 - fx) + flat[base + dx] * fx
+    bottom = flat[base + dy] * (1 - fx) + flat[base + dy + dx] * fx
+    return top * (1 - fy) + bottom * fy
+
+
+def _bilinear_grid(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """A (B, 1, H, W) plane's bilinear values at (B, 1, H, W) fractional rows and columns, by the same arithmetic
+    as `_bilinear_at` (grid_sample's normalised coordinates round differently, and a threshold can flip)."""
+    image = torch.arange(plane.shape[0], device=plane.device).view(-1, 1, 1, 1).expand_as(y)
+    return _bilinear_at(plane, image.flatten(), y.flatten(), x.flatten()).view_as(y)
 
 
 def _window_sum(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
@@ -352,99 +375,61 @@ class EditDamage(torch.nn.Module):
     @staticmethod
     def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor,
                 points: torch.Tensor | None = None) -> torch.Tensor:
-        """Creases and halos: the jump-weighted mean profile of the lightly smoothed luma across the strongest
-        edges that are contours (averaged over CREASE_ALONG px along each, which a crease follows and grain does
-        not), each window of 2 CREASE_REACH + 1 px centred where the gradient along its axis peaks and turned so
-        that the edge rises; twice the sum of the steps where that mean falls by more than CREASE_Z standard
-        errors, per level of jump (0: the edges are monotone on average). `points` (the edges' flat indices, on
-        CPU): the windows read at the edge pixels instead of over whole-image masks (the same sums)."""
+        """Creases and halos: the jump-weighted mean profile of the lightly smoothed luma across the contours
+        (edges that are gradient peaks along their gradient, jumping CREASE_MIN_JUMP across the window and across
+        twice it), read along each one's gradient from its centre; twice the sum of the steps where that mean
+        falls by more than CREASE_Z standard errors, per level of jump (0: monotone on average). `points` (the
+        edges' flat indices, on CPU): read at the edge pixels instead of over the whole image (the same sums)."""
         b, r = fine.shape[0], CREASE_REACH
-        k = 2 * r  # the steps across a window
-        f64 = dict(dtype=torch.float64, device=fine.device)
-        # per image: sum of |jump|, of jump^2; per step across: of the turned step, of jump x step, of step^2
-        s_w, s_w2 = torch.zeros(b, **f64), torch.zeros(b, **f64)
-        s_d, s_jd, s_d2 = (torch.zeros(b, k, **f64) for _ in range(3))
-        half = CREASE_ALONG // 2
-        for axis in (-1, -2):
-            n, other = fine.shape[axis], -2 if axis == -1 else -1
-            if n <= 2 * r + 1 or fine.shape[other] <= CREASE_ALONG:
-                continue
-            pad = (0, 0, half, half) if other == -2 else (half, half, 0, 0)
-            f = _window_sum(F.pad(fine, pad, mode="replicate"), CREASE_ALONG, other) / CREASE_ALONG
-            if points is not None:
-                f = f.contiguous()
-                stride = f.stride(axis)
-                pos = (points // stride) % n  # the coordinate along the axis
-                centres = points[EditDamage._peaks_along_at(smooth, points, axis) & (pos >= r) & (pos < n - r)]
-                values = f.flatten()[centres[:, None] + stride * torch.arange(-r, r + 1, device=f.device)]
-                image = centres // f[0].numel()
-                steps = values.diff(dim=1)  # (centres, k)
-                jump = values[:, -1] - values[:, 0]
-                on = jump.abs() >= CREASE_MIN_JUMP  # a contour, not a speck or a gentle gradient
-                image, steps, jump = image[on], steps[on].to(torch.float64), jump[on].to(torch.float64)
-                s_w.index_add_(0, image, jump.abs())
-                s_w2.index_add_(0, image, jump * jump)
-                s_d.index_add_(0, image, steps * jump.sign()[:, None])
-                s_jd.index_add_(0, image, steps * jump[:, None])
-                s_d2.index_add_(0, image, steps * steps)
-                continue
-            m = n - 2 * r  # window centres r .. n - r - 1
-            d = f.diff(dim=axis)
-            jump = f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)
-            mask = (edges & EditDamage._peaks_along(smooth, axis)).narrow(axis, r, m) & (jump.abs() >= CREASE_MIN_JUMP)
-            jump = jump * mask
-            s_w += jump.abs().flatten(1).sum(1, dtype=torch.float64)
-            s_w2 += jump.pow(2).flatten(1).sum(1, dtype=torch.float64)
-            sign = jump.sign()
-            for j in range(k):
-                step = d.narrow(axis, j, m)
-                s_d[:, j] += (step * sign).flatten(1).sum(1, dtype=torch.float64)
-                s_jd[:, j] += (step * jump).flatten(1).sum(1, dtype=torch.float64)
-                s_d2[:, j] += (step.pow(2) * mask).flatten(1).sum(1, dtype=torch.float64)
-        w = s_w.clamp(min=1e-12)[:, None]
-        mean = s_d / w  # the mean turned profile's steps, per level of jump
+        gx = F.pad((smooth[..., :, 2:] - smooth[..., :, :-2]) / 2, (1, 1, 0, 0))
+        gy = F.pad((smooth[..., 2:, :] - smooth[..., :-2, :]) / 2, (0, 0, 1, 1))
+        mag = (gx.pow(2) + gy.pow(2)).sqrt()
+        h, w = fine.shape[-2:]
+        if points is None:  # every pixel, masked later: no sync for a count on a GPU
+            yy, xx = torch.meshgrid(torch.arange(h, device=fine.device, dtype=fine.dtype),
+                                    torch.arange(w, device=fine.device, dtype=fine.dtype), indexing="ij")
+            y, x = yy.expand(b, 1, h, w), xx.expand(b, 1, h, w)
+            image = None
+            at = lambda plane: plane  # noqa: E731 - a plane's values at the centres: itself
+            sample = lambda plane, sy, sx: _bilinear_grid(plane, sy, sx)  # noqa: E731
+            on = edges
+        else:
+            image, y, x = points // (h * w), (points // w % h).to(fine.dtype), (points % w).to(fine.dtype)
+            at = lambda plane: plane.flatten()[points]  # noqa: E731
+            sample = lambda plane, sy, sx: _bilinear_at(plane, image, sy, sx)  # noqa: E731
+            on = torch.ones_like(points, dtype=torch.bool)
+        m0 = at(mag)
+        ny, nx = at(gy) / m0.clamp(min=1e-12), at(gx) / m0.clamp(min=1e-12)
+        along = lambda plane, t: sample(plane, y + t * ny, x + t * nx)  # noqa: E731 - t px along the gradient
+        ahead, behind = along(mag, 1.0), along(mag, -1.0)
+        peak = (m0 >= ahead) & (m0 >= behind) & (m0 > 0)
+        curve = ahead - 2 * m0 + behind  # the parabola through the three: its top, within half a pixel
+        centre = torch.where(curve < 0, 0.5 * (behind - ahead) / curve.clamp(max=-1e-12),
+                             torch.zeros_like(curve)).clamp(-0.5, 0.5)
+        if image is not None:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
+            keep = peak.nonzero()[:, 0]
+            image, y, x, ny, nx, centre, on, peak = (t[keep] for t in (image, y, x, ny, nx, centre, on, peak))
+        values = [along(fine, centre + k) for k in range(-r, r + 1)]
+        jump = values[-1] - values[0]
+        wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
+        contour = on & peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
+        jump = torch.where(contour, jump, torch.zeros_like(jump))
+        steps = [torch.where(contour, values[k + 1] - values[k], torch.zeros_like(jump)) for k in range(2 * r)]
+        if image is None:
+            total = lambda t: t.flatten(1).sum(1, dtype=torch.float64)  # noqa: E731 - per image
+        else:
+            total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
+                0, image, t.to(torch.float64))
+        s_w, s_w2 = total(jump), total(jump * jump)
+        s_d = torch.stack([total(d) for d in steps], 1)
+        s_jd = torch.stack([total(d * jump) for d in steps], 1)
+        s_d2 = torch.stack([total(d * d) for d in steps], 1)
+        wsum = s_w.clamp(min=1e-12)[:, None]
+        mean = s_d / wsum  # the mean profile's steps, per level of jump
         spread = (s_d2 - 2 * mean * s_jd + mean.pow(2) * s_w2[:, None]).clamp(min=0)
-        error = spread.sqrt() / w * math.sqrt(CREASE_ALONG)
+        error = spread.sqrt() / wsum * math.sqrt(CREASE_DEPENDENT)
         back = 2 * (-mean - CREASE_Z * error).clamp(min=0).sum(1)
         return torch.where(s_w > 0, back, torch.zeros_like(back))
-
-    @staticmethod
-    def _peaks_along(smooth: torch.Tensor, axis: int) -> torch.Tensor:
-        """Where the central difference along `axis` is at least that across it and at least its neighbours'
-        along it (the edge's centre on that axis), (B, 1, H, W); differences past the border are 0."""
-        def central(dim):
-            pad = (1, 1, 0, 0) if dim == -1 else (0, 0, 1, 1)
-            n = smooth.shape[dim]
-            return F.pad(smooth.narrow(dim, 2, n - 2) - smooth.narrow(dim, 0, n - 2), pad).abs()
-        along, across = central(axis), central(-2 if axis == -1 else -1)
-        n = along.shape[axis]
-        pad = (1, 1, 0, 0) if axis == -1 else (0, 0, 1, 1)
-        padded = F.pad(along, pad)
-        return ((along >= across) if axis == -1 else (along > across)) & (along >= padded.narrow(axis, 0, n)) \
-            & (along >= padded.narrow(axis, 2, n))
-
-    @staticmethod
-    def _peaks_along_at(smooth: torch.Tensor, points: torch.Tensor, axis: int) -> torch.Tensor:
-        """`_peaks_along` at points (flat indices of a contiguous (B, 1, H, W) image) only."""
-        h, w = smooth.shape[-2:]
-        flat = smooth.contiguous().flatten()
-        x, y = points % w, (points // w) % h
-        zero = torch.zeros((), dtype=flat.dtype)
-
-        def central(p, c, n, stride):  # |smooth[c + 1] - smooth[c - 1]| along a stride at coordinate c; 0 at the border
-            inside = (c >= 1) & (c < n - 1)
-            return torch.where(inside, flat[(p + stride).clamp(0, flat.numel() - 1)]
-                               - flat[(p - stride).clamp(0, flat.numel() - 1)], zero).abs()
-
-        if axis == -1:
-            c, n, stride, oc, on, ostride = x, w, 1, y, h, w
-        else:
-            c, n, stride, oc, on, ostride = y, h, w, x, w, 1
-        along = central(points, c, n, stride)
-        across = central(points, oc, on, ostride)
-        before = torch.where(c >= 1, central(points - stride, c - 1, n, stride), zero)
-        after = torch.where(c < n - 1, central(points + stride, c + 1, n, stride), zero)
-        return ((along >= across) if axis == -1 else (along > across)) & (along >= before) & (along >= after)
 
     @staticmethod
     def _speckles(residual: torch.Tensor, at_points: bool = False) -> torch.Tensor:
