@@ -60,7 +60,8 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_KEY, SIGNATURE_SECOND_KEY, SIGNATURE_THIRD_KEY
+from banana100.metrics.detector.evidence import (RENDERS, SIGNATURE_FOURTH_KEY, SIGNATURE_KEY, SIGNATURE_SECOND_KEY,
+                                                 SIGNATURE_THIRD_KEY)
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -535,8 +536,12 @@ SIGNATURE_SECOND_DRAW = (800, 8)
 # part `signatures3`: a third draw, with version 4 unchanged; its seeds clear of every other draw's (chains
 # 5000-5319; drawn sources of seed 50, soft blobs 500 and 501)
 SIGNATURE_THIRD_DRAW = (5000, 50)
+# part `signatures4`: a fourth draw, made after version 5's choices were fixed (the second and third had been scored
+# by its first candidate); chains 6000-6319, drawn sources of seed 60, soft blobs 600 and 601
+SIGNATURE_FOURTH_DRAW = (6000, 60)
 SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW),
-                   "signatures3": (SIGNATURE_THIRD_KEY, SIGNATURE_THIRD_DRAW)}
+                   "signatures3": (SIGNATURE_THIRD_KEY, SIGNATURE_THIRD_DRAW),
+                   "signatures4": (SIGNATURE_FOURTH_KEY, SIGNATURE_FOURTH_DRAW)}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
@@ -674,7 +679,8 @@ DEFAULT_OUT = REPO / "banana100/metrics/detector/data/edit_damage_validation.jso
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(DEFAULT_OUT))
-    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3")
+    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3,"
+                                    "signatures4")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d) and (e)")

@@ -298,7 +298,7 @@ def _failed(d: dict, sig: str, kind: str) -> str:
 
 
 def _later_draws(r: dict) -> list[str]:
-    """The later signature draws' rows (parts `signatures2`, `signatures3`), those measured."""
+    """The later signature draws' rows (parts `signatures2` to `signatures4`), those measured."""
     lines = []
     for key, how in SIGNATURE_LATER_DRAWS.items():
         d, s = r.get(key), signatures(r, key)

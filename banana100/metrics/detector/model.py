@@ -36,6 +36,8 @@ COMPONENT_UNITS = {
     "colour_cast": "8-bit levels of Cb/Cr",
     "softness": "Crete's blur effect, 0 sharp to 1 blurred",
     "crease": "steps back of the mean profile across the strongest edges, per level of jump (0 = monotone on average)",
+    "crease_edges": "variation across the strongest edges beyond their jump, edge by edge, per level of jump "
+                    "(edit_damage_rel's crease; 0 = monotone edges)",
     "speckles": "isolated small outliers per megapixel",
     "simplification": "halvings of the fine band's amplitude against the coarse band's where there is structure",
     "blocking": "8-bit levels: mean step at the 8-pixel grid beyond the steps between the grid's lines",
@@ -119,9 +121,15 @@ CREASE_REACH = 4
 # errors, so that a few contours alike (specks beside each other on a smooth render) are no mean
 CREASE_DEPENDENT = 5
 CREASE_Z = 2.0
-# a contour: an edge whose jump across the window is at least this (levels, 2 a pixel), and across twice the
-# window too (it separates two regions: a speck or a ridge comes back down, a smooth render's gentle gradient
-# never jumps), so that a ratio over a jump near 0 is no measure
+# crease_edges (edit_damage_rel's crease, version 4's crease): the variation across each edge over a window of
+# 2 CREASE_REACH + 1 px along the axis its gradient follows, each step less a noise allowance (CREASE_NOISE x grain,
+# at least CREASE_FLOOR), beyond the edge's jump
+CREASE_ALONG = 5  # px averaged along the contour (the other axis): a crease follows it, grain does not
+CREASE_NOISE = 0.6  # allowance a step, times grain (the average over CREASE_ALONG px leaves about 0.3 grain)
+CREASE_FLOOR = 0.5  # the least allowance a step (levels): 8-bit rounding
+# a contour: an edge whose jump across the window is at least this (levels, 2 a pixel): a speck, a ridge or a
+# smooth render's gentle gradient is none, and a ratio over a jump near 0 is no measure; the mean profile's also
+# asks it across twice the window (a contour separates two regions: specks beside each other come back down)
 CREASE_MIN_JUMP = 16.0
 # speckles: a pixel whose residual (luma less its sigma-2 blur) is at least SPECKLE_LEVELS and SPECKLE_K times
 # its tile's mean absolute residual (the local background: texture raises it, so texture is not counted), the
@@ -362,6 +370,7 @@ class EditDamage(torch.nn.Module):
             "colour_cast": cast.pow(2).sum(1).sqrt(),
             "softness": softness,
             "crease": self._crease(fine, edges, smooth, points),
+            "crease_edges": self._crease_edges(fine, edges, smooth, grain, points),
             "speckles": self._speckles(residual, at_points=points is not None),
             "simplification": self._simplification(energy, coarse, usable, (luma.shape[-2] // TILE, luma.shape[-1] // TILE)),
             "blocking": self._blocking(luma),
@@ -430,6 +439,70 @@ class EditDamage(torch.nn.Module):
         error = spread.sqrt() / wsum * math.sqrt(CREASE_DEPENDENT)
         back = 2 * (-mean - CREASE_Z * error).clamp(min=0).sum(1)
         return torch.where(s_w > 0, back, torch.zeros_like(back))
+
+    @staticmethod
+    def _crease_edges(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor, grain: torch.Tensor,
+                points: torch.Tensor | None = None) -> torch.Tensor:
+        """Creases and halos edge by edge (edit_damage_rel's crease: told the source, each edge's own variation
+        is compared with the source's, so a photograph's texture beside its edges cancels and a line beside a few
+        contours still counts): on the strongest edges, the variation of the lightly smoothed luma across a
+        window of 2 CREASE_REACH + 1 px along the axis the edge's gradient follows (averaged over CREASE_ALONG
+        px along the contour, which a crease follows and grain does not; each step less a noise allowance),
+        beyond the edge's jump there, as a share of that jump (0: every edge is monotone). `points` (the
+        edges' flat indices, on CPU): the window read at each edge pixel instead of computed everywhere and
+        masked (the same sums)."""
+        b, r = fine.shape[0], CREASE_REACH
+        allowance = (CREASE_NOISE * grain).clamp(min=CREASE_FLOOR).to(fine.dtype).view(b, 1, 1, 1)
+        if points is None:
+            gx = F.pad(smooth[..., :, 2:] - smooth[..., :, :-2], (1, 1, 0, 0)).abs()
+            gy = F.pad(smooth[..., 2:, :] - smooth[..., :-2, :], (0, 0, 1, 1)).abs()
+            follows_x = gx >= gy
+        else:
+            follows_x = EditDamage._follows_x_at(smooth, points)
+        excess = torch.zeros(b, dtype=torch.float64, device=fine.device)
+        jumps = torch.zeros_like(excess)
+        half = CREASE_ALONG // 2
+        for axis in (-1, -2):
+            n, other = fine.shape[axis], -2 if axis == -1 else -1
+            if n <= 2 * r + 1 or fine.shape[other] <= CREASE_ALONG:
+                continue
+            pad = (0, 0, half, half) if other == -2 else (half, half, 0, 0)
+            f = _window_sum(F.pad(fine, pad, mode="replicate"), CREASE_ALONG, other) / CREASE_ALONG
+            m = n - 2 * r  # window centres r .. n - r - 1
+            if points is not None:
+                f = f.contiguous()
+                stride = f.stride(axis)
+                pos = (points // stride) % n  # the coordinate along the axis
+                centres = points[(follows_x == (axis == -1)) & (pos >= r) & (pos < n - r)]
+                # the 2r + 1 values across each centre, k = -r .. r along the axis
+                values = f.flatten()[centres[:, None] + stride * torch.arange(-r, r + 1, device=f.device)]
+                image = centres // f[0].numel()
+                steps = (values.diff(dim=1).abs() - allowance.flatten()[image, None]).clamp(min=0)
+                jump = (values[:, -1] - values[:, 0]).abs()
+                contour = (jump >= CREASE_MIN_JUMP).to(jump.dtype)  # a contour, not a speck or a gentle gradient
+                excess.index_add_(0, image, ((steps.sum(1) - jump).clamp(min=0) * contour).to(torch.float64))
+                jumps.index_add_(0, image, (jump * contour).to(torch.float64))
+                continue
+            steps = (f.diff(dim=axis).abs() - allowance).clamp(min=0)
+            variation = _window_sum(steps, 2 * r, axis)
+            jump = (f.narrow(axis, 2 * r, m) - f.narrow(axis, 0, m)).abs()
+            mask = (edges & (follows_x if axis == -1 else ~follows_x)).narrow(axis, r, m) & (jump >= CREASE_MIN_JUMP)
+            excess += ((variation - jump).clamp(min=0) * mask).flatten(1).sum(1, dtype=torch.float64)
+            jumps += (jump * mask).flatten(1).sum(1, dtype=torch.float64)
+        return torch.where(jumps > 0, excess / jumps.clamp(min=1e-12), torch.zeros_like(jumps))
+
+    @staticmethod
+    def _follows_x_at(smooth: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        """Whether the central difference across x is at least that across y at each point (flat indices of
+        a contiguous (B, 1, H, W) image); a difference that reaches past the border is 0, as its padding."""
+        h, w = smooth.shape[-2:]
+        flat = smooth.contiguous().flatten()
+        x, y = points % w, (points // w) % h
+        gx = torch.where((x >= 1) & (x < w - 1), flat[(points + 1).clamp(max=flat.numel() - 1)]
+                         - flat[(points - 1).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
+        gy = torch.where((y >= 1) & (y < h - 1), flat[(points + w).clamp(max=flat.numel() - 1)]
+                         - flat[(points - w).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
+        return gx >= gy
 
     @staticmethod
     def _speckles(residual: torch.Tensor, at_points: bool = False) -> torch.Tensor:

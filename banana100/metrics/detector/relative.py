@@ -69,14 +69,17 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
     """What was added since the reference, per component, in the component's own units: grain and the
     lattice's amplitude (lattice_level) against the reference's own in quadrature; the cast as the length of
     the move of its vector; the other components' rise beyond the reference's own by more than a statistic
-    moves on the same content (TOLERANCE; simplification: the texture lost since it, beyond a tenth of the
-    amplitude)."""
+    moves on the same content (TOLERANCE; the crease read edge by edge, crease_edges; simplification: the
+    texture lost since it, beyond a tenth of the amplitude)."""
     out = {
         "grain": _added(stats["grain"], ref["grain"]),
         "lattice": _added(stats["lattice_level"], ref["lattice_level"]),
         "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
     }
-    out.update({c: _rise(stats[c], ref[c]) for c in ("softness", "crease", "speckles", "blocking")})
+    out.update({c: _rise(stats[c], ref[c]) for c in ("softness", "speckles", "blocking")})
+    # edge by edge (crease_edges), not the bare score's mean profile: against the source, a photograph's texture
+    # beside its edges cancels, and a line beside a few of its contours still counts
+    out["crease"] = _rise(stats["crease_edges"], ref["crease_edges"])
     if ref["softness"] == 0:
         # a reference without an edge of 1 level a pixel (a soft render) has no softness to compare with: its 0 is
         # "not measured", not "sharp", and the first edges an edit makes (JPEG's block edges) would read as blur

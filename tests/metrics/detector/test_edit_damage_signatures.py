@@ -351,9 +351,9 @@ def test_the_cast_does_not_jump_when_a_few_greys_cross_the_threshold(stats):
 def test_told_the_source_a_statistic_that_moves_within_a_tenth_adds_nothing():
     """A statistic moves by up to a tenth on the same content (a crop, a shift): told the source, what rises by
     less adds nothing, so that the first step's small move on a smooth source is not read as damage."""
-    ref = {"grain": 1.0, "lattice_level": 0.2, "cast": (0.0, 0.0), "softness": 0.5, "crease": 0.2,
+    ref = {"grain": 1.0, "lattice_level": 0.2, "cast": (0.0, 0.0), "softness": 0.5, "crease_edges": 0.2,
            "speckles": 100.0, "simplification": 0.3, "blocking": 0.1}
-    within = {**ref, "softness": 0.54, "crease": 0.21, "speckles": 109.0, "simplification": 0.4, "blocking": 0.105}
+    within = {**ref, "softness": 0.54, "crease_edges": 0.21, "speckles": 109.0, "simplification": 0.4, "blocking": 0.105}
     assert all(v == 0 for v in rel.relative_components(within, ref).values())
     beyond = {**within, "softness": 0.75, "simplification": 1.3}
     added = rel.relative_components(beyond, ref)
