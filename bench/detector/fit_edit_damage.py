@@ -282,7 +282,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench/results/detector/fit_edit_damage.json"))
     ap.add_argument("--joint", action="store_true", help="also refit the earlier constants (else they are held)")
     args = ap.parse_args(argv)
-    cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).is_file() else {}
+    cache = read_cache(args.cache, ap.error) if args.cache and Path(args.cache).is_file() else {}
     # a cache of another source list (one written before the photographs joined, say) would fit the wrong
     # data under this run's name: its clean rows name their sources
     sources = set(fit_sources())
@@ -299,9 +299,10 @@ def main(argv=None) -> int:
         n_stats, n_group, n_kind = cache["noisy"]["stats"], cache["noisy"]["group"], cache["noisy"]["kind"]
     else:
         n_stats, n_group, n_kind = noisy_base_data()
-    if args.cache and set(cache) != {"stats", "labels", "group", "kind", "noisy"}:
+    if args.cache and set(cache) != {"detector_version", "stats", "labels", "group", "kind", "noisy"}:
         plain = lambda rows: [{k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} for s in rows]
-        Path(args.cache).write_text(json.dumps({"stats": plain(stats), "labels": labels, "group": group, "kind": kind,
+        Path(args.cache).write_text(json.dumps({"detector_version": detector_version(), "stats": plain(stats),
+                                                "labels": labels, "group": group, "kind": kind,
                                                 "noisy": {"stats": plain(n_stats), "group": n_group, "kind": n_kind}}))
     y = np.array(labels)
     pairs = pairs_of(labels, group, kind)
@@ -332,6 +333,23 @@ def main(argv=None) -> int:
         "sources": fit_sources(), "generated_seed": FIT_GENERATED_SEED, "settings": FIT_SETTINGS,
         "damages": list(FIT_DAMAGES), "clean_jpeg": CLEAN_JPEG})
     return 0
+
+
+def detector_version() -> int:
+    """edit_damage's version in the metric table: the statistics a cache holds are that version's."""
+    from banana100.metrics.table import get_metric
+
+    return get_metric(ed.NAME).version
+
+
+def read_cache(path: str, error) -> dict:
+    """A fit cache (`--cache`), refused through `error` when another version of the detector measured it: its
+    statistics would be fitted as this version's (a component changed or missing) under this run's name."""
+    cache = json.loads(Path(path).read_text())
+    if cache.get("detector_version") != detector_version():
+        error(f"--cache {path} holds edit_damage version {cache.get('detector_version', 'before 5')}'s statistics, "
+              f"this is version {detector_version()}: give a new cache file (the fit data is measured again)")
+    return cache
 
 
 # the earlier constants, by name: (cap, abs_unit, offset, unit, softness offset, cast unit, lattice unit, evenness)

@@ -154,9 +154,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench/results/detector/heldout_sensitivity.json"))
     ap.add_argument("--fit-cache", help="fit_edit_damage.py's --cache file: also report each change in-fit")
     args = ap.parse_args(argv)
+    from bench.detector import fit_edit_damage as fit
+
+    if args.fit_cache:
+        fit.read_cache(args.fit_cache, ap.error)  # a stale cache stops the run before the chains are measured
     chains = heldout_components()
     fresh = {d: fresh_components(d) for d in DISTRIBUTION_DRAWS}
-    cache = json.loads(Path(args.fit_cache).read_text()) if args.fit_cache else None
+    cache = fit.read_cache(args.fit_cache, ap.error) if args.fit_cache else None
     # without a draw's photographs, its recorded figures are kept, not dropped
     out = Path(args.out)
     recorded = json.loads(out.read_text()).get("changes", {}) if out.is_file() else {}

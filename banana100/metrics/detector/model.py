@@ -49,10 +49,13 @@ COMPONENT_UNITS = {
 COMPONENTS = tuple(COMPONENT_UNITS)
 # The bare score's version is the metric table's `version` of edit_damage (bump it there whenever the form or
 # the fitted constants change): scores files and the Space's caches name it.
-# texture, evenness and lattice_level add no term of their own (the first two weigh grain's in the bare score;
-# edit_damage_rel counts the lattice by lattice_level)
+# texture, evenness, lattice_level and crease_edges add no term of their own (the first two weigh grain's in the
+# bare score; edit_damage_rel's lattice and crease terms read the other two: REL_COMPONENT)
 TERMS = ("grain", "lattice", "colour_cast", "softness", "crease", "speckles", "simplification", "blocking")
 SIGNATURE_TERMS = ("crease", "speckles", "simplification", "blocking")  # the terms of issue 42
+# the component edit_damage_rel's term reads where it is not the bare term's own (docs/edit-damage.md: told the
+# source, the lattice's amplitude adds up step after step, and the crease read edge by edge is not fooled)
+REL_COMPONENT = {"lattice": "lattice_level", "crease": "crease_edges"}
 UNITS = {  # component -> (offset, unit): term = max(0, component - offset) / unit (grain: see GRAIN_RATIO)
     "grain": (0.0, 2.0),  # the bare score's grain term is the ratio below; edit_damage_rel uses this unit
     "lattice": (0.05, 0.2),
@@ -213,8 +216,8 @@ def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """A (B, 1, H, W) plane's bilinear values at points (image index, row, column; fractional, clamped to the
-    frame as grid_sample's border padding)."""
+    """A (B, 1, H, W) plane's bilinear values at points: image indices, and fractional rows and columns (any
+    shape the indices broadcast against), clamped to the frame as grid_sample's border padding."""
     h, w = plane.shape[-2:]
     flat = plane.contiguous().flatten()
     y, x = y.clamp(0, h - 1), x.clamp(0, w - 1)
@@ -228,10 +231,11 @@ def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: t
 
 
 def _bilinear_grid(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """A (B, 1, H, W) plane's bilinear values at (B, 1, H, W) fractional rows and columns, by the same arithmetic
-    as `_bilinear_at` (grid_sample's normalised coordinates round differently, and a threshold can flip)."""
-    image = torch.arange(plane.shape[0], device=plane.device).view(-1, 1, 1, 1).expand_as(y)
-    return _bilinear_at(plane, image.flatten(), y.flatten(), x.flatten()).view_as(y)
+    """A (B, 1, H, W) plane's bilinear values at fractional rows and columns of shape (B, 1, H, W, ...), by the
+    same arithmetic as `_bilinear_at` (grid_sample's normalised coordinates round differently, and a threshold can
+    flip)."""
+    image = torch.arange(plane.shape[0], device=plane.device).view(-1, *([1] * (y.ndim - 1)))
+    return _bilinear_at(plane, image, y, x)
 
 
 def _window_sum(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
@@ -400,17 +404,22 @@ class EditDamage(torch.nn.Module):
             y, x = yy.expand(b, 1, h, w), xx.expand(b, 1, h, w)
             image = None
             at = lambda plane: plane  # noqa: E731 - a plane's values at the centres: itself
-            sample = lambda plane, sy, sx: _bilinear_grid(plane, sy, sx)  # noqa: E731
             on = edges
         else:
             image, y, x = points // (h * w), (points // w % h).to(fine.dtype), (points % w).to(fine.dtype)
             at = lambda plane: plane.flatten()[points]  # noqa: E731
-            sample = lambda plane, sy, sx: _bilinear_at(plane, image, sy, sx)  # noqa: E731
             on = torch.ones_like(points, dtype=torch.bool)
+
+        def along(plane, t):
+            """The plane at t px (a trailing axis of offsets) along each centre's gradient, one sample per offset."""
+            sy, sx = y[..., None] + t * ny[..., None], x[..., None] + t * nx[..., None]
+            if image is None:
+                return _bilinear_grid(plane, sy, sx)
+            return _bilinear_at(plane, image[:, None], sy, sx)
+
         m0 = at(mag)
         ny, nx = at(gy) / m0.clamp(min=1e-12), at(gx) / m0.clamp(min=1e-12)
-        along = lambda plane, t: sample(plane, y + t * ny, x + t * nx)  # noqa: E731 - t px along the gradient
-        ahead, behind = along(mag, 1.0), along(mag, -1.0)
+        ahead, behind = along(mag, torch.tensor([1.0, -1.0], dtype=fine.dtype, device=fine.device)).unbind(-1)
         peak = (m0 >= ahead) & (m0 >= behind) & (m0 > 0)
         curve = ahead - 2 * m0 + behind  # the parabola through the three: its top, within half a pixel
         centre = torch.where(curve < 0, 0.5 * (behind - ahead) / curve.clamp(max=-1e-12),
@@ -418,21 +427,22 @@ class EditDamage(torch.nn.Module):
         if image is not None:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
             keep = peak.nonzero()[:, 0]
             image, y, x, ny, nx, centre, on, peak = (t[keep] for t in (image, y, x, ny, nx, centre, on, peak))
-        values = [along(fine, centre + k) for k in range(-r, r + 1)]
-        jump = values[-1] - values[0]
-        wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
+        # the window's 2r + 1 points, then twice its reach on either side
+        offsets = torch.tensor([*range(-r, r + 1), 2 * r, -2 * r], dtype=fine.dtype, device=fine.device)
+        values = along(fine, centre[..., None] + offsets)
+        jump = values[..., 2 * r] - values[..., 0]
+        wide = values[..., 2 * r + 1] - values[..., 2 * r + 2]
         contour = on & peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
         jump = torch.where(contour, jump, torch.zeros_like(jump))
-        steps = [torch.where(contour, values[k + 1] - values[k], torch.zeros_like(jump)) for k in range(2 * r)]
+        steps = torch.where(contour[..., None], values[..., 1:2 * r + 1] - values[..., :2 * r],
+                            torch.zeros((), dtype=values.dtype, device=values.device))
         if image is None:
-            total = lambda t: t.flatten(1).sum(1, dtype=torch.float64)  # noqa: E731 - per image
+            total = lambda t: t.flatten(1, 3).sum(1, dtype=torch.float64)  # noqa: E731 - per image (and step)
         else:
-            total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
+            total = lambda t: torch.zeros(b, *t.shape[1:], dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
                 0, image, t.to(torch.float64))
         s_w, s_w2 = total(jump), total(jump * jump)
-        s_d = torch.stack([total(d) for d in steps], 1)
-        s_jd = torch.stack([total(d * jump) for d in steps], 1)
-        s_d2 = torch.stack([total(d * d) for d in steps], 1)
+        s_d, s_jd, s_d2 = total(steps), total(steps * jump[..., None]), total(steps * steps)
         wsum = s_w.clamp(min=1e-12)[:, None]
         mean = s_d / wsum  # the mean profile's steps, per level of jump
         spread = (s_d2 - 2 * mean * s_jd + mean.pow(2) * s_w2[:, None]).clamp(min=0)

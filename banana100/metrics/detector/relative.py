@@ -73,13 +73,13 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
     texture lost since it, beyond a tenth of the amplitude)."""
     out = {
         "grain": _added(stats["grain"], ref["grain"]),
-        "lattice": _added(stats["lattice_level"], ref["lattice_level"]),
+        "lattice": _added(stats[ed.REL_COMPONENT["lattice"]], ref[ed.REL_COMPONENT["lattice"]]),
         "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
     }
     out.update({c: _rise(stats[c], ref[c]) for c in ("softness", "speckles", "blocking")})
     # edge by edge (crease_edges), not the bare score's mean profile: against the source, a photograph's texture
     # beside its edges cancels, and a line beside a few of its contours still counts
-    out["crease"] = _rise(stats["crease_edges"], ref["crease_edges"])
+    out["crease"] = _rise(stats[ed.REL_COMPONENT["crease"]], ref[ed.REL_COMPONENT["crease"]])
     if ref["softness"] == 0:
         # a reference without an edge of 1 level a pixel (a soft render) has no softness to compare with: its 0 is
         # "not measured", not "sharp", and the first edges an edit makes (JPEG's block edges) would read as blur

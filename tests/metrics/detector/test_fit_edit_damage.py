@@ -163,11 +163,28 @@ def test_the_fit_refuses_a_cache_of_other_sources(tmp_path, monkeypatch, capsys)
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_bytes(b"")
     cache = tmp_path / "cache.json"
-    cache.write_text(json.dumps({"stats": [{}], "labels": [0], "group": ["astronaut"], "kind": ["clean"]}))
+    cache.write_text(json.dumps({"detector_version": fit.detector_version(), "stats": [{}], "labels": [0],
+                                 "group": ["astronaut"], "kind": ["clean"]}))
     with pytest.raises(SystemExit):
         fit.main(["--cache", str(cache), "--out", str(tmp_path / "out.json")])
     assert "holds the fit data of other sources" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_cache_another_version_of_the_detector_measured_is_refused(tmp_path, capsys):
+    """A fit cache holds one version's statistics (version 5 changed the crease): fitted as another's, its
+    figures would be wrong under this run's name, so the fit and the sensitivity refuse it before any work."""
+    from bench.detector import heldout_sensitivity
+
+    cache = tmp_path / "cache.json"
+    for version in ({}, {"detector_version": fit.detector_version() - 1}):
+        cache.write_text(json.dumps({**version, "stats": [{}], "labels": [0], "group": ["astronaut"], "kind": ["clean"]}))
+        for run in (lambda: fit.main(["--cache", str(cache), "--out", str(tmp_path / "out.json")]),
+                    lambda: heldout_sensitivity.main(["--fit-cache", str(cache), "--out", str(tmp_path / "s.json")])):
+            with pytest.raises(SystemExit):
+                run()
+            assert f"this is version {fit.detector_version()}" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists() and not (tmp_path / "s.json").exists()
 
 
 def test_the_sensitivity_keeps_the_recorded_photograph_draws_when_their_photographs_are_missing(tmp_path, monkeypatch):
