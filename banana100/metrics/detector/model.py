@@ -404,22 +404,17 @@ class EditDamage(torch.nn.Module):
             y, x = yy.expand(b, 1, h, w), xx.expand(b, 1, h, w)
             image = None
             at = lambda plane: plane  # noqa: E731 - a plane's values at the centres: itself
+            sample = lambda plane, sy, sx: _bilinear_grid(plane, sy, sx)  # noqa: E731
             on = edges
         else:
             image, y, x = points // (h * w), (points // w % h).to(fine.dtype), (points % w).to(fine.dtype)
             at = lambda plane: plane.flatten()[points]  # noqa: E731
+            sample = lambda plane, sy, sx: _bilinear_at(plane, image, sy, sx)  # noqa: E731
             on = torch.ones_like(points, dtype=torch.bool)
-
-        def along(plane, t):
-            """The plane at t px (a trailing axis of offsets) along each centre's gradient, one sample per offset."""
-            sy, sx = y[..., None] + t * ny[..., None], x[..., None] + t * nx[..., None]
-            if image is None:
-                return _bilinear_grid(plane, sy, sx)
-            return _bilinear_at(plane, image[:, None], sy, sx)
-
         m0 = at(mag)
         ny, nx = at(gy) / m0.clamp(min=1e-12), at(gx) / m0.clamp(min=1e-12)
-        ahead, behind = along(mag, torch.tensor([1.0, -1.0], dtype=fine.dtype, device=fine.device)).unbind(-1)
+        along = lambda plane, t: sample(plane, y + t * ny, x + t * nx)  # noqa: E731 - t px along the gradient
+        ahead, behind = along(mag, 1.0), along(mag, -1.0)
         peak = (m0 >= ahead) & (m0 >= behind) & (m0 > 0)
         curve = ahead - 2 * m0 + behind  # the parabola through the three: its top, within half a pixel
         centre = torch.where(curve < 0, 0.5 * (behind - ahead) / curve.clamp(max=-1e-12),
@@ -427,22 +422,29 @@ class EditDamage(torch.nn.Module):
         if image is not None:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
             keep = peak.nonzero()[:, 0]
             image, y, x, ny, nx, centre, on, peak = (t[keep] for t in (image, y, x, ny, nx, centre, on, peak))
-        # the window's 2r + 1 points, then twice its reach on either side
-        offsets = torch.tensor([*range(-r, r + 1), 2 * r, -2 * r], dtype=fine.dtype, device=fine.device)
-        values = along(fine, centre[..., None] + offsets)
-        jump = values[..., 2 * r] - values[..., 0]
-        wide = values[..., 2 * r + 1] - values[..., 2 * r + 2]
+        if image is None:
+            total = lambda t: t.flatten(1).sum(1, dtype=torch.float64)  # noqa: E731 - per image
+        else:
+            total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
+                0, image, t.to(torch.float64))
+        # the window's ends first (which edges are contours), then its steps one at a time: on a GPU a few planes
+        # of the batch held at once, not the window's 9
+        first, last = along(fine, centre - r), along(fine, centre + r)
+        jump = last - first
+        wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
         contour = on & peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
         jump = torch.where(contour, jump, torch.zeros_like(jump))
-        steps = torch.where(contour[..., None], values[..., 1:2 * r + 1] - values[..., :2 * r],
-                            torch.zeros((), dtype=values.dtype, device=values.device))
-        if image is None:
-            total = lambda t: t.flatten(1, 3).sum(1, dtype=torch.float64)  # noqa: E731 - per image (and step)
-        else:
-            total = lambda t: torch.zeros(b, *t.shape[1:], dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
-                0, image, t.to(torch.float64))
         s_w, s_w2 = total(jump), total(jump * jump)
-        s_d, s_jd, s_d2 = total(steps), total(steps * jump[..., None]), total(steps * steps)
+        sums = {"d": [], "jd": [], "d2": []}
+        before = first
+        for k in range(-r + 1, r + 1):
+            after = last if k == r else along(fine, centre + k)
+            d = torch.where(contour, after - before, torch.zeros_like(jump))
+            sums["d"].append(total(d))
+            sums["jd"].append(total(d * jump))
+            sums["d2"].append(total(d * d))
+            before = after
+        s_d, s_jd, s_d2 = (torch.stack(sums[n], 1) for n in ("d", "jd", "d2"))
         wsum = s_w.clamp(min=1e-12)[:, None]
         mean = s_d / wsum  # the mean profile's steps, per level of jump
         spread = (s_d2 - 2 * mean * s_jd + mean.pow(2) * s_w2[:, None]).clamp(min=0)
