@@ -70,8 +70,9 @@ each component measures and why, what was fitted and how: [{DOCS}](../../{DOCS})
 Given the image an edit started from (a chain's step 0, or any earlier step), `compute(images=...,
 references=...)` returns `edit_damage_rel`: the damage *added* since the reference, each component
 against the reference's own (grain and the lattice's amplitude in quadrature, so that a smooth source's
-floor and a photograph's count alike; the cast as the move of its vector; the others' rise; for
-simplification, the texture lost since the source), over stated units. `banana100 score` adds it for
+floor and a photograph's count alike; the cast as the move of its vector; the others' rise, the crease
+read edge by edge (`crease_edges`, which a line beside a few contours moves); for simplification, the texture
+lost since the source), over stated units. `banana100 score` adds it for
 chains scored with `{n}` (against step 0) and for plain images given `--reference SRC`.
 
 {alone(results())}
