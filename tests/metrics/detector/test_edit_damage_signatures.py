@@ -96,6 +96,21 @@ def test_crease_reads_ringing_along_edges_not_blur_or_noise(stats):
     assert s_noisy["crease"] < 0.002  # grain is grain's, not a crease: it averages out of the mean profile
 
 
+def test_told_the_source_a_line_beside_one_contour_counts_though_the_mean_profile_loses_it(stats):
+    """edit_damage_rel reads the crease edge by edge (crease_edges, model.REL_COMPONENT): against the source a
+    photograph's texture cancels, and a faint line beside one contour of three, which the bare score's mean profile
+    loses among the others' rise, still counts."""
+    base = _edge()
+    line = base.copy()
+    line[:, 128 + 3] -= 12  # a crease 3 px off one contour of three
+    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
+    s_base, s_line = stats([as_rgb(base), as_rgb(line)])
+    assert s_line["crease"] == s_base["crease"] == 0  # the mean profile does not see it
+    assert s_line["crease_edges"] > s_base["crease_edges"] + 0.005
+    assert rel.relative_components(s_line, s_base)["crease"] > 0.005
+    assert rel.relative_terms(rel.relative_components(s_line, s_base))["crease"] > 0.05
+
+
 def test_crease_is_what_every_contour_shares_not_texture_beside_it(stats):
     """The crease is read from the mean profile across the contours (version 5): a photograph's own texture
     beside its edges goes up and down at random and averages out, a crease at the same distance from every contour
