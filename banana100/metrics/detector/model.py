@@ -215,6 +215,11 @@ def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     return out
 
 
+def _central_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x[.., i + 1] - x[.., i - 1] along columns, the same along rows) of a (B, 1, H, W) image, 0 on the border."""
+    return (F.pad(x[..., :, 2:] - x[..., :, :-2], (1, 1, 0, 0)), F.pad(x[..., 2:, :] - x[..., :-2, :], (0, 0, 1, 1)))
+
+
 def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """A (B, 1, H, W) plane's bilinear values at points: image indices, and fractional rows and columns (any
     shape the indices broadcast against), clamped to the frame as grid_sample's border padding."""
@@ -367,14 +372,15 @@ class EditDamage(torch.nn.Module):
         if at_points is None:
             at_points = x.device.type == "cpu"
         points = edges.flatten().nonzero()[:, 0] if at_points else None
+        gx, gy = _central_differences(smooth)  # the edges' direction, for both creases
         softness = self._softness(luma, edges, points)
         comps = {
             "grain": grain,
             "lattice": lattice,
             "colour_cast": cast.pow(2).sum(1).sqrt(),
             "softness": softness,
-            "crease": self._crease(fine, edges, smooth, points),
-            "crease_edges": self._crease_edges(fine, edges, smooth, grain, points),
+            "crease": self._crease(fine, edges, gx, gy, points),
+            "crease_edges": self._crease_edges(fine, edges, gx, gy, grain, points),
             "speckles": self._speckles(residual, at_points=points is not None),
             "simplification": self._simplification(energy, coarse, usable, (luma.shape[-2] // TILE, luma.shape[-1] // TILE)),
             "blocking": self._blocking(luma),
@@ -386,17 +392,16 @@ class EditDamage(torch.nn.Module):
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
 
     @staticmethod
-    def _crease(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor,
+    def _crease(fine: torch.Tensor, edges: torch.Tensor, gx: torch.Tensor, gy: torch.Tensor,
                 points: torch.Tensor | None = None) -> torch.Tensor:
         """Creases and halos: the jump-weighted mean profile of the lightly smoothed luma across the contours
         (edges that are gradient peaks along their gradient, jumping CREASE_MIN_JUMP across the window and across
         twice it), read along each one's gradient from its centre; twice the sum of the steps where that mean
         falls by more than CREASE_Z standard errors, per level of jump (0: monotone on average). `points` (the
-        edges' flat indices, on CPU): read at the edge pixels instead of over the whole image (the same sums)."""
+        edges' flat indices, on CPU): read at the edge pixels instead of over the whole image (the same sums).
+        `gx`, `gy`: the smoothed luma's central differences (`_central_differences`)."""
         b, r = fine.shape[0], CREASE_REACH
-        gx = F.pad((smooth[..., :, 2:] - smooth[..., :, :-2]) / 2, (1, 1, 0, 0))
-        gy = F.pad((smooth[..., 2:, :] - smooth[..., :-2, :]) / 2, (0, 0, 1, 1))
-        mag = (gx.pow(2) + gy.pow(2)).sqrt()
+        mag = (gx.pow(2) + gy.pow(2)).sqrt()  # twice the gradient: only its direction and its peaks are read
         h, w = fine.shape[-2:]
         if points is None:  # every pixel, masked later: no sync for a count on a GPU
             yy, xx = torch.meshgrid(torch.arange(h, device=fine.device, dtype=fine.dtype),
@@ -405,12 +410,13 @@ class EditDamage(torch.nn.Module):
             image = None
             at = lambda plane: plane  # noqa: E731 - a plane's values at the centres: itself
             sample = lambda plane, sy, sx: _bilinear_grid(plane, sy, sx)  # noqa: E731
-            on = edges
+            total = lambda t: t.flatten(1).sum(1, dtype=torch.float64)  # noqa: E731 - per image
         else:
             image, y, x = points // (h * w), (points // w % h).to(fine.dtype), (points % w).to(fine.dtype)
             at = lambda plane: plane.flatten()[points]  # noqa: E731
             sample = lambda plane, sy, sx: _bilinear_at(plane, image, sy, sx)  # noqa: E731
-            on = torch.ones_like(points, dtype=torch.bool)
+            total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
+                0, image, t.to(torch.float64))
         m0 = at(mag)
         ny, nx = at(gy) / m0.clamp(min=1e-12), at(gx) / m0.clamp(min=1e-12)
         along = lambda plane, t: sample(plane, y + t * ny, x + t * nx)  # noqa: E731 - t px along the gradient
@@ -419,20 +425,17 @@ class EditDamage(torch.nn.Module):
         curve = ahead - 2 * m0 + behind  # the parabola through the three: its top, within half a pixel
         centre = torch.where(curve < 0, 0.5 * (behind - ahead) / curve.clamp(max=-1e-12),
                              torch.zeros_like(curve)).clamp(-0.5, 0.5)
-        if image is not None:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
-            keep = peak.nonzero()[:, 0]
-            image, y, x, ny, nx, centre, on, peak = (t[keep] for t in (image, y, x, ny, nx, centre, on, peak))
         if image is None:
-            total = lambda t: t.flatten(1).sum(1, dtype=torch.float64)  # noqa: E731 - per image
-        else:
-            total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
-                0, image, t.to(torch.float64))
+            peak = peak & edges
+        else:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
+            keep = peak.nonzero()[:, 0]
+            image, y, x, ny, nx, centre, peak = (t[keep] for t in (image, y, x, ny, nx, centre, peak))
         # the window's ends first (which edges are contours), then its steps one at a time: on a GPU a few planes
         # of the batch held at once, not the window's 9
         first, last = along(fine, centre - r), along(fine, centre + r)
         jump = last - first
         wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
-        contour = on & peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
+        contour = peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
         jump = torch.where(contour, jump, torch.zeros_like(jump))
         s_w, s_w2 = total(jump), total(jump * jump)
         sums = {"d": [], "jd": [], "d2": []}
@@ -453,8 +456,8 @@ class EditDamage(torch.nn.Module):
         return torch.where(s_w > 0, back, torch.zeros_like(back))
 
     @staticmethod
-    def _crease_edges(fine: torch.Tensor, edges: torch.Tensor, smooth: torch.Tensor, grain: torch.Tensor,
-                points: torch.Tensor | None = None) -> torch.Tensor:
+    def _crease_edges(fine: torch.Tensor, edges: torch.Tensor, gx: torch.Tensor, gy: torch.Tensor,
+                      grain: torch.Tensor, points: torch.Tensor | None = None) -> torch.Tensor:
         """Creases and halos edge by edge (edit_damage_rel's crease: told the source, each edge's own variation
         is compared with the source's, so a photograph's texture beside its edges cancels and a line beside a few
         contours still counts): on the strongest edges, the variation of the lightly smoothed luma across a
@@ -465,12 +468,11 @@ class EditDamage(torch.nn.Module):
         masked (the same sums)."""
         b, r = fine.shape[0], CREASE_REACH
         allowance = (CREASE_NOISE * grain).clamp(min=CREASE_FLOOR).to(fine.dtype).view(b, 1, 1, 1)
+        # whether the gradient follows x (central differences, 0 past the border), everywhere or at the points
         if points is None:
-            gx = F.pad(smooth[..., :, 2:] - smooth[..., :, :-2], (1, 1, 0, 0)).abs()
-            gy = F.pad(smooth[..., 2:, :] - smooth[..., :-2, :], (0, 0, 1, 1)).abs()
-            follows_x = gx >= gy
+            follows_x = gx.abs() >= gy.abs()
         else:
-            follows_x = EditDamage._follows_x_at(smooth, points)
+            follows_x = gx.flatten()[points].abs() >= gy.flatten()[points].abs()
         excess = torch.zeros(b, dtype=torch.float64, device=fine.device)
         jumps = torch.zeros_like(excess)
         half = CREASE_ALONG // 2
@@ -502,19 +504,6 @@ class EditDamage(torch.nn.Module):
             excess += ((variation - jump).clamp(min=0) * mask).flatten(1).sum(1, dtype=torch.float64)
             jumps += (jump * mask).flatten(1).sum(1, dtype=torch.float64)
         return torch.where(jumps > 0, excess / jumps.clamp(min=1e-12), torch.zeros_like(jumps))
-
-    @staticmethod
-    def _follows_x_at(smooth: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-        """Whether the central difference across x is at least that across y at each point (flat indices of
-        a contiguous (B, 1, H, W) image); a difference that reaches past the border is 0, as its padding."""
-        h, w = smooth.shape[-2:]
-        flat = smooth.contiguous().flatten()
-        x, y = points % w, (points // w) % h
-        gx = torch.where((x >= 1) & (x < w - 1), flat[(points + 1).clamp(max=flat.numel() - 1)]
-                         - flat[(points - 1).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
-        gy = torch.where((y >= 1) & (y < h - 1), flat[(points + w).clamp(max=flat.numel() - 1)]
-                         - flat[(points - w).clamp(min=0)], torch.zeros((), dtype=flat.dtype)).abs()
-        return gx >= gy
 
     @staticmethod
     def _speckles(residual: torch.Tensor, at_points: bool = False) -> torch.Tensor:

@@ -76,10 +76,11 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
         "lattice": _added(stats[ed.REL_COMPONENT["lattice"]], ref[ed.REL_COMPONENT["lattice"]]),
         "colour_cast": math.hypot(stats["cast"][0] - ref["cast"][0], stats["cast"][1] - ref["cast"][1]),
     }
-    out.update({c: _rise(stats[c], ref[c]) for c in ("softness", "speckles", "blocking")})
-    # edge by edge (crease_edges), not the bare score's mean profile: against the source, a photograph's texture
-    # beside its edges cancels, and a line beside a few of its contours still counts
-    out["crease"] = _rise(stats[ed.REL_COMPONENT["crease"]], ref[ed.REL_COMPONENT["crease"]])
+    # each term from its own component, or the one REL_COMPONENT names (the crease edge by edge, not the bare
+    # score's mean profile: against the source, a photograph's texture beside its edges cancels, and a line beside
+    # a few of its contours still counts)
+    read = lambda t: ed.REL_COMPONENT.get(t, t)  # noqa: E731
+    out.update({t: _rise(stats[read(t)], ref[read(t)]) for t in ("softness", "crease", "speckles", "blocking")})
     if ref["softness"] == 0:
         # a reference without an edge of 1 level a pixel (a soft render) has no softness to compare with: its 0 is
         # "not measured", not "sharp", and the first edges an edit makes (JPEG's block edges) would read as blur
