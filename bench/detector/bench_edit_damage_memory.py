@@ -1,0 +1,85 @@
+"""Peak memory of edit_damage's whole-image path (the one a GPU takes), against an older detector, on the CPU.
+
+    python -m bench.detector.bench_edit_damage_memory [--baseline COMMIT_OR_FILE] [--images 4] [--side 1024]
+        [--rounds 3] [--out bench/results/detector/edit_damage_memory.json]
+
+Each round measures the current detector and the baseline (a commit's or a file's EditDamage, as
+bench_edit_damage.py's --baseline), each in a fresh process: one batch of --images chain images of --side px
+through `_measure(x, at_points=False)`, the peak resident memory above what the process held before it (MB).
+No GPU is needed, so no GPU figure: the CPU allocator returns memory lazily and the figures swing between
+rounds, so every round is kept and the ratio is of the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.benchtools import REPO, environment, module_as_of, results_path, write_results
+
+MODEL = ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py")
+
+
+def _child(where: str, images: int, side: int) -> None:
+    """In a fresh process: the peak resident memory (MB) one batch adds, printed as JSON."""
+    import resource
+
+    import numpy as np
+    import torch
+
+    from banana100.testing.images import chain_images
+
+    if where == "current":
+        from banana100.metrics.detector import model
+    else:
+        model = module_as_of(where, MODEL, "edit_damage_baseline")
+    x = torch.from_numpy(np.stack(chain_images(images, side))).permute(0, 3, 1, 2).float() / 255
+    detector = model.EditDamage()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with torch.inference_mode():
+        detector._measure(x, at_points=False)
+    print(json.dumps({"peak_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
+
+
+def _measure(where: str, images: int, side: int) -> float:
+    out = subprocess.run([sys.executable, "-m", "bench.detector.bench_edit_damage_memory", "--child", where,
+                          "--images", str(images), "--side", str(side)], cwd=REPO, capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_mb"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="ad8ec7b", help="a commit or a file of an older model.py")
+    ap.add_argument("--images", type=int, default=4)
+    ap.add_argument("--side", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=str(results_path(__file__)))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args.child, args.images, args.side)
+        return 0
+    rounds = [{"current_mb": _measure("current", args.images, args.side),
+               "baseline_mb": _measure(args.baseline, args.images, args.side)} for _ in range(args.rounds)]
+    current = statistics.median(r["current_mb"] for r in rounds)
+    baseline = statistics.median(r["baseline_mb"] for r in rounds)
+    results = {"command": "python -m bench.detector.bench_edit_damage_memory " + " ".join(argv or sys.argv[1:]),
+               "environment": environment(), "images": args.images, "side": args.side, "baseline": args.baseline,
+               "rounds": rounds, "median_current_mb": current, "median_baseline_mb": baseline,
+               "current_over_baseline": current / baseline}
+    write_results(Path(args.out), results)
+    print(f"whole-image path, {args.images} x {args.side} px: current {current:.0f} MB, baseline ({args.baseline}) "
+          f"{baseline:.0f} MB, x{current / baseline:.2f} (medians of {args.rounds} rounds); written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
