@@ -204,14 +204,36 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return separable_taps(x, k, -2) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
 
 
+# the CPU filter sums in strips of rows of about this many bytes of output, so that a strip and its input stay in a
+# core's L2 cache (2 MiB a core where it was chosen) across the kernel's taps; a whole plane of a 1024 px image went
+# to memory once a tap (bench/detector/bench_edit_damage.py --baseline 53c5202: 1024 px x0.81-0.89, 512 px x0.84-0.99)
+STRIP_BYTES = 512 * 1024
+
+
 def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
-    """The 1-D correlation of x (padded along `dim`) with k as a sum of shifted copies: on CPU far
+    """The 1-D correlation of x (padded along `dim`, -1 or -2) with k as a sum of shifted copies: on CPU far
     faster than oneDNN's one-channel convolution, which took about 60 % of a 1024 px image's
-    time (`git show b381d54:BENCHMARKS.md`, the edit_damage cost); equal to it to float32 rounding."""
-    n = x.shape[dim] - k.numel() + 1
-    out = x.narrow(dim, 0, n) * k[0]
-    for j, w in enumerate(k.tolist()[1:], start=1):
-        out.add_(x.narrow(dim, j, n), alpha=w)
+    time (`git show b381d54:BENCHMARKS.md`, the edit_damage cost); equal to it to float32 rounding. Summed in
+    strips of rows (STRIP_BYTES): the same sums in the same order, so the same numbers as whole planes."""
+    axis = dim % x.ndim - x.ndim
+    if axis not in (-1, -2):
+        raise ValueError(f"separable_taps filters along the last two dimensions, not {dim}")
+    n = x.shape[axis] - k.numel() + 1
+    shape = list(x.shape)
+    shape[axis] = n
+    out = x.new_empty(shape)
+    weights = k.tolist()
+    rows = out.shape[-2]
+    per_row = out[..., :1, :].numel() * out.element_size()
+    step = max(1, STRIP_BYTES // per_row)
+    for top in range(0, rows, step):
+        bottom = min(rows, top + step)
+        part = out[..., top:bottom, :]
+        # the strip's input: the same rows across (dim -1), or its rows and the kernel's reach below (dim -2)
+        src = x[..., top:bottom, :] if axis == -1 else x[..., top:bottom + k.numel() - 1, :]
+        torch.mul(src.narrow(axis, 0, part.shape[axis]), weights[0], out=part)
+        for j, w in enumerate(weights[1:], start=1):
+            part.add_(src.narrow(axis, j, part.shape[axis]), alpha=w)
     return out
 
 
@@ -430,24 +452,33 @@ class EditDamage(torch.nn.Module):
         else:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
             keep = peak.nonzero()[:, 0]
             image, y, x, ny, nx, centre, peak = (t[keep] for t in (image, y, x, ny, nx, centre, peak))
-        # the window's ends first (which edges are contours), then its steps one at a time: on a GPU a few planes
-        # of the batch held at once, not the window's 9
-        first, last = along(fine, centre - r), along(fine, centre + r)
+        if image is not None:  # on CPU the window's 9 points of the few peaks in one read: the calls cost, not memory
+            profile = along(fine, centre + torch.arange(-r, r + 1, device=fine.device, dtype=fine.dtype)[:, None])
+            first, last = profile[0], profile[-1]
+        else:  # on a GPU the window's ends first (which edges are contours), then its steps one at a time: a few
+            # planes of the batch held at once, not the window's 9
+            first, last = along(fine, centre - r), along(fine, centre + r)
         jump = last - first
         wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
         contour = peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
         jump = torch.where(contour, jump, torch.zeros_like(jump))
         s_w, s_w2 = total(jump), total(jump * jump)
-        sums = {"d": [], "jd": [], "d2": []}
-        before = first
-        for k in range(-r + 1, r + 1):
-            after = last if k == r else along(fine, centre + k)
-            d = torch.where(contour, after - before, torch.zeros_like(jump))
-            sums["d"].append(total(d))
-            sums["jd"].append(total(d * jump))
-            sums["d2"].append(total(d * d))
-            before = after
-        s_d, s_jd, s_d2 = (torch.stack(sums[n], 1) for n in ("d", "jd", "d2"))
+        if image is not None:
+            d = torch.where(contour, profile.diff(dim=0), torch.zeros_like(jump))  # (window's steps, peaks)
+            per_step = lambda t: torch.zeros(b, 2 * r, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
+                0, image, t.T.to(torch.float64))
+            s_d, s_jd, s_d2 = per_step(d), per_step(d * jump), per_step(d * d)
+        else:
+            sums = {"d": [], "jd": [], "d2": []}
+            before = first
+            for k in range(-r + 1, r + 1):
+                after = last if k == r else along(fine, centre + k)
+                d = torch.where(contour, after - before, torch.zeros_like(jump))
+                sums["d"].append(total(d))
+                sums["jd"].append(total(d * jump))
+                sums["d2"].append(total(d * d))
+                before = after
+            s_d, s_jd, s_d2 = (torch.stack(sums[n], 1) for n in ("d", "jd", "d2"))
         wsum = s_w.clamp(min=1e-12)[:, None]
         mean = s_d / wsum  # the mean profile's steps, per level of jump
         spread = (s_d2 - 2 * mean * s_jd + mean.pow(2) * s_w2[:, None]).clamp(min=0)

@@ -110,6 +110,26 @@ def test_the_cpu_paths_equal_the_convolution_and_the_batch():
     torch.testing.assert_close(m(batch), m._measure(batch, at_points=False), rtol=1e-6, atol=1e-5)
 
 
+def test_the_filter_summed_in_strips_of_rows_equals_whole_planes(monkeypatch):
+    """separable_taps sums in strips of rows (STRIP_BYTES, for the cache): the same sums in the same order, so
+    bit for bit the whole planes' numbers, along both axes, a batch, a last strip shorter than the others, and
+    to float32 rounding the convolution's."""
+    import torch.nn.functional as F
+
+    x = torch.rand(2, 1, 61, 83) * 255
+    k = ed.gauss_kernel(2.5, x.device, x.dtype)
+    r = k.numel() // 2
+    across, down = F.pad(x, (r, r, 0, 0), mode="reflect"), F.pad(x, (0, 0, r, r), mode="reflect")
+    whole = ed.separable_taps(across, k, -1), ed.separable_taps(down, k, 2)
+    monkeypatch.setattr(ed, "STRIP_BYTES", 2 * 83 * 4 * 7)  # 7 rows of the batch a strip: 61 = 8 x 7 + 5
+    strips = ed.separable_taps(across, k, -1), ed.separable_taps(down, k, 2)
+    assert all(torch.equal(a, b) for a, b in zip(whole, strips, strict=True))
+    torch.testing.assert_close(strips[0], F.conv2d(across, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(strips[1], F.conv2d(down, k.view(1, 1, -1, 1)), rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="last two dimensions"):
+        ed.separable_taps(x, k, 1)
+
+
 @pytest.mark.parametrize("shape", [(64, 64), (65, 200), (200, 71), (256, 256)])
 def test_the_statistics_read_at_edge_and_speckle_pixels_equal_the_whole_image_masks(grass, shape):
     """On CPU the crease, softness and speckle sums are read at the pixels they concern (the GPU's path
