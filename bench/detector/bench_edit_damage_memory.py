@@ -6,14 +6,18 @@
 Each round measures the current detector and the baseline (a commit's or a file's EditDamage, as
 bench_edit_damage.py's --baseline), each in a fresh process: one batch of --images chain images of --side px
 through `_measure(x, at_points=False)`, the peak resident memory above what the process held before it (MB).
-No GPU is needed, so no GPU figure: the CPU allocator returns memory lazily and the figures swing between
-rounds, so every round is kept and the ratio is of the medians.
+No GPU is needed, so no GPU figure. The child runs with glibc's mmap threshold fixed at 64 KiB
+(MALLOC_MMAP_THRESHOLD_): every plane is then its own mapping, returned when freed, so the peak resident memory is
+the peak of the tensors alive at once, as a GPU's allocator would hold them (with glibc's default, a threshold that
+rises as planes are freed, freed planes stayed resident and the figures swung by 2x between rounds). Every round is
+kept and the ratio is of the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +28,7 @@ if __package__ in (None, ""):  # run as a file, not with -m: the repository root
 
 from bench.benchtools import REPO, environment, module_as_of, results_path, write_results
 
+MMAP_THRESHOLD = 64 * 1024  # bytes: glibc maps every allocation above it on its own (module docstring)
 MODEL = ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py")
 
 
@@ -51,7 +56,7 @@ def _child(where: str, images: int, side: int) -> None:
 def _measure(where: str, images: int, side: int) -> float:
     out = subprocess.run([sys.executable, "-m", "bench.detector.bench_edit_damage_memory", "--child", where,
                           "--images", str(images), "--side", str(side)], cwd=REPO, capture_output=True, text=True,
-                         check=True)
+                         check=True, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)})
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_mb"]
 
 

@@ -244,17 +244,24 @@ def _central_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """A (B, 1, H, W) plane's bilinear values at points: image indices, and fractional rows and columns (any
-    shape the indices broadcast against), clamped to the frame as grid_sample's border padding."""
+    shape the indices broadcast against), clamped to the frame as grid_sample's border padding. In place where
+    it can: on the whole-image path (a GPU's) each plane it holds is the batch's size, and the index is int64."""
     h, w = plane.shape[-2:]
     flat = plane.contiguous().flatten()
-    y, x = y.clamp(0, h - 1), x.clamp(0, w - 1)
-    y0, x0 = y.floor().clamp(max=max(h - 2, 0)), x.floor().clamp(max=max(w - 2, 0))
-    fy, fx = y - y0, x - x0
-    base = image * (h * w) + y0.long() * w + x0.long()
+    fy, fx = y.clamp(0, h - 1), x.clamp(0, w - 1)  # new tensors: the fractions are made in them
+    y0, x0 = fy.floor().clamp_(max=max(h - 2, 0)), fx.floor().clamp_(max=max(w - 2, 0))
+    fy.sub_(y0)
+    fx.sub_(x0)
+    index = y0.long().mul_(w).add_(x0.long()).add_(image * (h * w))
+    del y0, x0
     dy, dx = (w if h > 1 else 0), (1 if w > 1 else 0)
-    top = flat[base] * (1 - fx) + flat[base + dx] * fx
-    bottom = flat[base + dy] * (1 - fx) + flat[base + dy + dx] * fx
-    return top * (1 - fy) + bottom * fy
+    rest = 1 - fx
+    top = flat[index].mul_(rest)
+    top.add_(flat[index.add_(dx)].mul_(fx))
+    bottom = flat[index.add_(dy)].mul_(fx)
+    bottom.add_(flat[index.sub_(dx)].mul_(rest))
+    del index, rest
+    return top.mul_(1 - fy).add_(bottom.mul_(fy))
 
 
 def _bilinear_grid(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -387,6 +394,7 @@ class EditDamage(torch.nn.Module):
         # left on the device: the engine fetches them with the scores, once per call (a copy to
         # the CPU here would be a wait per batch on a GPU)
         self.last_cast = cast.detach().to(torch.float64)
+        del rgb, half_rgb, clipped, shared, high  # read no further: on a GPU each is a plane (or three) of the batch
         lattice, lattice_level = self._lattice(residual, flat_half)
         # on CPU the edge and speckle statistics are gathered at the few pixels they concern (an edge is 5 %
         # of the image); on a GPU the same sums over whole-image masks, which need no sync for a count
@@ -447,6 +455,7 @@ class EditDamage(torch.nn.Module):
         curve = ahead - 2 * m0 + behind  # the parabola through the three: its top, within half a pixel
         centre = torch.where(curve < 0, 0.5 * (behind - ahead) / curve.clamp(max=-1e-12),
                              torch.zeros_like(curve)).clamp(-0.5, 0.5)
+        del mag, m0, ahead, behind, curve  # on the whole-image path each is a plane of the batch
         if image is None:
             peak = peak & edges
         else:  # on CPU the profiles are read at the peaks only (a fifth of the edge pixels)
