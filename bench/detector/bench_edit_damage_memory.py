@@ -5,7 +5,8 @@
 
 Each round measures the current detector and the baseline (a commit's or a file's EditDamage, as
 bench_edit_damage.py's --baseline), each in a fresh process: one batch of --images chain images of --side px
-through `_measure(x, at_points=False)`, the peak resident memory above what the process held before it (MB).
+through `_measure(x, at_points=False)`, the peak resident memory above what the process held just before it (MB;
+on Linux the process's peak is reset there, /proc/self/clear_refs, so that no earlier peak of the imports hides it).
 No GPU is needed, so no GPU figure. The child runs with glibc's mmap threshold fixed at 64 KiB
 (MALLOC_MMAP_THRESHOLD_): every plane is then its own mapping, returned when freed, so the peak resident memory is
 the peak of the tensors alive at once, as a GPU's allocator would hold them (with glibc's default, a threshold that
@@ -47,10 +48,22 @@ def _child(where: str, images: int, side: int) -> None:
         model = module_as_of(where, MODEL, "edit_damage_baseline")
     x = torch.from_numpy(np.stack(chain_images(images, side))).permute(0, 3, 1, 2).float() / 255
     detector = model.EditDamage()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    status = Path("/proc/self/status")
+    if status.is_file():  # Linux: the peak is reset to what is resident now, so no earlier peak (imports) hides it
+        Path("/proc/self/clear_refs").write_text("5")
+        before = _status_kb(status, "VmRSS")
+    else:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with torch.inference_mode():
         detector._measure(x, at_points=False)
-    print(json.dumps({"peak_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
+    peak = _status_kb(status, "VmHWM") if status.is_file() else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"peak_mb": (peak - before) / 1024}))
+
+
+def _status_kb(status: Path, field: str) -> int:
+    """A memory figure of /proc/self/status, kB."""
+    line = next(line for line in status.read_text().splitlines() if line.startswith(field + ":"))
+    return int(line.split()[1])
 
 
 def _measure(where: str, images: int, side: int) -> float:
