@@ -60,8 +60,8 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import (RENDERS, SIGNATURE_FOURTH_KEY, SIGNATURE_KEY, SIGNATURE_SECOND_KEY,
-                                                 SIGNATURE_THIRD_KEY)
+from banana100.metrics.detector.evidence import (RENDERS, SIGNATURE_FIFTH_KEY, SIGNATURE_FOURTH_KEY, SIGNATURE_KEY,
+                                                 SIGNATURE_SECOND_KEY, SIGNATURE_THIRD_KEY)
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -539,9 +539,14 @@ SIGNATURE_THIRD_DRAW = (5000, 50)
 # part `signatures4`: a fourth draw, made after version 5's choices were fixed (the second and third had been scored
 # by its first candidate); chains 6000-6319, drawn sources of seed 60, soft blobs 600 and 601
 SIGNATURE_FOURTH_DRAW = (6000, 60)
+# part `signatures5`: a fifth draw, made after version 6's choices (the crease's profiles inside the frame, weighed by
+# how many there are) were fixed on synthetic stripes and the development chains; chains 7000-7319, drawn sources of
+# seed 70, soft blobs 700 and 701
+SIGNATURE_FIFTH_DRAW = (7000, 70)
 SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW),
                    "signatures3": (SIGNATURE_THIRD_KEY, SIGNATURE_THIRD_DRAW),
-                   "signatures4": (SIGNATURE_FOURTH_KEY, SIGNATURE_FOURTH_DRAW)}
+                   "signatures4": (SIGNATURE_FOURTH_KEY, SIGNATURE_FOURTH_DRAW),
+                   "signatures5": (SIGNATURE_FIFTH_KEY, SIGNATURE_FIFTH_DRAW)}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
@@ -680,7 +685,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3,"
-                                    "signatures4")
+                                    "signatures4,signatures5")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d) and (e)")

@@ -124,6 +124,10 @@ CREASE_REACH = 4
 # errors, so that a few contours alike (specks beside each other on a smooth render) are no mean
 CREASE_DEPENDENT = 5
 CREASE_Z = 2.0
+# the mean profile's weight rises from 0 at CREASE_FEW independent profiles (contour pixels over CREASE_DEPENDENT)
+# to 1 at CREASE_ENOUGH (since version 6): below about ten, a test at CREASE_Z standard errors has heavy tails
+# (Student's t), and profiles all alike (three on noisy bars of 4 px read crease 26) have no spread to test
+CREASE_FEW, CREASE_ENOUGH = 10.0, 40.0
 # crease_edges (edit_damage_rel's crease, version 4's crease): the variation across each edge over a window of
 # 2 CREASE_REACH + 1 px along the axis its gradient follows, each step less a noise allowance (CREASE_NOISE x grain,
 # at least CREASE_FLOOR), beyond the edge's jump
@@ -469,7 +473,11 @@ class EditDamage(torch.nn.Module):
             first, last = along(fine, centre - r), along(fine, centre + r)
         jump = last - first
         wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
-        contour = peak & (jump >= CREASE_MIN_JUMP) & (wide >= CREASE_MIN_JUMP)
+        # a profile that reaches past the frame reads its padding, not the image (since version 6): stripes that
+        # meet the frame mirror there into contours no other contour cancels (bars of 6 px read crease 17.9)
+        inside = lambda t: ((y + t * ny).clamp(0, h - 1) == y + t * ny) & ((x + t * nx).clamp(0, w - 1) == x + t * nx)  # noqa: E731
+        contour = (peak & inside(centre - r) & inside(centre + r) & (jump >= CREASE_MIN_JUMP)
+                   & (wide >= CREASE_MIN_JUMP))
         jump = torch.where(contour, jump, torch.zeros_like(jump))
         s_w, s_w2 = total(jump), total(jump * jump)
         if image is not None:
@@ -493,7 +501,10 @@ class EditDamage(torch.nn.Module):
         spread = (s_d2 - 2 * mean * s_jd + mean.pow(2) * s_w2[:, None]).clamp(min=0)
         error = spread.sqrt() / wsum * math.sqrt(CREASE_DEPENDENT)
         back = 2 * (-mean - CREASE_Z * error).clamp(min=0).sum(1)
-        return torch.where(s_w > 0, back, torch.zeros_like(back))
+        # a mean of few profiles is no mean (a few alike pass any test of their spread): weighed by how many there are
+        profiles = total(contour.to(jump.dtype)) / CREASE_DEPENDENT
+        weight = ((profiles - CREASE_FEW) / (CREASE_ENOUGH - CREASE_FEW)).clamp(0, 1)
+        return torch.where(s_w > 0, back * weight, torch.zeros_like(back))
 
     @staticmethod
     def _crease_edges(fine: torch.Tensor, edges: torch.Tensor, gx: torch.Tensor, gy: torch.Tensor,
