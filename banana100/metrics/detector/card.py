@@ -13,8 +13,9 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 SIGNATURE_KEY, SIGNATURE_LATER_DRAWS, heldout_aucs,
-                                                 heldout_aucs_text, heldout_by_source, results, signatures)
+                                                 SIGNATURE_KEY, SIGNATURE_LATER_DRAWS, held_out_signature_draws,
+                                                 heldout_aucs, heldout_aucs_text, heldout_by_source, results,
+                                                 signatures)
 from banana100.metrics.table import MetricSpec
 
 DOCS = "docs/edit-damage.md"
@@ -254,8 +255,9 @@ MISSES = {
                "stripes at the window's own scale (about 8 px) can still read as a crease",
     "speckles": "specks on texture (against a busy background: not counted, on purpose), specks under 24 levels "
                 "or blurred by later steps, and specks wider than about 3 px (the third draw at 768 px, drawn twice "
-                "as coarse: the component alone tells clean from step 10 at 0.69; as drawn, 0.93); alone, a "
-                "photograph's own specks (highlights, stars) dilute it",
+                "as coarse: the component alone tells clean from step 10 at 0.69; as drawn, 0.93); since version 7 a "
+                "speck beside strong content (anything half as strong 2 px away: a stroke, an edge) is not counted, "
+                "told the source too; alone, a photograph's own isolated specks (stars) dilute it",
     "simplified": "alone, a smooth render or a photograph with little fine detail to lose (a night sky, shallow "
                   "focus) reads as simplified already",
     "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one, "
@@ -275,8 +277,9 @@ def signatures_section(r: dict) -> str:
              "Plasma and Ubuntu wallpapers; at most 512 px), chain seeds from "
              f"{d['seeds']['chains']}. First scored once after version 3's components and fit were fixed; version "
              "4's told-the-source softness guard came from its failed chains, and version 5's choice of crease per "
-             "score from it and the next two draws; version 6's change (the crease on hard images) was chosen "
-             "on synthetic stripes, so the held-out figures of the version shipped are the last draw's below "
+             "score from it and the next two draws; versions 6 and 7's changes (the crease, specks, lattice and "
+             "edges on hard images) were chosen on synthetic images and the development chains, so the held-out "
+             "figures of the version shipped are the last draw's below "
              "(`score`'s note quotes it). Every draw here is scored by the version shipped. "
              "Duplicated objects (Qwen-Image-Edit) change the content, not its quality: out of scope.", "",
              "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | best component alone | "
@@ -309,7 +312,7 @@ def _failed(d: dict, sig: str, kind: str) -> str:
 
 
 def _later_draws(r: dict) -> list[str]:
-    """The later signature draws' rows (parts `signatures2` to `signatures5`), those measured."""
+    """The later signature draws' rows (parts `signatures2` to `signatures6`), those measured."""
     lines = []
     for key, how in SIGNATURE_LATER_DRAWS.items():
         d, s = r.get(key), signatures(r, key)
@@ -345,7 +348,9 @@ def alone(r: dict) -> str:
     if not h or not c:
         return ("The bare score separates clean from damaged images only weakly on one image alone (run "
                 "`python -m bench.detector.validate_edit_damage` for the figures); use `references=` where you can.")
-    aucs, by_source, sig = heldout_aucs_text(r), heldout_by_source(r), signatures(r).get("pooled")
+    held = held_out_signature_draws(r)  # the draw no choice of the version shipped saw (the first before any)
+    sig = signatures(r, held[-1]).get("pooled") if held else None
+    aucs, by_source = heldout_aucs_text(r), heldout_by_source(r)
     every = min(heldout_aucs(r)) >= FILTER_AUC
     verdict = (f"at or above the {FILTER_AUC} a filter needs on every one, though its 95 % intervals reach below it"
                if every else f"not reliably the {FILTER_AUC} a filter needs")
@@ -354,8 +359,8 @@ def alone(r: dict) -> str:
             f"(clean source against step 10) on the {len(heldout_aucs(r))} held-out draws of Nano Banana Pro's kind "
             f"of damage (d), {verdict}"
             + (f"; by source, {by_source[0]} on drawn sources and {by_source[1]} on photographs" if by_source else "")
-            + (f"; on the other editors' signatures (e), {sig['bare_auc']:.2f}, {sig['bare_passed']} of {sig['n']} "
-               "chains passed" if sig else "")
+            + (f"; on the other editors' signatures (e), held out, {sig['bare_auc']:.2f}, {sig['bare_passed']} of "
+               f"{sig['n']} chains passed" if sig else "")
             + ". An image's own grain, periodic content, tint, softness, texture or compression still reads as "
             f"damage. Against a reference, `edit_damage_rel` failed {h['relative']['n_failed']} of "
             f"{h['relative']['n_chains']} chains of (d)'s first draw (AUC step 1 vs 10: "

@@ -33,13 +33,16 @@ SIGNATURE_THIRD_KEY = "signature_chains_third_draw"
 SIGNATURE_FOURTH_KEY = "signature_chains_fourth_draw"
 # its part `signatures5`: a fifth draw, made after version 6's choices were fixed and scored once
 SIGNATURE_FIFTH_KEY = "signature_chains_fifth_draw"
+# its part `signatures6`: a sixth draw, made after version 7's choices were fixed and scored once
+SIGNATURE_SIXTH_KEY = "signature_chains_sixth_draw"
 SIGNATURE_DRAW_NAMES = {SIGNATURE_KEY: "first", SIGNATURE_SECOND_KEY: "second", SIGNATURE_THIRD_KEY: "third",
-                        SIGNATURE_FOURTH_KEY: "fourth", SIGNATURE_FIFTH_KEY: "fifth"}
-# the draws no choice of the current version (6) saw, quoted by `score`'s note: the first became development data
+                        SIGNATURE_FOURTH_KEY: "fourth", SIGNATURE_FIFTH_KEY: "fifth", SIGNATURE_SIXTH_KEY: "sixth"}
+# the draws no choice of the current version (7) saw, quoted by `score`'s note: the first became development data
 # for version 4's softness guard, the second and third were scored by version 5's first candidate (the mean
 # profile's crease in both scores) before edit_damage_rel went back to the crease read edge by edge, and the fourth
-# held out version 5, before version 6's change (made on synthetic stripes and the development chains) was chosen
-SIGNATURE_HELD_OUT = (SIGNATURE_FIFTH_KEY,)
+# and fifth held out versions 5 and 6 before version 7's changes (made on hard synthetic images and the development
+# chains) were chosen
+SIGNATURE_HELD_OUT = (SIGNATURE_SIXTH_KEY,)
 # the later signature draws, by results key: how each was made (the card's words)
 SIGNATURE_LATER_DRAWS = {
     SIGNATURE_SECOND_KEY: "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
@@ -51,6 +54,8 @@ SIGNATURE_LATER_DRAWS = {
                           "scored once: the held-out figures of version 5",
     SIGNATURE_FIFTH_KEY: "A fifth draw ({seeds}, the same photographs), made after version 6's choices were fixed and "
                          "scored once: the held-out figures of version 6",
+    SIGNATURE_SIXTH_KEY: "A sixth draw ({seeds}, the same photographs), made after version 7's choices were fixed and "
+                         "scored once: the held-out figures of version 7",
 }
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources

@@ -389,9 +389,10 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
         "told the source 17/18 and 18/18, AUC 0.93 and 0.95")
     # the draw no choice of the current version saw, once measured, is the one quoted
     fourth = {**later, evidence.SIGNATURE_FOURTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 4, 0.8, 2, 0.9)}}}
-    fifth = {**fourth, evidence.SIGNATURE_FIFTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **fifth}) == [evidence.SIGNATURE_FIFTH_KEY]
-    assert evidence.signatures_text({**r, **fifth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
+    fifth = {**fourth, evidence.SIGNATURE_FIFTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 5, 0.7, 1, 0.9)}}}
+    sixth = {**fifth, evidence.SIGNATURE_SIXTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **sixth}) == [evidence.SIGNATURE_SIXTH_KEY]
+    assert evidence.signatures_text({**r, **sixth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
     assert "Not measured yet" in dc.signatures_section({})
     # the recorded draw reaches the note under `score`'s table, every signature named
     recorded = evidence.signatures(evidence.results())
