@@ -32,7 +32,7 @@ REL_NAME = "edit_damage_rel"
 # each component, in its unit (what the card and `score`'s notes show)
 COMPONENT_UNITS = {
     "grain": "8-bit levels; white noise of s levels on a flat area reads s",
-    "lattice": "correlation (0-1), peak over the half lag",
+    "lattice": "correlation (0-1), peak over the half lag; weighed down to 0 where the periodic part is no larger than 8-bit rounding",
     "colour_cast": "8-bit levels of Cb/Cr",
     "softness": "Crete's blur effect, 0 sharp to 1 blurred",
     "crease": "steps back of the mean profile across the strongest edges, per level of jump (0 = monotone on average)",
