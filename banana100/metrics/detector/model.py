@@ -131,7 +131,7 @@ CREASE_DEPENDENT = 5
 CREASE_Z = 2.0
 # the mean profile's weight rises from 0 at CREASE_FEW independent profiles (contour pixels over CREASE_DEPENDENT)
 # to 1 at CREASE_ENOUGH (since version 6): below about ten, a test at CREASE_Z standard errors has heavy tails
-# (Student's t), and profiles all alike (three on noisy bars of 4 px read crease 26) have no spread to test
+# (Student's t), and profiles all alike (a few on noisy bars) have no spread to test
 CREASE_FEW, CREASE_ENOUGH = 10.0, 40.0
 # crease_edges (edit_damage_rel's crease, version 4's crease): the variation across each edge over a window of
 # 2 CREASE_REACH + 1 px along the axis its gradient follows, each step less a noise allowance (CREASE_NOISE x grain,
@@ -150,8 +150,8 @@ SPECKLE_LEVELS = 24.0
 SPECKLE_K = 10.0
 SPECKLE_PIXELS = 6
 # and nothing half as strong 2 px from it (its 5x5 window's outer ring; since version 7): a speck stands alone, where
-# a stroke, a line or a dot beside a letter's stem has its like there (typeset text read 730 specks a megapixel,
-# clean astronaut 69, skyline 81; now 0, 4 and 0, while 90-95 % of the speckles damage model's specks stay)
+# a stroke, a line or a dot beside a letter's stem has its like there (bench/detector/hard_images.py: a typeset page
+# read 1,053 specks a megapixel, now 137; clean astronaut 69, now 4; the speckles development chains' AUC rose)
 SPECKLE_RING = 0.5
 # simplification: tiles whose coarse band has at least SIMPLIFY_STRUCTURE levels (rms) and at least the median
 # coarse energy hold structure; below it a smooth render's near-zero bands make a ratio of rounding
@@ -483,7 +483,7 @@ class EditDamage(torch.nn.Module):
         jump = last - first
         wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
         # a profile that reaches past the frame reads its padding, not the image (since version 6): stripes that
-        # meet the frame mirror there into contours no other contour cancels (bars of 6 px read crease 17.9)
+        # meet the frame mirror there into contours no other contour cancels (bench/detector/hard_images.py)
         inside = lambda t: ((y + t * ny).clamp(0, h - 1) == y + t * ny) & ((x + t * nx).clamp(0, w - 1) == x + t * nx)  # noqa: E731
         contour = (peak & inside(centre - r) & inside(centre + r) & (jump >= CREASE_MIN_JUMP)
                    & (wide >= CREASE_MIN_JUMP))

@@ -1,0 +1,139 @@
+"""The bare edit_damage score on hard clean images, and on the development chains, against an older detector.
+
+    python -m bench.detector.hard_images [--baseline COMMIT_OR_FILE] [--chains DIR] [--out FILE]
+
+Hard images (built here, no file needed): clean synthetic graphics a quality filter meets, where a component
+can read content as damage: rounded gradients (banding), a radial gradient, a typeset page, stripes, bars and
+gratings at the crease window's scale, flat shapes. Each is scored by the current detector and by --baseline's
+(a commit's or a file's model.py, as bench_edit_damage.py's): the bare score and the terms above 0.05.
+
+--chains DIR (the .npz files of `bench.detector.dev_chains --out DIR`, the fit's sources only): per family, the
+chains passing the protocol (steps 5, 10 and 20 above step 1) and the ROC AUC clean vs step 10 across chains, by
+both detectors. What a change is looked at on before the held-out draws are scored once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.benchtools import environment, module_as_of, results_path, write_results
+
+MODEL = ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py")
+
+
+def _grey(a: np.ndarray) -> np.ndarray:
+    return np.repeat(np.clip(a + 0.5, 0, 255).astype(np.uint8)[..., None], 3, axis=2)
+
+
+def typeset_page(size=(512, 384)) -> np.ndarray:
+    """Twelve lines of PIL's default font on paper: letters' dots and stems, punctuation."""
+    from PIL import Image, ImageDraw
+
+    im = Image.new("RGB", size, (250, 250, 245))
+    draw = ImageDraw.Draw(im)
+    for i in range(12):
+        draw.text((20, 20 + 28 * i), "The quick brown fox jumps over the lazy dog 0123456789 i j ; : !", fill=(20, 20, 20))
+    return np.asarray(im).copy()
+
+
+def hard_images() -> dict[str, np.ndarray]:
+    from PIL import Image, ImageDraw
+
+    yy, xx = np.indices((384, 512)).astype(np.float64)
+    ry, rx = np.indices((400, 400)).astype(np.float64)
+    shapes = Image.new("RGB", (512, 384), (30, 90, 160))
+    draw = ImageDraw.Draw(shapes)
+    draw.ellipse((50, 50, 250, 250), fill=(240, 200, 30))
+    draw.rectangle((280, 80, 480, 300), fill=(200, 40, 60))
+    noisy = np.where(yy % 4 < 2, 30.0, 230.0) + np.random.default_rng(1).normal(0, 8, yy.shape)
+    return {
+        "rounded ramp": _grey(xx / 511 * 255),
+        "rounded diagonal ramp": _grey((yy + xx) / 894 * 255),
+        "radial gradient": _grey(255 - np.hypot(ry - 200, rx - 200) * 1.2),
+        "typeset page": typeset_page(),
+        "bars of 6 px": _grey(np.where(yy % 6 < 3, 30.0, 230.0)),
+        "lines every 4 px": _grey(np.where(yy % 4 == 0, 30.0, 230.0)),
+        "grating of 7 px": _grey(130 + 100 * np.sin(2 * np.pi * yy / 7)),
+        "noisy bars of 4 px": _grey(noisy),
+        "flat shapes": np.asarray(shapes).copy(),
+    }
+
+
+def _scorer(model):
+    """(bare score, terms, components) of one HxWx3 uint8 image by `model`'s EditDamage."""
+    import torch
+
+    detector = model.EditDamage()
+
+    def score(a: np.ndarray) -> tuple[float, dict[str, float]]:
+        x = torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1)[None].float() / 255
+        s = float(detector(x)[0])
+        components = {k: float(v[0]) for k, v in detector.last_components.items()}
+        return s, model.terms(components), components
+
+    return score
+
+
+def _families(chains: Path, score) -> dict[str, dict]:
+    from bench.detector.validate_edit_damage import auc
+
+    by_family: dict[str, list[dict[int, float]]] = {}
+    clean_specks = {}  # a source's own specks a megapixel: its clean step, the same in every family
+    for f in sorted(chains.glob("*.npz")):
+        z = np.load(f)
+        scored = {int(k[1:]): score(z[k]) for k in z.files}
+        by_family.setdefault(f.stem.split("__")[0], []).append({k: v[0] for k, v in scored.items()})
+        clean_specks[f.stem.split("__")[1]] = round(scored[0][2]["speckles"])
+    out = {"clean_speckles": clean_specks}
+    for family, runs in by_family.items():
+        passed = sum(all(s[k] > s[1] for k in (5, 10, 20) if k in s) for s in runs)
+        out[family] = {"chains": len(runs), "passed": passed,
+                       "auc_clean_vs_step10": auc([s[0] for s in runs], [s[10] for s in runs])}
+    every = [s for runs in by_family.values() for s in runs]
+    out["pooled"] = {"chains": len(every), "passed": sum(out[f]["passed"] for f in by_family),
+                     "auc_clean_vs_step10": auc([s[0] for s in every], [s[10] for s in every])}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="c16862b", help="a commit or a file of an older model.py (default: version 6)")
+    ap.add_argument("--chains", help="a folder of development chains (bench.detector.dev_chains --out)")
+    ap.add_argument("--out", default=str(results_path(__file__)))
+    args = ap.parse_args(argv)
+    from banana100.metrics.detector import model
+
+    scorers = {"current": _scorer(model), "baseline": _scorer(module_as_of(args.baseline, MODEL, "edit_damage_base"))}
+    hard = {}
+    for name, image in hard_images().items():
+        hard[name] = {}
+        for who, score in scorers.items():
+            s, terms, _ = score(image)
+            hard[name][who] = {"score": s, "terms": {k: round(v, 3) for k, v in terms.items() if v > 0.05}}
+        print(f"{name:22s} baseline {hard[name]['baseline']['score']:6.2f} -> current {hard[name]['current']['score']:6.2f}"
+              f"  {hard[name]['current']['terms']}", flush=True)
+    results = {"command": "python -m bench.detector.hard_images " + " ".join(argv or sys.argv[1:]),
+               "environment": environment(), "baseline": args.baseline, "hard_images": hard}
+    if args.chains:
+        fam = {who: _families(Path(args.chains), score) for who, score in scorers.items()}
+        results["development_chains"] = fam
+        print("clean sources' own specks a megapixel:", {n: f"{fam['baseline']['clean_speckles'][n]} -> {v}"
+                                                        for n, v in fam["current"]["clean_speckles"].items()})
+        for f in (f for f in fam["current"] if f != "clean_speckles"):
+            b, c = fam["baseline"][f], fam["current"][f]
+            print(f"{f:14s} passed {b['passed']} -> {c['passed']} of {c['chains']}, AUC clean vs step 10 "
+                  f"{b['auc_clean_vs_step10']:.3f} -> {c['auc_clean_vs_step10']:.3f}")
+    write_results(Path(args.out), results)
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
