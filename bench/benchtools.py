@@ -8,10 +8,13 @@ installed (editable) package: no script edits sys.path.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import platform
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +25,14 @@ REPO = BENCH.parent
 RESULTS = BENCH / "results"  # one folder per topic, as the scripts are laid out
 SHARED = REPO.parent / "shared"  # the read-only folder beside the repository (parameter files, reference images)
 PARAMS = SHARED / "iqa-params"
+
+
+def scratch_dir(prefix: str = "banana100-bench-") -> Path:
+    """A fresh folder under the system's temporary one, removed when the process exits: the scripts
+    run inside the tests, and each leftover (untrained checkpoints, old modules) stayed in /tmp."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def best_time(fn, repeats: int, clock=time.perf_counter, warm_up: bool = True):
@@ -81,7 +92,6 @@ def module_as_of(where: str, path: str | tuple[str, ...], name: str):
     copy without git history), importing today's library: the baseline of a side-by-side bench."""
     import importlib.util
     import subprocess
-    import tempfile
 
     if Path(where).is_file():
         source = Path(where).read_text()
@@ -92,7 +102,7 @@ def module_as_of(where: str, path: str | tuple[str, ...], name: str):
                 break
         shown.check_returncode()
         source = shown.stdout
-    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file = scratch_dir("bench-module-") / f"{name}.py"
     file.write_text(source)
     spec = importlib.util.spec_from_file_location(name, file)
     module = importlib.util.module_from_spec(spec)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import environment, results_path, write_results
+from bench.benchtools import environment, results_path, scratch_dir, write_results
 
 
 def main() -> None:
@@ -40,7 +39,7 @@ def main() -> None:
     from banana100.testing.runfolder import make_run_folder
 
     torch.set_num_threads(1)
-    tmp = Path(tempfile.mkdtemp(prefix="ed-shared-"))
+    tmp = scratch_dir("ed-shared-")
     make_run_folder(tmp / "run", steps=args.steps, size=(args.side, args.side))
     shared_scorer = rel.SharedBareScorer
     calls = {"shared": 0, "separate": 0}

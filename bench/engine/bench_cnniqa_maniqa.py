@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import environment, results_path, write_results
+from bench.benchtools import environment, results_path, scratch_dir, write_results
 
 
 def main(argv=None) -> int:
@@ -78,7 +77,7 @@ def main(argv=None) -> int:
         return min(t_theirs), min(t_ours), ratios[len(ratios) // 2], want, got
 
     flops: list[int] = []  # pyiqa's and ours, of the last side_by_side
-    tmp = Path(tempfile.mkdtemp(prefix="bench-cnniqa-maniqa-"))
+    tmp = scratch_dir("bench-cnniqa-maniqa-")
     rows = []
     for arch, sizes, kwargs in (("cnniqa", args.cnniqa_sizes, {}),
                                 ("maniqa", args.maniqa_sizes, {"test_sample": args.maniqa_crops})):

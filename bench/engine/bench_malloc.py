@@ -18,7 +18,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import PARAMS, RESULTS, write_results
+from bench.benchtools import PARAMS, RESULTS, scratch_dir, write_results
 
 
 def child(metric: str, backend: str, folder: str, repeats: int) -> None:
@@ -74,7 +73,7 @@ def main() -> None:
 
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
-        folder = Path(tempfile.mkdtemp(prefix=f"bench-malloc-{size}-"))
+        folder = scratch_dir(f"bench-malloc-{size}-")
         make_images(folder, args.n, size)
         for metric, backend in [(m, b) for m in args.metrics.split(",") for b in args.backends.split(",")]:
             pairs = []

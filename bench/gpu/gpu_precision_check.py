@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import sys
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import PARAMS, environment, write_results
+from bench.benchtools import PARAMS, environment, scratch_dir, write_results
 
 NATIVE = ("piqe", "niqe", "brisque", "ilniqe", "nrqm", "pi", "edit_damage")
 
@@ -80,7 +79,7 @@ def main() -> None:
     os.environ.setdefault("BANANA100_WEIGHTS", str(PARAMS))
     device = torch.device(args.device)
     images = chain_images(args.n, args.side)
-    tmp = Path(tempfile.mkdtemp())
+    tmp = scratch_dir("gpu-precision-")
     rows = []
     names = [m for m in args.metrics.split(",") if m] + [m for m in args.deep.split(",") if m]
     for name in names:

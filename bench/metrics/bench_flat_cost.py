@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import PARAMS, REPO, RESULTS, write_results
+from bench.benchtools import PARAMS, REPO, RESULTS, scratch_dir, write_results
 FILES = {"brisque": ("brisque_live_allmodel", "brisque_live_allrange"), "niqe": ("niqe_modelparameters.mat",),
          "piqe": (), "ilniqe": ("ILNIQE_templateModel.mat",)}
 
@@ -46,7 +45,7 @@ def image_file() -> Path:
     checkouts read (the older one may have no banana100.testing)."""
     global _IMAGES
     if _IMAGES is None:
-        path = _IMAGES = Path(tempfile.mkdtemp(prefix="bench-flat-cost-")) / "images.npz"
+        path = _IMAGES = scratch_dir("bench-flat-cost-") / "images.npz"
         from banana100.testing.images import chain_images, flat_chain_images
 
         arrays = {f"chain_{k}": a for k, a in enumerate(chain_images(4, 512))}

@@ -20,7 +20,6 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from PIL import Image
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import PARAMS, REPO
+from bench.benchtools import PARAMS, REPO, scratch_dir
 
 
 def make_images(folder: Path, n: int, size: int, seed: int = 0) -> list[Path]:
@@ -71,7 +70,7 @@ def main(argv=None) -> int:
     from banana100.metrics.weights import files_in_place
     from banana100.metrics.table import get_metric
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-metrics-"))
+    tmp = scratch_dir("bench-metrics-")
     paths = make_images(tmp, args.n, args.size)
     rows = []
     for name in [m.strip() for m in args.metrics.split(",") if m.strip()]:
