@@ -321,8 +321,10 @@ def main(argv=None) -> int:
     print(f"signatures: {sig['units']}: pairs in order {sig['pair_share']:.3f}, in-fit ROC AUC {sig['auc']:.3f} (without "
           f"them {sig['without']['pair_share']:.3f}, {sig['without']['auc']:.3f}); by family {families}; "
           f"{int((y == 0).sum())} clean, {int(y.sum())} damaged, {len(pairs)} pairs")
+    # the cache is a scratch file of one's own: the command names it FIT.json, as docs/edit-damage.md does
+    shown = [("FIT.json" if a == args.cache else a) for a in (argv or sys.argv[1:])]
     write_results(args.out, {
-        "command": "python -m bench.detector.fit_edit_damage " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m bench.detector.fit_edit_damage " + " ".join(shown),
         "held": dict(zip(SETTING_NAMES, held, strict=False)), "joint": base is not None,
         "signatures": {t: list(u) if u[1] != math.inf else None for t, u in sig["units"].items()},
         "pair_share_in_fit": sig["pair_share"], "auc_in_fit": sig["auc"], "without_signatures_in_fit": sig["without"],

@@ -104,7 +104,7 @@ def _families(chains: Path, score) -> dict[str, dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", default="c16862b", help="a commit or a file of an older model.py (default: version 6)")
+    ap.add_argument("--baseline", default="9e6d5cf", help="a commit or a file of an older model.py (default: version 7)")
     ap.add_argument("--chains", help="a folder of development chains (bench.detector.dev_chains --out)")
     ap.add_argument("--out", default=str(results_path(__file__)))
     args = ap.parse_args(argv)
@@ -119,7 +119,9 @@ def main(argv=None) -> int:
             hard[name][who] = {"score": s, "terms": {k: round(v, 3) for k, v in terms.items() if v > 0.05}}
         print(f"{name:22s} baseline {hard[name]['baseline']['score']:6.2f} -> current {hard[name]['current']['score']:6.2f}"
               f"  {hard[name]['current']['terms']}", flush=True)
-    results = {"command": "python -m bench.detector.hard_images " + " ".join(argv or sys.argv[1:]),
+    # the chains' folder is scratch (bench.detector.dev_chains --out): the command names it DIR, as the docstring does
+    shown = [("DIR" if a == args.chains else a) for a in (argv or sys.argv[1:])]
+    results = {"command": "python -m bench.detector.hard_images " + " ".join(shown),
                "environment": environment(), "baseline": args.baseline, "hard_images": hard}
     if args.chains:
         fam = {who: _families(Path(args.chains), score) for who, score in scorers.items()}

@@ -179,7 +179,9 @@ def main(argv=None) -> int:
               f"{list(r['auc_photographs_by_draw'].values())}, step 10 <= clean in {r['chains_step10_at_or_below_clean']} "
               f"of {r['n_chains']}" + (f"; in-fit {r['in_fit']}" if cache is not None else "")
               + "".join(f"; {d.replace('_', ' ')} {r[d]}" for d in fresh if fresh[d] is not None), flush=True)
-    write_results(args.out, {"command": "python -m bench.detector.heldout_sensitivity " + " ".join(argv or sys.argv[1:]),
+    # the fit cache is a scratch file of one's own: the command names it FIT.json, as docs/edit-damage.md does
+    shown = [("FIT.json" if a == args.fit_cache else a) for a in (argv or sys.argv[1:])]
+    write_results(args.out, {"command": "python -m bench.detector.heldout_sensitivity " + " ".join(shown),
                              "draws": {d: list(s) for d, s in DRAWS.items()}, "changes": results})
     return 0
 

@@ -40,8 +40,9 @@ def _term(c: str) -> str:
     """The term a component adds to the bare score, as a formula."""
     if c == "grain":
         (off, unit), f, (cap, unit_a) = ed.GRAIN_RATIO, ed.GRAIN_RATIO_FLOOR, ed.GRAIN_ABS
-        return (f"(min(grain, {cap:g}) / {unit_a:g} + max(0, (grain + {f:g}) / (texture + {f:g}) - {off:g}) / "
-                f"{unit:g}) x evenness (fitted)")
+        return (f"(min(grain, {cap:g}) / {unit_a:g} + max(0, (noise + {f:g}) / (texture + {f:g}) - {off:g}) / "
+                f"{unit:g}) x evenness (fitted), noise = grain x sqrt(1 - lattice): the floor's share that does not "
+                "repeat")
     if c not in ed.TERMS:
         if c in ("texture", "evenness"):
             return "none: it weighs grain's term"
@@ -260,7 +261,8 @@ MISSES = {
                 "told the source too; alone, a photograph's own isolated specks (stars) dilute it",
     "simplified": "alone, a smooth render or a photograph with little fine detail to lose (a night sky, shallow "
                   "focus) reads as simplified already",
-    "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one, "
+    "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one "
+            "(the chains' own damage orders them no better: the column before), "
             "and a smooth render or dense texture re-saved at one quality changes little after it; alone, a JPEG "
             "of a smooth render loses grain as it gains blocks; blocks off the 8-pixel grid",
 }
@@ -277,18 +279,18 @@ def signatures_section(r: dict) -> str:
              "Plasma and Ubuntu wallpapers; at most 512 px), chain seeds from "
              f"{d['seeds']['chains']}. First scored once after version 3's components and fit were fixed; version "
              "4's told-the-source softness guard came from its failed chains, and version 5's choice of crease per "
-             "score from it and the next two draws; versions 6 and 7's changes (the crease, specks, lattice and "
-             "edges on hard images) were chosen on synthetic images and the development chains, so the held-out "
+             "score from it and the next two draws; versions 6 to 8's changes (the crease, specks, lattice, "
+             "edges and grain on hard images) were chosen on synthetic images and the development chains, so the held-out "
              "figures of the version shipped are the last draw's below "
              "(`score`'s note quotes it). Every draw here is scored by the version shipped. "
              "Duplicated objects (Qwen-Image-Edit) change the content, not its quality: out of scope.", "",
              "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | best component alone | "
-             "told the source: passed | AUC step 1 vs 10 | what it misses |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "told the source: passed | AUC step 1 vs 10 | the chains' own damage: AUC step 1 vs 10 | what it misses |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for sig, v in s.items():
         best = f"`{v['best'][0]}` {v['best'][1]:.2f}" if v["best"] else "n/a"
         lines.append(f"| {sig} ({v['editor']}) | {v['n']} | {v['bare_passed']}/{v['n']} | {v['bare_auc']:.3f} | {best} | "
-                     f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {MISSES.get(sig, '')} |")
+                     f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {_own(v)} | {MISSES.get(sig, '')} |")
     missed = [f"{sig}: bare {_failed(d, sig, 'bare')}; told the source {_failed(d, sig, 'relative')}"
               for sig in s if sig != "pooled"]
     marked = any(d[sig].get("no_damage_growth") for sig in s if sig != "pooled")
@@ -297,9 +299,22 @@ def signatures_section(r: dict) -> str:
         "same chain re-rendered without the signature, `damage_rms` in the results, rose by at most a tenth), so "
         "the protocol's premise does not hold for it (creases on a render with no contour: the model adds nothing)."
         if marked else "")]
+    lines += ["", OWN_DAMAGE]
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
     return "\n".join(lines + _later_draws(r))
+
+
+# what the own-damage column is, and why the told-the-source AUC is read against it
+OWN_DAMAGE = ("The chains' own damage: step 1 against step 10 across chains, ranked by each chain's RMS difference "
+              "from the same chain re-rendered without the signature (`damage_rms`) instead of a score. The chains of "
+              "one signature differ in strength (JPEG's quality is drawn from 30 to 75): where step 1 of a strong chain "
+              "holds more damage in pixels than step 10 of a weak one, no measure of the damage orders them, and the "
+              "told-the-source AUC is to be read against this column, not against 1.")
+
+
+def _own(v: dict) -> str:
+    return f"{v['own_auc']:.3f}" if v.get("own_auc") is not None else "n/a"
 
 
 def _failed(d: dict, sig: str, kind: str) -> str:
@@ -312,7 +327,7 @@ def _failed(d: dict, sig: str, kind: str) -> str:
 
 
 def _later_draws(r: dict) -> list[str]:
-    """The later signature draws' rows (parts `signatures2` to `signatures6`), those measured."""
+    """The later signature draws' rows (parts `signatures2` to `signatures8`), those measured."""
     lines = []
     for key, how in SIGNATURE_LATER_DRAWS.items():
         d, s = r.get(key), signatures(r, key)
@@ -321,11 +336,12 @@ def _later_draws(r: dict) -> list[str]:
         seeds = f"chain seeds from {d['seeds']['chains']}, drawn sources of seed {d['seeds']['drawn_sources']}"
         lines += ["", how.format(seeds=seeds) + ":", "",
                   "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | told the source: passed | "
-                  "AUC step 1 vs 10 | failed told the source |", "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "AUC step 1 vs 10 | own damage: AUC step 1 vs 10 | failed told the source |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for sig, v in s.items():
             failed = _failed(d, sig, "relative")
             lines.append(f"| {sig} ({v['editor']}) | {v['n']} | {v['bare_passed']}/{v['n']} | {v['bare_auc']:.3f} | "
-                         f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {failed} |")
+                         f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {_own(v)} | {failed} |")
     return lines
 
 

@@ -86,8 +86,9 @@ EVEN_SHARE = 0.02
 NO_FLOOR = 0.01  # grain (levels) below which there is no floor to weigh (a flat image's rounding): evenness 1
 DOG_SIGMAS = (0.5, 2.5)
 TEXTURE_SIGMAS = (2.5, 6.0)  # the coarser band: content's energy there predicts its fine-band floor
-# bare grain term = (min(grain, cap) / unit_a + max(0, (grain + c) / (texture + c) - offset) / unit) x
-# evenness; c is a stated floor (0.3 level) so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS =
+# bare grain term = (min(grain, cap) / unit_a + max(0, (noise + c) / (texture + c) - offset) / unit) x
+# evenness, noise = grain x sqrt(1 - lattice) (since version 8, term_tensors); c is a stated floor (0.3 level)
+# so that flat content gives a ratio of 1, not 0/0. GRAIN_ABS =
 # (cap, unit_a), GRAIN_RATIO = (offset, unit), softness's offset (UNITS), BARE_UNITS' cast and lattice units
 # and the weighing by evenness were fitted jointly, by grid search, by bench/detector/fit_edit_damage.py (results in
 # bench/results/detector/fit_edit_damage.json): first the share of damaged copies scoring above their own clean source
@@ -174,12 +175,17 @@ def grain_ratio(grain, texture):
 def term_tensors(components: Mapping[str, torch.Tensor], floor=GRAIN_ABS, ratio=GRAIN_RATIO,
            units: Mapping[str, tuple[float, float]] = BARE_UNITS, even: bool = True) -> dict[str, torch.Tensor]:
     """Each term, from float64 tensors of the components. Grain's is (min(grain, cap) / unit_a +
-    max(0, grain_ratio - offset) / unit) x evenness (floor = (cap, unit_a), ratio = (offset, unit); `even`
-    False leaves evenness out, as before it was measured); each other's max(0, component - offset) / unit
-    (`units`)."""
+    max(0, grain_ratio(noise) - offset) / unit) x evenness, noise the floor's share that does not repeat
+    (floor = (cap, unit_a), ratio = (offset, unit); `even` False leaves evenness out, as before it was
+    measured); each other's max(0, component - offset) / unit (`units`)."""
     (cap, unit_a), (offset, unit) = floor, ratio
     g = components["grain"]
-    grain = g.clamp(max=cap) / unit_a + (grain_ratio(g, components["texture"]) - offset).clamp(min=0) / unit
+    # the ratio reads the floor's share that does not repeat (since version 8): the lattice's correlation is the share
+    # of the flatter tiles' residual energy that repeats, and a fine pattern's floor over its near-0 coarse band had
+    # no bound (clean lines every 4 px read a grain term of 284). The capped part reads the whole floor: a grid an
+    # edit adds is damage, and its amplitude counts there, as the lattice's correlation alone cannot count it
+    noise = g * (1 - components["lattice"].clamp(0, 1)).sqrt()
+    grain = g.clamp(max=cap) / unit_a + (grain_ratio(noise, components["texture"]) - offset).clamp(min=0) / unit
     out = {"grain": grain * components["evenness"] if even else grain}
     for name in TERMS[1:]:
         off, u = units[name]

@@ -367,7 +367,7 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
                                   "pooled": {"all": fig(17, 2, 0.934, 0, 0.99), "renders": fig(8, 0, 1.0, 0, 1.0)}}}
     s = evidence.signatures(r)
     assert s["creases"] == {"editor": "Nano Banana 2 Fast", "n": 17, "bare_passed": 15, "bare_auc": 0.934,
-                            "rel_passed": 17, "rel_auc": 0.99, "best": ("crease", 0.97)}
+                            "rel_passed": 17, "rel_auc": 0.99, "own_auc": None, "best": ("crease", 0.97)}
     assert evidence.signatures_text(r) == ("creases (Nano Banana 2 Fast) alone 15/17 chains, AUC 0.93, told the source "
                                            "17/17, AUC 0.99")
     # what is missed, by source group, from the chains that failed
@@ -376,7 +376,7 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     assert evidence.missed_by_group(r, "creases", "bare") == {evidence.PHOTOGRAPHS: 2}
     assert "AUC 0.93 (missed: 2 photographs), told" in evidence.signatures_text(r)
     section = dc.signatures_section(r)
-    assert "| creases (Nano Banana 2 Fast) | 17 | 15/17 | 0.934 | `crease` 0.97 | 17/17 | 0.990 |" in section
+    assert "| creases (Nano Banana 2 Fast) | 17 | 15/17 | 0.934 | `crease` 0.97 | 17/17 | 0.990 | n/a |" in section
     assert dc.MISSES["creases"] in section and "Duplicated objects" in section and "out of scope" in section
     assert evidence.signatures({}) == {} and evidence.signatures_text({}) == ""
     # once later draws are measured, the note quotes them (the first became development data), each figure per draw
@@ -391,8 +391,20 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     fourth = {**later, evidence.SIGNATURE_FOURTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 4, 0.8, 2, 0.9)}}}
     fifth = {**fourth, evidence.SIGNATURE_FIFTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 5, 0.7, 1, 0.9)}}}
     sixth = {**fifth, evidence.SIGNATURE_SIXTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **sixth}) == [evidence.SIGNATURE_SIXTH_KEY]
-    assert evidence.signatures_text({**r, **sixth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
+    seventh = {**sixth, evidence.SIGNATURE_SEVENTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **seventh}) == list(seventh)  # not yet the eighth: the later ones
+    eighth = {**seventh, evidence.SIGNATURE_EIGHTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **eighth}) == [evidence.SIGNATURE_EIGHTH_KEY]
+    assert evidence.signatures_text({**r, **eighth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
+    # beside the told-the-source AUC, the same AUC by the chains' own damage (no detector): chain a's step 10 (2)
+    # is above its own step 1 (1) but below chain b's (3): 3 of the 4 pairs in order
+    rms = {"a": {"1": 1.0, "10": 2.0}, "b": {"1": 3.0, "10": 4.0}}
+    assert evidence.own_damage_auc(rms) == 0.75 and evidence.own_damage_auc({"a": rms["a"]}) is None
+    owned = {evidence.SIGNATURE_KEY: {**r[evidence.SIGNATURE_KEY],
+                                      "creases": {**r[evidence.SIGNATURE_KEY]["creases"], "damage_rms": rms}}}
+    assert evidence.signatures(owned)["creases"]["own_auc"] == 0.75
+    assert evidence.signatures(owned)["pooled"]["own_auc"] == 0.75  # pooled: every signature's chains
+    assert "| 17/17 | 0.990 | 0.750 |" in dc.signatures_section(owned) and dc.OWN_DAMAGE in dc.signatures_section(owned)
     assert "Not measured yet" in dc.signatures_section({})
     # the recorded draw reaches the note under `score`'s table, every signature named
     recorded = evidence.signatures(evidence.results())
@@ -433,3 +445,19 @@ def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clea
     assert "| correlated grain | 0, 1 (u) | 0.50 | 50% | 50% | n/a | -1.00 (0%) |" in text
     blur_only = detector_card.ladders({"ladders": {"blur": ladder([row("pkg:lion", -0.5, False)])}})
     assert "below the clean image on: blur: pkg:lion." in blur_only and "correlated grain" not in blur_only
+
+
+def test_every_signature_draw_and_the_development_chains_use_seeds_of_their_own():
+    """A draw's chain of signature j and source i takes seed c + 100 j + i (fewer than 20 sources), its drawn sources
+    one seed s (soft blobs 10 s and 10 s + 1); the development chains DEV_SEED + 100 j + i and soft blobs DEV_BLOBS.
+    The same seed for the same signature is the same damage (the same strengths and re-render shifts): a draw that
+    shared one with another draw, or with what development looked at, would not be held out. (Across signatures
+    a seed is no repeat: the first draw's speckles and the second's creases share 800-816.)"""
+    from bench.detector import dev_chains
+    from bench.detector import validate_edit_damage as validate
+
+    draws = [seeds for _, seeds in validate.SIGNATURE_PARTS.values()] + [(dev_chains.DEV_SEED, None)]
+    chains = [{(j, c + 100 * j + i) for j in range(4) for i in range(20)} for c, _ in draws]
+    assert sum(map(len, chains)) == len(set().union(*chains))
+    blobs = [{10 * s, 10 * s + 1} for _, s in draws if s is not None] + [set(dev_chains.DEV_BLOBS)]
+    assert sum(map(len, blobs)) == len(set().union(*blobs))
