@@ -27,6 +27,14 @@ SHARED = REPO.parent / "shared"  # the read-only folder beside the repository (p
 PARAMS = SHARED / "iqa-params"
 
 
+def command_line(module: str, argv: list[str], scratch: dict[str | None, str]) -> str:
+    """`python -m module ARGS` as a results file records it: each argument that is one of `scratch`'s paths (a fit
+    cache, a folder of chains: files of one's own) shown by its placeholder instead (FIT.json, DIR), as the docs
+    name it."""
+    shown = [scratch.get(a, a) for a in argv]
+    return " ".join(["python -m", module, *shown])
+
+
 def scratch_dir(prefix: str = "banana100-bench-") -> Path:
     """A fresh folder under the system's temporary one, removed when the process exits: the scripts
     run inside the tests, and each leftover (untrained checkpoints, old modules) stayed in /tmp."""

@@ -57,7 +57,7 @@ from PIL import Image
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import REPO, write_results
+from bench.benchtools import REPO, command_line, write_results
 from bench.detector.validate_edit_damage import as_rgb, auc, blur, correlated, green_tint, grid, jpeg, white
 
 from banana100.metrics.detector.evidence import FIT_PHOTOGRAPHS_PACKAGE
@@ -321,10 +321,8 @@ def main(argv=None) -> int:
     print(f"signatures: {sig['units']}: pairs in order {sig['pair_share']:.3f}, in-fit ROC AUC {sig['auc']:.3f} (without "
           f"them {sig['without']['pair_share']:.3f}, {sig['without']['auc']:.3f}); by family {families}; "
           f"{int((y == 0).sum())} clean, {int(y.sum())} damaged, {len(pairs)} pairs")
-    # the cache is a scratch file of one's own: the command names it FIT.json, as docs/edit-damage.md does
-    shown = [("FIT.json" if a == args.cache else a) for a in (argv or sys.argv[1:])]
     write_results(args.out, {
-        "command": "python -m bench.detector.fit_edit_damage " + " ".join(shown),
+        "command": command_line("bench.detector.fit_edit_damage", argv or sys.argv[1:], {args.cache: "FIT.json"}),
         "held": dict(zip(SETTING_NAMES, held, strict=False)), "joint": base is not None,
         "signatures": {t: list(u) if u[1] != math.inf else None for t, u in sig["units"].items()},
         "pair_share_in_fit": sig["pair_share"], "auc_in_fit": sig["auc"], "without_signatures_in_fit": sig["without"],

@@ -23,7 +23,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import environment, module_as_of, results_path, write_results
+from bench.benchtools import command_line, environment, module_as_of, results_path, write_results
 
 MODEL = ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py")
 
@@ -119,9 +119,7 @@ def main(argv=None) -> int:
             hard[name][who] = {"score": s, "terms": {k: round(v, 3) for k, v in terms.items() if v > 0.05}}
         print(f"{name:22s} baseline {hard[name]['baseline']['score']:6.2f} -> current {hard[name]['current']['score']:6.2f}"
               f"  {hard[name]['current']['terms']}", flush=True)
-    # the chains' folder is scratch (bench.detector.dev_chains --out): the command names it DIR, as the docstring does
-    shown = [("DIR" if a == args.chains else a) for a in (argv or sys.argv[1:])]
-    results = {"command": "python -m bench.detector.hard_images " + " ".join(shown),
+    results = {"command": command_line("bench.detector.hard_images", argv or sys.argv[1:], {args.chains: "DIR"}),
                "environment": environment(), "baseline": args.baseline, "hard_images": hard}
     if args.chains:
         fam = {who: _families(Path(args.chains), score) for who, score in scorers.items()}

@@ -30,7 +30,7 @@ import torch
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import REPO, write_results
+from bench.benchtools import REPO, command_line, write_results
 from bench.detector.validate_edit_damage import DRAWS, PHOTOGRAPH_PARTS, auc, heldout_chains, missing_distribution_packages
 
 from banana100.metrics.detector import model as ed
@@ -179,9 +179,8 @@ def main(argv=None) -> int:
               f"{list(r['auc_photographs_by_draw'].values())}, step 10 <= clean in {r['chains_step10_at_or_below_clean']} "
               f"of {r['n_chains']}" + (f"; in-fit {r['in_fit']}" if cache is not None else "")
               + "".join(f"; {d.replace('_', ' ')} {r[d]}" for d in fresh if fresh[d] is not None), flush=True)
-    # the fit cache is a scratch file of one's own: the command names it FIT.json, as docs/edit-damage.md does
-    shown = [("FIT.json" if a == args.fit_cache else a) for a in (argv or sys.argv[1:])]
-    write_results(args.out, {"command": "python -m bench.detector.heldout_sensitivity " + " ".join(shown),
+    command = command_line("bench.detector.heldout_sensitivity", argv or sys.argv[1:], {args.fit_cache: "FIT.json"})
+    write_results(args.out, {"command": command,
                              "draws": {d: list(s) for d, s in DRAWS.items()}, "changes": results})
     return 0
 

@@ -51,7 +51,7 @@ import numpy as np
 import skimage.data
 from PIL import Image, ImageDraw, ImageFont
 from scipy.ndimage import gaussian_filter
-from scipy.stats import mannwhitneyu, spearmanr
+from scipy.stats import spearmanr
 
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -59,7 +59,7 @@ if __package__ in (None, ""):  # run as a file, not with -m: the repository root
 from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
-from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
+from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
 from banana100.metrics.detector.evidence import (RENDERS, SIGNATURE_FIFTH_KEY, SIGNATURE_FOURTH_KEY, SIGNATURE_KEY,
                                                  SIGNATURE_EIGHTH_KEY, SIGNATURE_SECOND_KEY, SIGNATURE_SEVENTH_KEY,
                                                  SIGNATURE_SIXTH_KEY,
@@ -297,11 +297,6 @@ STEP5 = {
 def score(scorer: MetricScorer, images: list[np.ndarray]) -> tuple[list[float], list[dict]]:
     scored = scorer.measure(images, [f"image {i}" for i in range(len(images))])
     return scored.values(), list(scored.components)
-
-
-def auc(neg: list[float], pos: list[float]) -> float:
-    """P(damaged scores above clean), ties half: the Mann-Whitney U over n1 n2."""
-    return float(mannwhitneyu(pos, neg, alternative="two-sided").statistic / (len(pos) * len(neg)))
 
 
 def auc_interval(neg: list[float], pos: list[float], draws: int = 2000, seed: int = 0) -> list[float]:

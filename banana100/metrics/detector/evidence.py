@@ -111,8 +111,10 @@ def heldout_aucs_text(r: dict) -> str:
 
 
 def auc(neg: list[float], pos: list[float]) -> float:
-    """P(a `pos` value above a `neg` one), ties half (the Mann-Whitney U over n1 n2)."""
-    return sum((q > n) + 0.5 * (q == n) for n in neg for q in pos) / (len(neg) * len(pos))
+    """P(a `pos` value above a `neg` one), ties half: the Mann-Whitney U over n1 n2 (the validator's and the card's)."""
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(pos, neg, alternative="two-sided").statistic / (len(pos) * len(neg)))
 
 
 def own_damage_auc(damage_rms: dict[str, dict[str, float]]) -> float | None:

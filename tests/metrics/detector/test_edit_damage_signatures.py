@@ -21,6 +21,18 @@ def stats():
     return rel.StatsModel("cpu")
 
 
+@pytest.fixture(scope="module")
+def stripes(stats):
+    """The statistics of clean lines, bars and gratings of every period from 3 to 24 px (three images a period, in
+    that order), 256 px grey: measured once for the tests of what content of a period reads as."""
+    yy = np.arange(256)[:, None] * np.ones((1, 256))
+    images = []
+    for p in range(3, 25):
+        images += [np.where(yy % p == 0, 30.0, 230.0), np.where(yy % p < p / 2, 30.0, 230.0),
+                   130 + 100 * np.sin(2 * np.pi * yy / p)]
+    return stats([np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1) for a in images])
+
+
 def _jpeg(a: np.ndarray, quality: int) -> np.ndarray:
     buf = io.BytesIO()
     Image.fromarray(a).save(buf, "JPEG", quality=quality)
@@ -96,18 +108,14 @@ def test_crease_reads_ringing_along_edges_not_blur_or_noise(stats):
     assert s_noisy["crease"] < 0.002  # grain is grain's, not a crease: it averages out of the mean profile
 
 
-def test_stripes_that_meet_the_frame_are_no_crease(stats):
+def test_stripes_that_meet_the_frame_are_no_crease(stats, stripes):
     """Clean stripes, lines and gratings of every period from 3 to 24 px read no crease (version 6). Before, the
     profiles that reached past the frame read its reflected padding, where stripes mirror into contours that no
     other contour cancels (version 5 read crease up to about 20 on them: `python -m bench.detector.hard_images
     --baseline 893081d`). A halo on the same bars' edges still reads."""
     yy = np.arange(256)[:, None] * np.ones((1, 256))
     as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    images = []
-    for p in range(3, 25):
-        images += [np.where(yy % p == 0, 30.0, 230.0), np.where(yy % p < p / 2, 30.0, 230.0),
-                   130 + 100 * np.sin(2 * np.pi * yy / p)]
-    crease = [s["crease"] for s in stats([as_rgb(a) for a in images])]
+    crease = [s["crease"] for s in stripes]
     assert max(crease) < 0.01, [(3 + i // 3, ("lines", "bars", "grating")[i % 3], round(c, 2))
                                 for i, c in enumerate(crease) if c >= 0.01]
     bars = np.where(yy % 32 < 16, 60.0, 200.0)
@@ -448,7 +456,7 @@ def test_a_gentle_gradient_is_no_edge_to_be_soft_but_a_blurred_one_is(stats):
     assert s_disc["softness"] < 0.3 < s_blurred["softness"]
 
 
-def test_fine_periodic_content_has_no_unbounded_grain_and_a_grid_still_counts(stats):
+def test_fine_periodic_content_has_no_unbounded_grain_and_a_grid_still_counts(stats, stripes):
     """The bare grain term's ratio part reads the share of the flattest tiles' floor that does not repeat (version 8):
     the lattice's correlation is the share of the residual's energy that does. Clean lines, bars and gratings of
     periods 3-24 px read a grain term of up to 332 before (a fine pattern's floor over its near-0 coarse band); now
@@ -456,17 +464,12 @@ def test_fine_periodic_content_has_no_unbounded_grain_and_a_grid_still_counts(st
     bare grain term cannot tell grain from none. The capped part still reads the whole floor, so a grid an edit adds
     to grainy content raises the grain term, as before (version 8's first candidate, which discounted both parts,
     lowered the validator's grid ladder's rho 0.93 -> 0.85)."""
-    yy = np.arange(256)[:, None] * np.ones((1, 256))
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    images = []
-    for p in range(3, 25):
-        images += [np.where(yy % p == 0, 30.0, 230.0), np.where(yy % p < p / 2, 30.0, 230.0),
-                   130 + 100 * np.sin(2 * np.pi * yy / p)]
-    grain = [ed.terms(s)["grain"] for s in stats([as_rgb(a) for a in images])]
+    grain = [ed.terms(s)["grain"] for s in stripes]
     assert max(grain) < 30, max(grain)
     cap, unit_a = ed.GRAIN_ABS
     assert grain[3 * (4 - 3)] <= cap / unit_a + 0.01  # lines every 4 px: all of the floor repeats, no ratio part
 
+    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
     yy, xx = np.indices((256, 256)).astype(float)
     content = 100 + 50 * np.sin(xx / 40) * np.cos(yy / 55) + np.random.default_rng(0).normal(0, 3, xx.shape)
     grid = 4.0 * ((yy % 8 == 0) | (xx % 8 == 0))
