@@ -9,7 +9,9 @@ gratings at the crease window's scale, flat shapes. Each is scored by the curren
 
 --chains DIR (the .npz files of `bench.detector.dev_chains --out DIR`, the fit's sources only): per family, the
 chains passing the protocol (steps 5, 10 and 20 above step 1) and the ROC AUC clean vs step 10 across chains, by
-both detectors. What a change is looked at on before the held-out draws are scored once.
+both detectors; and the same told the source (edit_damage_rel against step 0: passed, AUC step 1 vs step 10), the
+comparison's rules (relative.py) the current ones for both. What a change is looked at on before the held-out draws
+are scored once.
 """
 
 from __future__ import annotations
@@ -76,29 +78,42 @@ def _scorer(model):
         x = torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1)[None].float() / 255
         s = float(detector(x)[0])
         components = {k: float(v[0]) for k, v in detector.last_components.items()}
+        components["cast"] = tuple(float(v) for v in detector.last_cast[0])  # what edit_damage_rel compares
         return s, model.terms(components), components
 
     return score
 
 
+def _passed(runs: list[dict[int, float]]) -> int:
+    return sum(all(s[k] > s[1] for k in (5, 10, 20) if k in s) for s in runs)
+
+
 def _families(chains: Path, score) -> dict[str, dict]:
+    from banana100.metrics.detector.relative import relative_score
     from bench.detector.validate_edit_damage import auc
 
     by_family: dict[str, list[dict[int, float]]] = {}
+    told: dict[str, list[dict[int, float]]] = {}  # edit_damage_rel against the chain's step 0
     clean_specks = {}  # a source's own specks a megapixel: its clean step, the same in every family
     for f in sorted(chains.glob("*.npz")):
         z = np.load(f)
         scored = {int(k[1:]): score(z[k]) for k in z.files}
-        by_family.setdefault(f.stem.split("__")[0], []).append({k: v[0] for k, v in scored.items()})
+        family = f.stem.split("__")[0]
+        by_family.setdefault(family, []).append({k: v[0] for k, v in scored.items()})
+        told.setdefault(family, []).append({k: relative_score(v[2], scored[0][2]) for k, v in scored.items()})
         clean_specks[f.stem.split("__")[1]] = round(scored[0][2]["speckles"])
     out = {"clean_speckles": clean_specks}
     for family, runs in by_family.items():
-        passed = sum(all(s[k] > s[1] for k in (5, 10, 20) if k in s) for s in runs)
-        out[family] = {"chains": len(runs), "passed": passed,
-                       "auc_clean_vs_step10": auc([s[0] for s in runs], [s[10] for s in runs])}
+        out[family] = {"chains": len(runs), "passed": _passed(runs),
+                       "auc_clean_vs_step10": auc([s[0] for s in runs], [s[10] for s in runs]),
+                       "told_passed": _passed(told[family]),
+                       "told_auc_step1_vs_step10": auc([s[1] for s in told[family]], [s[10] for s in told[family]])}
     every = [s for runs in by_family.values() for s in runs]
-    out["pooled"] = {"chains": len(every), "passed": sum(out[f]["passed"] for f in by_family),
-                     "auc_clean_vs_step10": auc([s[0] for s in every], [s[10] for s in every])}
+    every_told = [s for runs in told.values() for s in runs]
+    out["pooled"] = {"chains": len(every), "passed": _passed(every),
+                     "auc_clean_vs_step10": auc([s[0] for s in every], [s[10] for s in every]),
+                     "told_passed": _passed(every_told),
+                     "told_auc_step1_vs_step10": auc([s[1] for s in every_told], [s[10] for s in every_told])}
     return out
 
 
@@ -129,7 +144,9 @@ def main(argv=None) -> int:
         for f in (f for f in fam["current"] if f != "clean_speckles"):
             b, c = fam["baseline"][f], fam["current"][f]
             print(f"{f:14s} passed {b['passed']} -> {c['passed']} of {c['chains']}, AUC clean vs step 10 "
-                  f"{b['auc_clean_vs_step10']:.3f} -> {c['auc_clean_vs_step10']:.3f}")
+                  f"{b['auc_clean_vs_step10']:.3f} -> {c['auc_clean_vs_step10']:.3f}; told the source: passed "
+                  f"{b['told_passed']} -> {c['told_passed']}, AUC step 1 vs 10 {b['told_auc_step1_vs_step10']:.3f} -> "
+                  f"{c['told_auc_step1_vs_step10']:.3f}")
     write_results(Path(args.out), results)
     print(f"written to {args.out}")
     return 0

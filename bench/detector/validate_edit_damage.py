@@ -62,7 +62,7 @@ from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
 from banana100.metrics.detector.evidence import (RENDERS, SIGNATURE_FIFTH_KEY, SIGNATURE_FOURTH_KEY, SIGNATURE_KEY,
                                                  SIGNATURE_EIGHTH_KEY, SIGNATURE_SECOND_KEY, SIGNATURE_SEVENTH_KEY,
-                                                 SIGNATURE_SIXTH_KEY,
+                                                 SIGNATURE_NINTH_KEY, SIGNATURE_SIXTH_KEY,
                                                  SIGNATURE_THIRD_KEY)
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
@@ -552,13 +552,17 @@ SIGNATURE_SEVENTH_DRAW = (10000, 100)
 # part `signatures8`: an eighth draw, made after version 8's choice (the grain term's ratio part reads the floor's
 # non-periodic share) was fixed; chains 11000-11319, drawn sources of seed 110, soft blobs 1100 and 1101
 SIGNATURE_EIGHTH_DRAW = (11000, 110)
+# part `signatures9`: a ninth draw, made after version 9's choice (simplification read over at least 8 structured
+# tiles, else not measured) was fixed; chains 12000-12319, drawn sources of seed 120, soft blobs 1200 and 1201
+SIGNATURE_NINTH_DRAW = (12000, 120)
 SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW),
                    "signatures3": (SIGNATURE_THIRD_KEY, SIGNATURE_THIRD_DRAW),
                    "signatures4": (SIGNATURE_FOURTH_KEY, SIGNATURE_FOURTH_DRAW),
                    "signatures5": (SIGNATURE_FIFTH_KEY, SIGNATURE_FIFTH_DRAW),
                    "signatures6": (SIGNATURE_SIXTH_KEY, SIGNATURE_SIXTH_DRAW),
                    "signatures7": (SIGNATURE_SEVENTH_KEY, SIGNATURE_SEVENTH_DRAW),
-                   "signatures8": (SIGNATURE_EIGHTH_KEY, SIGNATURE_EIGHTH_DRAW)}
+                   "signatures8": (SIGNATURE_EIGHTH_KEY, SIGNATURE_EIGHTH_DRAW),
+                   "signatures9": (SIGNATURE_NINTH_KEY, SIGNATURE_NINTH_DRAW)}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
@@ -697,7 +701,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3,"
-                                    "signatures4,signatures5,signatures6,signatures7,signatures8")
+                                    "signatures4,signatures5,signatures6,signatures7,signatures8,signatures9")
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d) and (e)")

@@ -39,15 +39,18 @@ SIGNATURE_SIXTH_KEY = "signature_chains_sixth_draw"
 SIGNATURE_SEVENTH_KEY = "signature_chains_seventh_draw"
 # its part `signatures8`: an eighth draw, made after version 8's choice was fixed and scored once
 SIGNATURE_EIGHTH_KEY = "signature_chains_eighth_draw"
+# its part `signatures9`: a ninth draw, made after version 9's choice was fixed and scored once
+SIGNATURE_NINTH_KEY = "signature_chains_ninth_draw"
 SIGNATURE_DRAW_NAMES = {SIGNATURE_KEY: "first", SIGNATURE_SECOND_KEY: "second", SIGNATURE_THIRD_KEY: "third",
                         SIGNATURE_FOURTH_KEY: "fourth", SIGNATURE_FIFTH_KEY: "fifth", SIGNATURE_SIXTH_KEY: "sixth",
-                        SIGNATURE_SEVENTH_KEY: "seventh", SIGNATURE_EIGHTH_KEY: "eighth"}
-# the draws no choice of the current version (8) saw, quoted by `score`'s note: the first became development data
+                        SIGNATURE_SEVENTH_KEY: "seventh", SIGNATURE_EIGHTH_KEY: "eighth", SIGNATURE_NINTH_KEY: "ninth"}
+# the draws no choice of the current version (9) saw, quoted by `score`'s note: the first became development data
 # for version 4's softness guard, the second and third were scored by version 5's first candidate (the mean
 # profile's crease in both scores) before edit_damage_rel went back to the crease read edge by edge, and the fourth
 # to sixth held out versions 5 to 7 before the next version's changes (made on hard synthetic images and the
-# development chains) were chosen, and the seventh was scored by version 8's first candidate
-SIGNATURE_HELD_OUT = (SIGNATURE_EIGHTH_KEY,)
+# development chains) were chosen, the seventh was scored by version 8's first candidate, and the eighth held out
+# version 8 before version 9's change (made on the development chains) was chosen
+SIGNATURE_HELD_OUT = (SIGNATURE_NINTH_KEY,)
 # the later signature draws, by results key: how each was made (the card's words)
 SIGNATURE_LATER_DRAWS = {
     SIGNATURE_SECOND_KEY: "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
@@ -67,6 +70,9 @@ SIGNATURE_LATER_DRAWS = {
                            "ratio part reads that share in the version shipped",
     SIGNATURE_EIGHTH_KEY: "An eighth draw ({seeds}, the same photographs), made after version 8's choice was fixed and "
                           "scored once: the held-out figures of version 8",
+    SIGNATURE_NINTH_KEY: "A ninth draw ({seeds}, the same photographs), made after version 9's choice was fixed (the "
+                         "texture lost is read over at least 8 structured tiles, else not measured) and scored once: "
+                         "the held-out figures of version 9",
 }
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources

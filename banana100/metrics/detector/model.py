@@ -157,6 +157,10 @@ SPECKLE_RING = 0.5
 # simplification: tiles whose coarse band has at least SIMPLIFY_STRUCTURE levels (rms) and at least the median
 # coarse energy hold structure; below it a smooth render's near-zero bands make a ratio of rounding
 SIMPLIFY_STRUCTURE = 1.0
+# and the median is read over at least SIMPLIFY_MIN_TILES such tiles, else it is not measured (0; since version 9):
+# a soft render's 576 tiles (384 px) hold none to a few, JPEG's block edges lift a few more over the line, and a
+# median of so few is rounding: a clean soft-blob render read 2 halvings of texture lost (bench.detector.hard_images)
+SIMPLIFY_MIN_TILES = 8
 BLOCK = 8  # JPEG's block
 BLOCK_CLIP = 16.0  # neighbour differences clipped here (levels), so that content's edges do not swamp the grid
 
@@ -627,7 +631,8 @@ class EditDamage(torch.nn.Module):
     def _simplification(energy: torch.Tensor, coarse: torch.Tensor, usable: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
         """-log2 of the median, over the usable tiles with at least the median coarse-band energy (where the
         image has structure at coarser scales), of the fine band's amplitude over the coarse band's: texture
-        flattened by an edit lowers the fine band where the coarse structure stays. The fine band is taken as
+        flattened by an edit lowers the fine band where the coarse structure stays (0, not measured, over fewer than
+        SIMPLIFY_MIN_TILES tiles). The fine band is taken as
         the most of the tile's and its 8 neighbours' (`grid`: the tiles' rows and columns): an edge's coarse
         band reaches a tile further than its fine band does, so a flat graphic's tiles beside its edges are not
         texture lost."""
@@ -641,7 +646,7 @@ class EditDamage(torch.nn.Module):
         n = structured.sum(1)
         mid = ratio.gather(1, ((n - 1).clamp(min=0) // 2)[:, None])[:, 0]
         out = -0.5 * torch.log2(mid.clamp(min=1e-12))
-        return torch.where(n > 0, out, torch.zeros_like(out))
+        return torch.where(n >= SIMPLIFY_MIN_TILES, out, torch.zeros_like(out))
 
     @staticmethod
     def _blocking(luma: torch.Tensor) -> torch.Tensor:

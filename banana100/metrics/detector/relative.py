@@ -85,7 +85,10 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
         # a reference without an edge of 1 level a pixel (a soft render) has no softness to compare with: its 0 is
         # "not measured", not "sharp", and the first edges an edit makes (JPEG's block edges) would read as blur
         out["softness"] = 0.0
-    out["simplification"] = max(0.0, stats["simplification"] - ref["simplification"] - HALVINGS_TOLERANCE)
+    # a reference without enough structured tiles (a soft render) has simplification 0, "not measured": texture an
+    # edit loses cannot be read against it (since version 9)
+    out["simplification"] = 0.0 if ref["simplification"] == 0 else max(
+        0.0, stats["simplification"] - ref["simplification"] - HALVINGS_TOLERANCE)
     return out
 
 

@@ -392,10 +392,11 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     fifth = {**fourth, evidence.SIGNATURE_FIFTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 5, 0.7, 1, 0.9)}}}
     sixth = {**fifth, evidence.SIGNATURE_SIXTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
     seventh = {**sixth, evidence.SIGNATURE_SEVENTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **seventh}) == list(seventh)  # not yet the eighth: the later ones
-    eighth = {**seventh, evidence.SIGNATURE_EIGHTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **eighth}) == [evidence.SIGNATURE_EIGHTH_KEY]
-    assert evidence.signatures_text({**r, **eighth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
+    eighth = {**seventh, evidence.SIGNATURE_EIGHTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **eighth}) == list(eighth)  # not yet the ninth: the later ones
+    ninth = {**eighth, evidence.SIGNATURE_NINTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **ninth}) == [evidence.SIGNATURE_NINTH_KEY]
+    assert evidence.signatures_text({**r, **ninth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
     # beside the told-the-source AUC, the same AUC by the chains' own damage (no detector): chain a's step 10 (2)
     # is above its own step 1 (1) but below chain b's (3): 3 of the 4 pairs in order
     rms = {"a": {"1": 1.0, "10": 2.0}, "b": {"1": 3.0, "10": 4.0}}
