@@ -1,0 +1,37 @@
+"""bench/detector/hard_images.py --chains: the development chains' figures, bare and told the source, are those of
+the scores it reads (what a detector change is looked at on before a held-out draw is scored once)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from banana100.metrics.detector import model
+from banana100.metrics.detector.relative import relative_score
+
+
+def _chain(seed: int, rising: bool) -> dict[str, np.ndarray]:
+    """Steps 0, 1, 5, 10, 20 of a grey ramp with noise that grows with the step (or falls after step 1)."""
+    rng = np.random.default_rng(seed)
+    base = np.tile(np.linspace(60, 190, 96), (96, 1))
+    sigma = {0: 0.0, 1: 2.0, 5: 4.0, 10: 6.0, 20: 8.0} if rising else {0: 0.0, 1: 8.0, 5: 2.0, 10: 2.0, 20: 2.0}
+    return {f"s{k}": np.repeat(np.clip(base + rng.normal(0, s, base.shape) + 0.5, 0, 255).astype(np.uint8)[..., None],
+                               3, axis=2) for k, s in sigma.items()}
+
+
+def test_the_development_figures_are_the_scores_bare_and_told_the_source(tmp_path):
+    from bench.detector.hard_images import _families, _scorer
+
+    chains = {"grain__a": _chain(1, True), "grain__b": _chain(2, True), "grain__c": _chain(3, False)}
+    for name, steps in chains.items():
+        np.savez_compressed(tmp_path / f"{name}.npz", **steps)
+    score = _scorer(model)
+    fam = _families(tmp_path, score)["grain"]
+    scored = {n: {int(k[1:]): score(a) for k, a in steps.items()} for n, steps in chains.items()}
+    told = {n: {k: relative_score(v[2], s[0][2]) for k, v in s.items()} for n, s in scored.items()}
+    assert all(told[n][20] > told[n][1] for n in ("grain__a", "grain__b")) and told["grain__c"][20] < told["grain__c"][1]
+    assert fam["chains"] == 3 and fam["told_passed"] == 2
+    assert fam["passed"] == sum(all(s[k][0] > s[1][0] for k in (5, 10, 20)) for s in scored.values())
+    ones, tens = [t[1] for t in told.values()], [t[10] for t in told.values()]
+    pairs = [(a < b) + 0.5 * (a == b) for a in ones for b in tens]
+    assert fam["told_auc_step1_vs_step10"] == pytest.approx(sum(pairs) / len(pairs))
