@@ -85,7 +85,10 @@ def _scorer(model):
 
 
 def _passed(runs: list[dict[int, float]]) -> int:
-    return sum(all(s[k] > s[1] for k in (5, 10, 20) if k in s) for s in runs)
+    """How many chains ({step: score}, lower better) pass the paper's protocol (banana100.protocol)."""
+    from banana100.protocol import chain_verdict
+
+    return sum(bool(chain_verdict({k: -v for k, v in s.items()})["passed"]) for s in runs)
 
 
 def _families(chains: Path, score) -> dict[str, dict]:

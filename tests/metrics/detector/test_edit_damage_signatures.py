@@ -21,6 +21,11 @@ def stats():
     return rel.StatsModel("cpu")
 
 
+def _grey(a: np.ndarray) -> np.ndarray:
+    """A float grey image (levels) rounded to 8 bits, as RGB."""
+    return np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
+
+
 @pytest.fixture(scope="module")
 def stripes(stats):
     """The statistics of clean lines, bars and gratings of every period from 3 to 24 px (three images a period, in
@@ -30,7 +35,7 @@ def stripes(stats):
     for p in range(3, 25):
         images += [np.where(yy % p == 0, 30.0, 230.0), np.where(yy % p < p / 2, 30.0, 230.0),
                    130 + 100 * np.sin(2 * np.pi * yy / p)]
-    return stats([np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1) for a in images])
+    return stats([_grey(a) for a in images])
 
 
 def _jpeg(a: np.ndarray, quality: int) -> np.ndarray:
@@ -101,8 +106,7 @@ def test_crease_reads_ringing_along_edges_not_blur_or_noise(stats):
     base = _edge()
     halo = base + 1.0 * (base - gaussian_filter(base, 2.0))  # unsharp masking: overshoot on both sides
     noisy = base + np.random.default_rng(0).normal(0, 2, base.shape)
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    s_base, s_halo, s_noisy, s_blurred = stats([as_rgb(x) for x in (base, halo, noisy, gaussian_filter(base, 3))])
+    s_base, s_halo, s_noisy, s_blurred = stats([_grey(x) for x in (base, halo, noisy, gaussian_filter(base, 3))])
     assert s_base["crease"] < 0.002 and s_blurred["crease"] < 0.002
     assert s_halo["crease"] > 0.03
     assert s_noisy["crease"] < 0.002  # grain is grain's, not a crease: it averages out of the mean profile
@@ -114,13 +118,12 @@ def test_stripes_that_meet_the_frame_are_no_crease(stats, stripes):
     other contour cancels (version 5 read crease up to about 20 on them: `python -m bench.detector.hard_images
     --baseline 893081d`). A halo on the same bars' edges still reads."""
     yy = np.arange(256)[:, None] * np.ones((1, 256))
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
     crease = [s["crease"] for s in stripes]
     assert max(crease) < 0.01, [(3 + i // 3, ("lines", "bars", "grating")[i % 3], round(c, 2))
                                 for i, c in enumerate(crease) if c >= 0.01]
     bars = np.where(yy % 32 < 16, 60.0, 200.0)
     halo = bars + 0.5 * (bars - gaussian_filter(bars, 2.0))
-    s_bars, s_halo = stats([as_rgb(bars), as_rgb(halo)])
+    s_bars, s_halo = stats([_grey(bars), _grey(halo)])
     assert s_bars["crease"] < 0.01 and s_halo["crease"] > 0.05
 
 
@@ -131,8 +134,7 @@ def test_told_the_source_a_line_beside_one_contour_counts_though_the_mean_profil
     base = _edge()
     line = base.copy()
     line[:, 128 + 3] -= 12  # a crease 3 px off one contour of three
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    s_base, s_line = stats([as_rgb(base), as_rgb(line)])
+    s_base, s_line = stats([_grey(base), _grey(line)])
     assert s_line["crease"] == s_base["crease"] == 0  # the mean profile does not see it
     assert s_line["crease_edges"] > s_base["crease_edges"] + 0.005
     assert rel.relative_components(s_line, s_base)["crease"] > 0.005
@@ -160,8 +162,7 @@ def test_crease_is_what_every_contour_shares_not_texture_beside_it(stats):
         lined += np.abs(r - 32.5) < 0.5  # a line 3 px outside every contour
     textured = base + 6 * gaussian_filter(rng.normal(0, 1, base.shape), 1.0) / 0.28 * (band > 0)
     creased = base - 16 * (lined > 0)
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    s_base, s_textured, s_creased = stats([as_rgb(x) for x in (base, textured, creased)])
+    s_base, s_textured, s_creased = stats([_grey(x) for x in (base, textured, creased)])
     assert s_base["crease"] < 0.01
     assert s_textured["crease"] < 0.02
     assert s_creased["crease"] > 0.05 and s_creased["crease"] > 3 * s_textured["crease"]
@@ -452,8 +453,7 @@ def test_a_rounded_gradient_is_no_lattice_but_a_faint_grid_on_it_is(stats):
     ramp = np.tile(np.linspace(0, 255, 512)[None, :], (384, 1))
     yy, xx = np.indices(ramp.shape)
     grid = ramp + 1.5 * np.sign(np.sin(2 * np.pi * xx / 8) * np.sin(2 * np.pi * yy / 8))
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    s_ramp, s_grid = stats([as_rgb(ramp), as_rgb(grid)])
+    s_ramp, s_grid = stats([_grey(ramp), _grey(grid)])
     assert s_ramp["lattice"] < 0.01
     assert s_grid["lattice"] > 0.3
     assert ed.terms(s_ramp)["lattice"] == 0 and ed.terms(s_grid)["lattice"] > 0.5
@@ -465,8 +465,7 @@ def test_a_gentle_gradient_is_no_edge_to_be_soft_but_a_blurred_one_is(stats):
     yy, xx = np.indices((400, 400))
     radial = np.clip(255 - np.hypot(yy - 200, xx - 200) * 1.2, 0, 255)
     disc = np.where(np.hypot(yy - 200, xx - 200) < 120, 200.0, 50.0)
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
-    s_radial, s_disc, s_blurred = stats([as_rgb(radial), as_rgb(disc), as_rgb(gaussian_filter(disc, 4))])
+    s_radial, s_disc, s_blurred = stats([_grey(radial), _grey(disc), _grey(gaussian_filter(disc, 4))])
     assert s_radial["softness"] == 0
     assert s_disc["softness"] < 0.3 < s_blurred["softness"]
 
@@ -484,10 +483,9 @@ def test_fine_periodic_content_has_no_unbounded_grain_and_a_grid_still_counts(st
     cap, unit_a = ed.GRAIN_ABS
     assert grain[3 * (4 - 3)] <= cap / unit_a + 0.01  # lines every 4 px: all of the floor repeats, no ratio part
 
-    as_rgb = lambda a: np.stack([np.clip(a + 0.5, 0, 255).astype(np.uint8)] * 3, -1)
     yy, xx = np.indices((256, 256)).astype(float)
     content = 100 + 50 * np.sin(xx / 40) * np.cos(yy / 55) + np.random.default_rng(0).normal(0, 3, xx.shape)
     grid = 4.0 * ((yy % 8 == 0) | (xx % 8 == 0))
-    plain, gridded = (ed.terms(s) for s in stats([as_rgb(content), as_rgb(content + grid)]))
+    plain, gridded = (ed.terms(s) for s in stats([_grey(content), _grey(content + grid)]))
     assert plain["grain"] > 5 and gridded["grain"] > plain["grain"]
     assert gridded["lattice"] > plain["lattice"] + 0.2
