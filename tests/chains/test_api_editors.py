@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -322,9 +323,12 @@ def test_sigkill_and_resume_lose_double_and_repay_nothing(kind, chat, tmp_path):
     assert again and not set(again) & before  # no step on disk was asked (or paid) again
     assert len(again) == len(set(again))
     every = [which[q["sha256"]] for q in requests if q["api"] == api]
-    # a step was asked twice only when its first call was in flight at a kill: at most one per chain per kill
+    # a step was asked again only when a kill found it unfinished. Writes are pipelined (runner.run_chain):
+    # a chain may hold step k's answer, not yet on disk, while step k+1's call is in flight, so a kill can
+    # cost a chain two steps, never more
     doubled = [s for s in set(every) if every.count(s) > 1]
-    assert len(doubled) <= 2 * 3
+    kills = 2
+    assert max(Counter(chain for chain, _ in doubled).values(), default=0) <= 2 * kills, sorted(doubled)
     if chat == "same":
         assert all(not q["history_problems"] for q in requests if q["api"] == api)
 
