@@ -25,10 +25,11 @@ if __package__ in (None, ""):  # run as a file, not with -m: the repository root
 
 from bench.benchtools import REPO, write_results
 from bench.detector import signatures as sg
-from bench.detector.validate_edit_damage import (SIGNATURE_DRAW, auc, heldout_chains, missing_distribution_packages,
-                                                 signature_sources, SIGNATURE_PACKAGES)
+from bench.detector.validate_edit_damage import (auc, heldout_chains, missing_distribution_packages, signature_sources,
+                                                 SIGNATURE_PACKAGES)
 
 from banana100.metrics.detector import model as ed
+from banana100.metrics.detector.evidence import signature_draw
 from banana100.metrics.detector import relative as rel
 from banana100.protocol import sensitivity
 
@@ -71,7 +72,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"apt-get install {' '.join(missing)}: the signature draw's photographs are missing")
     model = rel.StatsModel("cpu")
     results, pooled, groups = {}, {}, {}
-    chain_seed, source_seed = SIGNATURE_DRAW
+    first = signature_draw(1)
+    chain_seed, source_seed = first.chain_seed, first.source_seed
     for j, sig in enumerate(sg.SIGNATURES):
         chains, group_of = heldout_chains(
             20, 384, chain_seed + 100 * j, source_seed, model=model,
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
         results[f"pooled, {g}"] = figures({c: st for c, st in pooled.items() if groups[c] == g})
     print("pooled", results["pooled"], flush=True)
     write_results(args.out, {"command": "python -m bench.detector.signatures_before_after " + " ".join(argv or sys.argv[1:]),
-                             "draw": list(SIGNATURE_DRAW), "figures": results})
+                             "draw": [chain_seed, source_seed], "figures": results})
     return 0
 
 

@@ -1,7 +1,8 @@
 """Validate the edit_damage detector on what this toolkit does not make; write every figure.
 
     nice python -m bench.detector.validate_edit_damage [--out banana100/metrics/detector/data/edit_damage_validation.json]
-        [--part ladders,clean,protocol,heldout,fresh,sixth] [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
+        [--part ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,...]
+        [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
         [--damage-scale 1 --signatures creases,speckles,simplified,jpeg]  # (e) only; write those to another --out
 
 (a) ladders: white noise, spatially correlated grain, a periodic grid, JPEG, Gaussian blur and a
@@ -60,10 +61,7 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import (RENDERS, SIGNATURE_FIFTH_KEY, SIGNATURE_FOURTH_KEY, SIGNATURE_KEY,
-                                                 SIGNATURE_EIGHTH_KEY, SIGNATURE_SECOND_KEY, SIGNATURE_SEVENTH_KEY,
-                                                 SIGNATURE_NINTH_KEY, SIGNATURE_SIXTH_KEY,
-                                                 SIGNATURE_THIRD_KEY)
+from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_DRAWS
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -522,52 +520,17 @@ def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source
     return chains, group_of
 
 
-# (e) the other editors' signatures (bench/detector/signatures.py), held out: part `signatures`. Its sources were
-# fixed before it was scored, and it was scored once, after the detector's components and fit were fixed
-# (docs/edit-damage.md); development looked at the fit's sources only (banana100.synth's seed 0, skimage's
-# in-fit images, the MATE photographs)
-SIGNATURE_DRAW = (700, 7)  # chain seeds from 700 (100 apart per signature), drawn sources' seed 7
-# part `signatures2`: a second draw (other chains and drawn sources, the same photographs), made after version 4's
-# told-the-source softness guard, which came from diagnosing the first draw's failures; scored once, after it
-SIGNATURE_SECOND_DRAW = (800, 8)
-# part `signatures3`: a third draw, with version 4 unchanged; its seeds clear of every other draw's (chains
-# 5000-5319; drawn sources of seed 50, soft blobs 500 and 501)
-SIGNATURE_THIRD_DRAW = (5000, 50)
-# part `signatures4`: a fourth draw, made after version 5's choices were fixed (the second and third had been scored
-# by its first candidate); chains 6000-6319, drawn sources of seed 60, soft blobs 600 and 601
-SIGNATURE_FOURTH_DRAW = (6000, 60)
-# part `signatures5`: a fifth draw, made after version 6's choices (the crease's profiles inside the frame, weighed by
-# how many there are) were fixed on synthetic stripes and the development chains; chains 7000-7319, drawn sources of
-# seed 70, soft blobs 700 and 701
-SIGNATURE_FIFTH_DRAW = (7000, 70)
-# part `signatures6`: a sixth draw, made after version 7's choices (specks alone in their ring, the lattice above
-# rounding's amplitude, edges of 2 levels a pixel) were fixed on hard synthetic images and the development chains;
-# chains 8000-8319, drawn sources of seed 80, soft blobs 800 and 801
-SIGNATURE_SIXTH_DRAW = (8000, 80)
-# part `signatures7`: a seventh draw, made after version 8's first candidate (the whole bare grain term read the
-# floor's non-periodic share) was fixed on hard synthetic images (stripes) and the development chains, and scored
-# by it once, before the grid ladder's fall under it led to the candidate shipped; chains 10000-10319, drawn
-# sources of seed 100, soft blobs 1000 and 1001
-SIGNATURE_SEVENTH_DRAW = (10000, 100)
-# part `signatures8`: an eighth draw, made after version 8's choice (the grain term's ratio part reads the floor's
-# non-periodic share) was fixed; chains 11000-11319, drawn sources of seed 110, soft blobs 1100 and 1101
-SIGNATURE_EIGHTH_DRAW = (11000, 110)
-# part `signatures9`: a ninth draw, made after version 9's choice (simplification read over at least 8 structured
-# tiles, else not measured) was fixed; chains 12000-12319, drawn sources of seed 120, soft blobs 1200 and 1201
-SIGNATURE_NINTH_DRAW = (12000, 120)
-SIGNATURE_PARTS = {"signatures": (SIGNATURE_KEY, SIGNATURE_DRAW), "signatures2": (SIGNATURE_SECOND_KEY, SIGNATURE_SECOND_DRAW),
-                   "signatures3": (SIGNATURE_THIRD_KEY, SIGNATURE_THIRD_DRAW),
-                   "signatures4": (SIGNATURE_FOURTH_KEY, SIGNATURE_FOURTH_DRAW),
-                   "signatures5": (SIGNATURE_FIFTH_KEY, SIGNATURE_FIFTH_DRAW),
-                   "signatures6": (SIGNATURE_SIXTH_KEY, SIGNATURE_SIXTH_DRAW),
-                   "signatures7": (SIGNATURE_SEVENTH_KEY, SIGNATURE_SEVENTH_DRAW),
-                   "signatures8": (SIGNATURE_EIGHTH_KEY, SIGNATURE_EIGHTH_DRAW),
-                   "signatures9": (SIGNATURE_NINTH_KEY, SIGNATURE_NINTH_DRAW)}
+# (e) the other editors' signatures (bench/detector/signatures.py), held out: a part per draw (`signatures`,
+# `signatures2`, ...), each a row of evidence.SIGNATURE_DRAWS (its seeds, how it was made). A draw's sources are
+# fixed before it is scored, and it is scored once, after the detector's choices are fixed (docs/edit-damage.md);
+# development looks at the fit's sources and the development chains (bench/detector/dev_chains.py) only
+SIGNATURE_PARTS = {d.part: (d.key, (d.chain_seed, d.source_seed)) for d in SIGNATURE_DRAWS}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
 
-def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
+def signature_sources(signature: str, side: int,
+                      source_seed: int = SIGNATURE_DRAWS[0].source_seed) -> dict[str, dict[str, np.ndarray]]:
     """A signature's held-out sources: the drawn sources of `source_seed` and two soft-blob renders (the look of
     generated images), then skimage's held-out photographs and a quarter of the wallpaper photographs (every
     fourth, from the signature's index: each signature its own)."""
@@ -583,8 +546,8 @@ def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DR
     return {RENDERS: renders, PHOTOGRAPHS: photos}
 
 
-def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAW[0],
-                    source_seed: int = SIGNATURE_DRAW[1], scale: float = 1.0, signatures=None) -> dict:
+def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].chain_seed,
+                    source_seed: int = SIGNATURE_DRAWS[0].source_seed, scale: float = 1.0, signatures=None) -> dict:
     """(e): chains of each signature's damage model from its held-out sources, by signature and source group,
     and every signature's chains pooled; the damage `scale` times coarser (bench/detector/signatures.py), of
     `signatures` (default: all; a chain's seed stays its signature's)."""
@@ -700,8 +663,8 @@ DEFAULT_OUT = REPO / "banana100/metrics/detector/data/edit_damage_validation.jso
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(DEFAULT_OUT))
-    ap.add_argument("--part", default="ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,signatures3,"
-                                    "signatures4,signatures5,signatures6,signatures7,signatures8,signatures9")
+    ap.add_argument("--part", default=",".join(["ladders", "clean", "protocol", "heldout", *PHOTOGRAPH_PARTS,
+                                                *SIGNATURE_PARTS]))
     ap.add_argument("--chain-steps", type=int, default=20)
     ap.add_argument("--chain-side", type=int, default=256)
     ap.add_argument("--heldout-side", type=int, default=384, help="width of the drawn sources in (d) and (e)")

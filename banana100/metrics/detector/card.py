@@ -13,7 +13,7 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 SIGNATURE_KEY, SIGNATURE_LATER_DRAWS, held_out_signature_draws,
+                                                 SIGNATURE_DRAWS, SIGNATURE_KEY, held_out_signature_draws,
                                                  heldout_aucs, heldout_aucs_text, heldout_by_source, results,
                                                  signatures)
 from banana100.metrics.table import MetricSpec
@@ -327,9 +327,10 @@ def _failed(d: dict, sig: str, kind: str) -> str:
 
 
 def _later_draws(r: dict) -> list[str]:
-    """The later signature draws' rows (parts `signatures2` to `signatures8`), those measured."""
+    """The later signature draws' rows (parts `signatures2` on), those measured."""
     lines = []
-    for key, how in SIGNATURE_LATER_DRAWS.items():
+    for draw in SIGNATURE_DRAWS[1:]:
+        key, how = draw.key, draw.how
         d, s = r.get(key), signatures(r, key)
         if not d or not s:
             continue

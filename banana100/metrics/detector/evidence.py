@@ -7,6 +7,7 @@ Package data, so that the wheel and a clone say the same.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 DETECTOR_DATA = Path(__file__).with_name("data")
@@ -22,58 +23,77 @@ HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
                  FRESH_KEY: "Fifth draw, other photographs",
                  SIXTH_KEY: "Sixth draw, photographs found after the evenness refit"}
-SIGNATURE_KEY = "signature_chains"  # its part `signatures`: the other editors' signatures, held out
-# its part `signatures2`: a second draw of them, made after version 4's fix that came from the first draw's
-# failures (told the source, softness not compared where the source has no edge)
-SIGNATURE_SECOND_KEY = "signature_chains_second_draw"
-# its part `signatures3`: a third draw, other chains and drawn sources, made with version 4 unchanged and scored
-# once (the first draw had become development data for the softness guard, so it is the second held-out one)
-SIGNATURE_THIRD_KEY = "signature_chains_third_draw"
-# its part `signatures4`: a fourth draw, made after version 5's choices were fixed and scored once
-SIGNATURE_FOURTH_KEY = "signature_chains_fourth_draw"
-# its part `signatures5`: a fifth draw, made after version 6's choices were fixed and scored once
-SIGNATURE_FIFTH_KEY = "signature_chains_fifth_draw"
-# its part `signatures6`: a sixth draw, made after version 7's choices were fixed and scored once
-SIGNATURE_SIXTH_KEY = "signature_chains_sixth_draw"
-# its part `signatures7`: a seventh draw, made after version 8's first candidate was fixed and scored by it once
-SIGNATURE_SEVENTH_KEY = "signature_chains_seventh_draw"
-# its part `signatures8`: an eighth draw, made after version 8's choice was fixed and scored once
-SIGNATURE_EIGHTH_KEY = "signature_chains_eighth_draw"
-# its part `signatures9`: a ninth draw, made after version 9's choice was fixed and scored once
-SIGNATURE_NINTH_KEY = "signature_chains_ninth_draw"
-SIGNATURE_DRAW_NAMES = {SIGNATURE_KEY: "first", SIGNATURE_SECOND_KEY: "second", SIGNATURE_THIRD_KEY: "third",
-                        SIGNATURE_FOURTH_KEY: "fourth", SIGNATURE_FIFTH_KEY: "fifth", SIGNATURE_SIXTH_KEY: "sixth",
-                        SIGNATURE_SEVENTH_KEY: "seventh", SIGNATURE_EIGHTH_KEY: "eighth", SIGNATURE_NINTH_KEY: "ninth"}
-# the draws no choice of the current version (9) saw, quoted by `score`'s note: the first became development data
-# for version 4's softness guard, the second and third were scored by version 5's first candidate (the mean
-# profile's crease in both scores) before edit_damage_rel went back to the crease read edge by edge, and the fourth
-# to sixth held out versions 5 to 7 before the next version's changes (made on hard synthetic images and the
+
+
+@dataclass(frozen=True)
+class SignatureDraw:
+    """One held-out draw of the other editors' signatures: the validator's part `part`, its results under `key`.
+
+    A draw's chain of signature j and source i takes seed chain_seed + 100 j + i, its drawn sources one seed
+    (soft blobs 10 x source_seed and 10 x source_seed + 1). A new draw is one more row of SIGNATURE_DRAWS, with
+    seeds no other draw (nor the development chains) uses: a test checks."""
+
+    number: int
+    chain_seed: int
+    source_seed: int
+    how: str  # how it was made: the card's words, "{seeds}" filled from the results (the first: its own section)
+
+    @property
+    def name(self) -> str:
+        return _ORDINALS[self.number - 1]
+
+    @property
+    def key(self) -> str:  # kept as the results file has always named them
+        return "signature_chains" if self.number == 1 else f"signature_chains_{self.name}_draw"
+
+    @property
+    def part(self) -> str:
+        return "signatures" if self.number == 1 else f"signatures{self.number}"
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+             "eleventh", "twelfth")
+# in the order they were made; each scored once when made (bench/detector/validate_edit_damage.py, part (e))
+SIGNATURE_DRAWS = (
+    SignatureDraw(1, 700, 7, ""),  # scored once after version 3's components and fit were fixed
+    SignatureDraw(2, 800, 8, "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
+                  "softness guard, which came from diagnosing the first draw's failures, and scored once after it"),
+    SignatureDraw(3, 5000, 50, "A third draw ({seeds}, the same photographs), made with version 4 unchanged and scored "
+                  "once (with the second, the held-out figures of version 4); both were then scored by version 5's "
+                  "first candidate, whose told-the-source figures fell, before its choices were fixed"),
+    SignatureDraw(4, 6000, 60, "A fourth draw ({seeds}, the same photographs), made after version 5's choices were "
+                  "fixed and scored once: the held-out figures of version 5"),
+    SignatureDraw(5, 7000, 70, "A fifth draw ({seeds}, the same photographs), made after version 6's choices (the "
+                  "crease's profiles inside the frame, weighed by how many there are) were fixed and scored once: the "
+                  "held-out figures of version 6"),
+    SignatureDraw(6, 8000, 80, "A sixth draw ({seeds}, the same photographs), made after version 7's choices (specks "
+                  "alone in their ring, the lattice above rounding's amplitude, edges of 2 levels a pixel) were fixed "
+                  "and scored once: the held-out figures of version 7"),
+    SignatureDraw(7, 10000, 100, "A seventh draw ({seeds}, the same photographs), made after version 8's first "
+                  "candidate was fixed (the whole bare grain term read the floor's share that does not repeat) and "
+                  "scored by it once; that candidate lowered the grid ladder's rho, so only the term's ratio part "
+                  "reads that share in the version shipped"),
+    SignatureDraw(8, 11000, 110, "An eighth draw ({seeds}, the same photographs), made after version 8's choice was "
+                  "fixed and scored once: the held-out figures of version 8"),
+    SignatureDraw(9, 12000, 120, "A ninth draw ({seeds}, the same photographs), made after version 9's choice was "
+                  "fixed (the texture lost is read over at least 8 structured tiles, else not measured) and scored "
+                  "once: the held-out figures of version 9"),
+)
+SIGNATURE_KEY = SIGNATURE_DRAWS[0].key
+# the draws no choice of the current version (9) saw, by number, quoted by `score`'s note: the first became
+# development data for version 4's softness guard, the second and third were scored by version 5's first candidate
+# (the mean profile's crease in both scores) before edit_damage_rel went back to the crease read edge by edge, the
+# fourth to sixth held out versions 5 to 7 before the next version's changes (made on hard synthetic images and the
 # development chains) were chosen, the seventh was scored by version 8's first candidate, and the eighth held out
 # version 8 before version 9's change (made on the development chains) was chosen
-SIGNATURE_HELD_OUT = (SIGNATURE_NINTH_KEY,)
-# the later signature draws, by results key: how each was made (the card's words)
-SIGNATURE_LATER_DRAWS = {
-    SIGNATURE_SECOND_KEY: "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
-                          "softness guard, which came from diagnosing the first draw's failures, and scored once after it",
-    SIGNATURE_THIRD_KEY: "A third draw ({seeds}, the same photographs), made with version 4 unchanged and scored once "
-                         "(with the second, the held-out figures of version 4); both were then scored by version 5's "
-                         "first candidate, whose told-the-source figures fell, before its choices were fixed",
-    SIGNATURE_FOURTH_KEY: "A fourth draw ({seeds}, the same photographs), made after version 5's choices were fixed and "
-                          "scored once: the held-out figures of version 5",
-    SIGNATURE_FIFTH_KEY: "A fifth draw ({seeds}, the same photographs), made after version 6's choices were fixed and "
-                         "scored once: the held-out figures of version 6",
-    SIGNATURE_SIXTH_KEY: "A sixth draw ({seeds}, the same photographs), made after version 7's choices were fixed and "
-                         "scored once: the held-out figures of version 7",
-    SIGNATURE_SEVENTH_KEY: "A seventh draw ({seeds}, the same photographs), made after version 8's first candidate "
-                           "was fixed (the whole bare grain term read the floor's share that does not repeat) and "
-                           "scored by it once; that candidate lowered the grid ladder's rho, so only the term's "
-                           "ratio part reads that share in the version shipped",
-    SIGNATURE_EIGHTH_KEY: "An eighth draw ({seeds}, the same photographs), made after version 8's choice was fixed and "
-                          "scored once: the held-out figures of version 8",
-    SIGNATURE_NINTH_KEY: "A ninth draw ({seeds}, the same photographs), made after version 9's choice was fixed (the "
-                         "texture lost is read over at least 8 structured tiles, else not measured) and scored once: "
-                         "the held-out figures of version 9",
-}
+SIGNATURE_HELD_OUT = (9,)
+
+
+def signature_draw(number: int) -> SignatureDraw:
+    """The signature draw of that number (1 is the first)."""
+    return SIGNATURE_DRAWS[number - 1]
+
+
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources
 GROUP_WORDS = {PHOTOGRAPHS: "photographs"}  # a group's key as a count reads it ("4 photographs")
@@ -166,8 +186,8 @@ def missed_by_group(r: dict, sig: str, kind: str, key: str = SIGNATURE_KEY) -> d
 def held_out_signature_draws(r: dict) -> list[str]:
     """The signature draws that hold the current version's held-out figures, those measured: SIGNATURE_HELD_OUT,
     else the later draws, else the first."""
-    held = [k for k in SIGNATURE_HELD_OUT if signatures(r, k)]
-    later = [k for k in SIGNATURE_LATER_DRAWS if signatures(r, k)]
+    held = [k for k in (signature_draw(n).key for n in SIGNATURE_HELD_OUT) if signatures(r, k)]
+    later = [d.key for d in SIGNATURE_DRAWS[1:] if signatures(r, d.key)]
     return held or later or ([SIGNATURE_KEY] if signatures(r) else [])
 
 
@@ -221,7 +241,7 @@ def signatures_note() -> str:
         text, keys = signatures_text(r), held_out_signature_draws(r)
     except (OSError, KeyError, ValueError, TypeError):
         text, keys = "", []
-    names = " and ".join(SIGNATURE_DRAW_NAMES.get(k, k) for k in keys)
+    names = " and ".join(next(d.name for d in SIGNATURE_DRAWS if d.key == k) for k in keys)
     return (f"per signature, chains passed and AUC on the {names} signature draw{'s' if len(keys) > 1 else ''}: {text}"
             if text else "the other editors' signatures: not measured")
 

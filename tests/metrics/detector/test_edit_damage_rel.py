@@ -380,22 +380,22 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     assert dc.MISSES["creases"] in section and "Duplicated objects" in section and "out of scope" in section
     assert evidence.signatures({}) == {} and evidence.signatures_text({}) == ""
     # once later draws are measured, the note quotes them (the first became development data), each figure per draw
-    later = {evidence.SIGNATURE_SECOND_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 10, 0.61, 1, 0.93)}},
-             evidence.SIGNATURE_THIRD_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {
+    later = {evidence.signature_draw(2).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 10, 0.61, 1, 0.93)}},
+             evidence.signature_draw(3).key: {**r[evidence.SIGNATURE_KEY], "creases": {
                  "all": fig(18, 8, 0.54, 0, 0.95), evidence.RENDERS: {"bare": {"failed_chains": ["spheres"]}}}}}
     assert evidence.held_out_signature_draws({**r, **later}) == list(later)
     assert evidence.signatures_text({**r, **later}) == (
         "creases (Nano Banana 2 Fast) alone 8/18 and 10/18 chains, AUC 0.61 and 0.54 (missed in the last: 1 render), "
         "told the source 17/18 and 18/18, AUC 0.93 and 0.95")
     # the draw no choice of the current version saw, once measured, is the one quoted
-    fourth = {**later, evidence.SIGNATURE_FOURTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 4, 0.8, 2, 0.9)}}}
-    fifth = {**fourth, evidence.SIGNATURE_FIFTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 5, 0.7, 1, 0.9)}}}
-    sixth = {**fifth, evidence.SIGNATURE_SIXTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    seventh = {**sixth, evidence.SIGNATURE_SEVENTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
-    eighth = {**seventh, evidence.SIGNATURE_EIGHTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
+    fourth = {**later, evidence.signature_draw(4).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 4, 0.8, 2, 0.9)}}}
+    fifth = {**fourth, evidence.signature_draw(5).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 5, 0.7, 1, 0.9)}}}
+    sixth = {**fifth, evidence.signature_draw(6).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    seventh = {**sixth, evidence.signature_draw(7).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
+    eighth = {**seventh, evidence.signature_draw(8).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
     assert evidence.held_out_signature_draws({**r, **eighth}) == list(eighth)  # not yet the ninth: the later ones
-    ninth = {**eighth, evidence.SIGNATURE_NINTH_KEY: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **ninth}) == [evidence.SIGNATURE_NINTH_KEY]
+    ninth = {**eighth, evidence.signature_draw(9).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **ninth}) == [evidence.signature_draw(9).key]
     assert evidence.signatures_text({**r, **ninth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
     # beside the told-the-source AUC, the same AUC by the chains' own damage (no detector): chain a's step 10 (2)
     # is above its own step 1 (1) but below chain b's (3): 3 of the 4 pairs in order
@@ -454,10 +454,16 @@ def test_every_signature_draw_and_the_development_chains_use_seeds_of_their_own(
     The same seed for the same signature is the same damage (the same strengths and re-render shifts): a draw that
     shared one with another draw, or with what development looked at, would not be held out. (Across signatures
     a seed is no repeat: the first draw's speckles and the second's creases share 800-816.)"""
+    from banana100.metrics.detector import evidence
     from bench.detector import dev_chains
     from bench.detector import validate_edit_damage as validate
 
     draws = [seeds for _, seeds in validate.SIGNATURE_PARTS.values()] + [(dev_chains.DEV_SEED, None)]
+    assert len(validate.SIGNATURE_PARTS) == len(evidence.SIGNATURE_DRAWS) >= 9  # a part per draw, each its own
+    # each row's figures are in the results under the key the row names, the seeds it says
+    recorded = evidence.results()
+    for d in evidence.SIGNATURE_DRAWS:
+        assert recorded[d.key]["seeds"] == {"chains": d.chain_seed, "drawn_sources": d.source_seed}, d
     chains = [{(j, c + 100 * j + i) for j in range(4) for i in range(20)} for c, _ in draws]
     assert sum(map(len, chains)) == len(set().union(*chains))
     blobs = [{10 * s, 10 * s + 1} for _, s in draws if s is not None] + [set(dev_chains.DEV_BLOBS)]
