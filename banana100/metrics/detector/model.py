@@ -260,6 +260,14 @@ def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
     return out
 
 
+def means_2x2(x: torch.Tensor) -> torch.Tensor:
+    """avg_pool2d(x, 2), the same numbers (its four values summed in its order, then a quarter), in less time on
+    one CPU thread: the whole detector 0.94-0.97 of its time with avg_pool2d (bench_edit_damage --baseline 31354ba)."""
+    h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
+    x = x[..., :h, :w]
+    return (x[..., 0::2, 0::2] + x[..., 0::2, 1::2] + x[..., 1::2, 0::2] + x[..., 1::2, 1::2]) * 0.25
+
+
 def _central_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(x[.., i + 1] - x[.., i - 1] along columns, the same along rows) of a (B, 1, H, W) image, 0 on the border."""
     return (F.pad(x[..., :, 2:] - x[..., :, :-2], (1, 1, 0, 0)), F.pad(x[..., 2:, :] - x[..., :-2, :], (0, 0, 1, 1)))
@@ -412,7 +420,7 @@ class EditDamage(torch.nn.Module):
         smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
         residual = luma - smooth
         # the cast is a mean over the near-neutral pixels: measured on 2x2 means, a quarter of the work
-        half_rgb = F.avg_pool2d(rgb, 2) if min(rgb.shape[-2:]) >= 2 * MIN_SIDE else rgb
+        half_rgb = means_2x2(rgb) if min(rgb.shape[-2:]) >= 2 * MIN_SIDE else rgb
         cast = self._colour_cast(half_rgb, 0.299 * half_rgb[:, 0:1] + 0.587 * half_rgb[:, 1:2] + 0.114 * half_rgb[:, 2:3])
         # left on the device: the engine fetches them with the scores, once per call (a copy to
         # the CPU here would be a wait per batch on a GPU)

@@ -130,6 +130,16 @@ def test_the_filter_summed_in_strips_of_rows_equals_whole_planes(monkeypatch):
         ed.separable_taps(x, k, 1)
 
 
+def test_the_cast_s_two_by_two_means_are_avg_pool_s_numbers():
+    """The cast reads 2x2 means (ed.means_2x2, for speed): bit for bit avg_pool2d's, odd sides cut as it cuts
+    them, and a batch of three channels."""
+    import torch.nn.functional as F
+
+    for shape in [(1, 3, 64, 64), (2, 3, 131, 257), (1, 3, 7, 4)]:
+        x = torch.rand(*shape) * 255
+        assert torch.equal(ed.means_2x2(x), F.avg_pool2d(x, 2)), shape
+
+
 @pytest.mark.parametrize("shape", [(64, 64), (65, 200), (200, 71), (256, 256)])
 def test_the_statistics_read_at_edge_and_speckle_pixels_equal_the_whole_image_masks(grass, shape):
     """On CPU the crease, softness and speckle sums are read at the pixels they concern (the GPU's path
