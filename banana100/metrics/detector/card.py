@@ -13,7 +13,7 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 SIGNATURE_DRAWS, SIGNATURE_KEY, held_out_signature_draws,
+                                                 SIGNATURE_DRAWS, held_out_signature_draws,
                                                  heldout_aucs, heldout_aucs_text, heldout_by_source, results,
                                                  signatures)
 from banana100.metrics.table import MetricSpec
@@ -247,8 +247,8 @@ def heldout(r: dict) -> str:
 # why each signature's chains are missed where they are (the chains missed are listed from the data)
 MISSES = {
     "creases": "alone, a halo sharpens the edges it rings on, which lowers the softness term about as far as the "
-               "crease rises (DarkestHour, chelsea, moss in the last draw), and a photograph's own grain or specks "
-               "(stars) fade under the editor's re-renders faster than the crease grows (Path, hubble_deep_field); "
+               "crease rises, and a photograph's own grain or specks (stars) fade under the editor's re-renders "
+               "faster than the crease grows; "
                "since version 5 the bare score reads the mean profile across the contours, which a photograph's "
                "texture beside its edges no longer fools, but a faint line beside a few contours is lost in it "
                "(told the source the crease is read edge by edge); a render without contours gets no crease, and "
@@ -269,21 +269,22 @@ MISSES = {
 
 
 def signatures_section(r: dict) -> str:
-    d = r.get(SIGNATURE_KEY)
-    if not d:
+    """The card's (e): the held-out draw of the version shipped in full, then every draw in one table."""
+    keys = held_out_signature_draws(r)
+    if not keys:
         return "Not measured yet: run `python -m bench.detector.validate_edit_damage --part signatures`."
-    s = signatures(r)
+    key = keys[-1]
+    d, s = r[key], signatures(r, key)
+    name = next(x.name for x in SIGNATURE_DRAWS if x.key == key)
     lines = [f"{d['steps']}-step chains of each editor's signature (`bench/detector/signatures.py`, written from the "
              "descriptions, tuned on no image), one per held-out source: drawn generated-looking renders "
-             f"({d['side']} px, seed {d['seeds']['drawn_sources']}) and photographs (skimage's held-out ones, Debian's "
-             "Plasma and Ubuntu wallpapers; at most 512 px), chain seeds from "
-             f"{d['seeds']['chains']}. First scored once after version 3's components and fit were fixed; version "
-             "4's told-the-source softness guard came from its failed chains, and version 5's choice of crease per "
-             "score from it and the next two draws; versions 6 to 8's changes (the crease, specks, lattice, "
-             "edges and grain on hard images) were chosen on synthetic images and the development chains, so the held-out "
-             "figures of the version shipped are the last draw's below "
-             "(`score`'s note quotes it). Every draw here is scored by the version shipped. "
-             "Duplicated objects (Qwen-Image-Edit) change the content, not its quality: out of scope.", "",
+             f"({d['side']} px) and photographs (skimage's held-out ones, Debian's Plasma and Ubuntu wallpapers; at "
+             "most 512 px). Each draw has chains and drawn sources of its own, was made after a version's choices were "
+             "fixed, and was scored once then; every figure here is the version shipped's. Its held-out figures are "
+             f"the {name} draw's (chain seeds from {d['seeds']['chains']}, drawn sources of seed "
+             f"{d['seeds']['drawn_sources']}; `score`'s note quotes them); every draw is in the table after it (the "
+             "earlier ones were looked at before a later version was chosen). Duplicated objects (Qwen-Image-Edit) change the content, not its "
+             "quality: out of scope.", "",
              "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | best component alone | "
              "told the source: passed | AUC step 1 vs 10 | the chains' own damage: AUC step 1 vs 10 | what it misses |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -302,7 +303,7 @@ def signatures_section(r: dict) -> str:
     lines += ["", OWN_DAMAGE]
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
-    return "\n".join(lines + _later_draws(r))
+    return "\n".join(lines + _every_draw(r))
 
 
 # what the own-damage column is, and why the told-the-source AUC is read against it
@@ -326,23 +327,29 @@ def _failed(d: dict, sig: str, kind: str) -> str:
     return ", ".join(c + ("*" if c in flat else "") for c in d[sig]["all"][kind].get("failed_chains", [])) or "none"
 
 
-def _later_draws(r: dict) -> list[str]:
-    """The later signature draws' rows (parts `signatures2` on), those measured."""
-    lines = []
-    for draw in SIGNATURE_DRAWS[1:]:
-        key, how = draw.key, draw.how
-        d, s = r.get(key), signatures(r, key)
-        if not d or not s:
-            continue
+def _every_draw(r: dict) -> list[str]:
+    """Every signature draw measured, a row each: per signature the bare AUC (clean vs step 10) and the told-the-source
+    one (step 1 vs 10), pooled the chains passed too; then how each was made."""
+    rows = [(x, signatures(r, x.key)) for x in SIGNATURE_DRAWS]
+    rows = [(x, s) for x, s in rows if s]
+    if len(rows) < 2:
+        return []
+    sigs = [sig for sig in rows[-1][1] if sig != "pooled"]
+    head = " | ".join(f"{sig}: bare, told" for sig in sigs)
+    lines = ["", "Every draw, scored by the version shipped: ROC AUC alone (clean vs step 10) and told the source "
+             "(step 1 vs 10) per signature; pooled, the chains that passed the protocol too.", "",
+             f"| draw | {head} | pooled alone: passed, AUC | pooled told the source: passed, AUC |",
+             "| --- |" + " --- |" * (len(sigs) + 2)]
+    for x, s in rows:
+        cells = [f"{s[sig]['bare_auc']:.2f}, {s[sig]['rel_auc']:.2f}" if sig in s else "n/a" for sig in sigs]
+        p = s["pooled"]
+        lines.append(f"| {x.name} | " + " | ".join(cells) + f" | {p['bare_passed']}/{p['n']}, {p['bare_auc']:.3f} | "
+                     f"{p['rel_passed']}/{p['n']}, {p['rel_auc']:.3f} |")
+    lines += ["", "How each was made:", ""]
+    for x, _ in rows:
+        d = r[x.key]
         seeds = f"chain seeds from {d['seeds']['chains']}, drawn sources of seed {d['seeds']['drawn_sources']}"
-        lines += ["", how.format(seeds=seeds) + ":", "",
-                  "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | told the source: passed | "
-                  "AUC step 1 vs 10 | own damage: AUC step 1 vs 10 | failed told the source |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for sig, v in s.items():
-            failed = _failed(d, sig, "relative")
-            lines.append(f"| {sig} ({v['editor']}) | {v['n']} | {v['bare_passed']}/{v['n']} | {v['bare_auc']:.3f} | "
-                         f"{v['rel_passed']}/{v['n']} | {v['rel_auc']:.3f} | {_own(v)} | {failed} |")
+        lines.append(f"- {x.how.format(seeds=seeds)}.")
     return lines
 
 

@@ -36,7 +36,7 @@ class SignatureDraw:
     number: int
     chain_seed: int
     source_seed: int
-    how: str  # how it was made: the card's words, "{seeds}" filled from the results (the first: its own section)
+    how: str  # how it was made: the card's words, "{seeds}" filled from the results
 
     @property
     def name(self) -> str:
@@ -55,7 +55,10 @@ _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", 
              "eleventh", "twelfth")
 # in the order they were made; each scored once when made (bench/detector/validate_edit_damage.py, part (e))
 SIGNATURE_DRAWS = (
-    SignatureDraw(1, 700, 7, ""),  # scored once after version 3's components and fit were fixed
+    SignatureDraw(1, 700, 7, "The first draw ({seeds}, photographs: skimage's held-out ones and a quarter of the "
+                  "wallpapers each), scored once after version 3's components and fit were fixed; version 4's "
+                  "told-the-source softness guard came from its failed chains, and version 5's choice of crease per "
+                  "score from it and the next two draws"),
     SignatureDraw(2, 800, 8, "A second draw ({seeds}, the same photographs), made after version 4's told-the-source "
                   "softness guard, which came from diagnosing the first draw's failures, and scored once after it"),
     SignatureDraw(3, 5000, 50, "A third draw ({seeds}, the same photographs), made with version 4 unchanged and scored "

@@ -384,6 +384,11 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
              evidence.signature_draw(3).key: {**r[evidence.SIGNATURE_KEY], "creases": {
                  "all": fig(18, 8, 0.54, 0, 0.95), evidence.RENDERS: {"bare": {"failed_chains": ["spheres"]}}}}}
     assert evidence.held_out_signature_draws({**r, **later}) == list(later)
+    # the card's (e): the held-out draw in full (the last of them), then every draw measured a row each, how made
+    both = dc.signatures_section({**r, **later})
+    assert "the third draw's (chain seeds from 700" in both and "| draw | creases: bare, told |" in both
+    assert "| first | 0.93, 0.99 |" in both and "| third | 0.54, 0.95 |" in both
+    assert both.count("- A second draw (chain seeds from 700") == 1
     assert evidence.signatures_text({**r, **later}) == (
         "creases (Nano Banana 2 Fast) alone 8/18 and 10/18 chains, AUC 0.61 and 0.54 (missed in the last: 1 render), "
         "told the source 17/18 and 18/18, AUC 0.93 and 0.95")
