@@ -453,6 +453,19 @@ def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clea
     assert "below the clean image on: blur: pkg:lion." in blur_only and "correlated grain" not in blur_only
 
 
+def test_the_card_says_whether_the_cost_is_within_niqe_s():
+    from banana100.metrics.detector import card as detector_card
+
+    row = lambda size, ratio: {"size": size, "batch": 1, "ratio_wall": ratio, "ratio_cpu": ratio}  # noqa: E731
+    r = {"command": "python -m bench.detector.bench_edit_damage", "rows": [row(512, 1.12), row(1024, 0.98)],
+         "environment": {"device": "cpu", "cpus": 2, "threads": 1}}
+    text = detector_card.cost(r)
+    assert "| 512 px | 1 | 1.12 | 1.12 |" in text and "Over the target in 1 of 2 settings, by up to 12 %" in text
+    r["rows"] = [row(512, 0.9)]
+    assert "Within the target in every setting measured." in detector_card.cost(r)
+    assert "Not measured yet" in detector_card.cost({})
+
+
 def test_every_signature_draw_and_the_development_chains_use_seeds_of_their_own():
     """A draw's chain of signature j and source i takes seed c + 100 j + i (fewer than 20 sources), its drawn sources
     one seed s (soft blobs 10 s and 10 s + 1); the development chains DEV_SEED + 100 j + i and soft blobs DEV_BLOBS.
