@@ -13,8 +13,8 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 SIGNATURE_DRAWS, held_out_signature_draws,
-                                                 heldout_aucs, heldout_aucs_text, heldout_by_source, results,
+                                                 SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
+                                                 heldout_aucs_text, heldout_by_source, results, signature_draw_of,
                                                  signatures)
 from banana100.metrics.table import MetricSpec
 
@@ -275,7 +275,7 @@ def signatures_section(r: dict) -> str:
         return "Not measured yet: run `python -m bench.detector.validate_edit_damage --part signatures`."
     key = keys[-1]
     d, s = r[key], signatures(r, key)
-    name = next(x.name for x in SIGNATURE_DRAWS if x.key == key)
+    name = signature_draw_of(key).name
     lines = [f"{d['steps']}-step chains of each editor's signature (`bench/detector/signatures.py`, written from the "
              "descriptions, tuned on no image), one per held-out source: drawn generated-looking renders "
              f"({d['side']} px) and photographs (skimage's held-out ones, Debian's Plasma and Ubuntu wallpapers; at "
@@ -283,8 +283,8 @@ def signatures_section(r: dict) -> str:
              "fixed, and was scored once then; every figure here is the version shipped's. Its held-out figures are "
              f"the {name} draw's (chain seeds from {d['seeds']['chains']}, drawn sources of seed "
              f"{d['seeds']['drawn_sources']}; `score`'s note quotes them); every draw is in the table after it (the "
-             "earlier ones were looked at before a later version was chosen). Duplicated objects (Qwen-Image-Edit) change the content, not its "
-             "quality: out of scope.", "",
+             "earlier ones were looked at before a later version was chosen). Duplicated objects (Qwen-Image-Edit) "
+             "change the content, not its quality: out of scope.", "",
              "| signature (editor) | chains | bare passed | bare AUC clean vs step 10 | best component alone | "
              "told the source: passed | AUC step 1 vs 10 | the chains' own damage: AUC step 1 vs 10 | what it misses |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -363,8 +363,8 @@ def cost(r: dict) -> str:
     env = r["environment"]
     threads = f"{env['threads']} torch thread" + ("s" if env["threads"] != 1 else "")
     over = [row["ratio_cpu"] for row in r["rows"] if row["ratio_cpu"] > 1]
-    verdict = (f"Over the target in {len(over)} of {len(r['rows'])} settings, by up to {(max(over) - 1) * 100:.0f} % of NIQE's time "
-               "(the ratio depends on the machine: docs/edit-damage.md, Cost)." if over else
+    verdict = (f"Over the target in {len(over)} of {len(r['rows'])} settings, by up to {(max(over) - 1) * 100:.0f} % "
+               "of NIQE's time (the ratio depends on the machine: docs/edit-damage.md, Cost)." if over else
                "Within the target in every setting measured.")
     return (f"Measured by `{r['command']}` on {env['device']} ({env['cpus']} cores, {threads}, "
             "a machine shared with other jobs: ratios, not seconds):\n\n" + "\n".join(lines) + "\n\n" + verdict)

@@ -97,6 +97,11 @@ def signature_draw(number: int) -> SignatureDraw:
     return SIGNATURE_DRAWS[number - 1]
 
 
+def signature_draw_of(key: str) -> SignatureDraw:
+    """The signature draw whose figures the results hold under `key`."""
+    return next(d for d in SIGNATURE_DRAWS if d.key == key)
+
+
 PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
 RENDERS = "renders"  # the signature draw's generated-looking sources
 GROUP_WORDS = {PHOTOGRAPHS: "photographs"}  # a group's key as a count reads it ("4 photographs")
@@ -244,7 +249,7 @@ def signatures_note() -> str:
         text, keys = signatures_text(r), held_out_signature_draws(r)
     except (OSError, KeyError, ValueError, TypeError):
         text, keys = "", []
-    names = " and ".join(next(d.name for d in SIGNATURE_DRAWS if d.key == k) for k in keys)
+    names = " and ".join(signature_draw_of(k).name for k in keys)
     return (f"per signature, chains passed and AUC on the {names} signature draw{'s' if len(keys) > 1 else ''}: {text}"
             if text else "the other editors' signatures: not measured")
 
