@@ -222,9 +222,20 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """x (B,C,H,W) filtered by the 1-D kernel k along both axes, reflect-padded."""
     c, r = x.shape[1], k.numel() // 2
     x = F.pad(x, (r, r, 0, 0), mode="reflect") if r < x.shape[-1] else F.pad(x, (r, r, 0, 0), mode="replicate")
-    x = separable_taps(x, k, -1) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
-    x = F.pad(x, (0, 0, r, r), mode="reflect") if r < x.shape[-2] else F.pad(x, (0, 0, r, r), mode="replicate")
-    return separable_taps(x, k, -2) if x.device.type == "cpu" else F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    if x.device.type != "cpu":
+        x = F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+        x = F.pad(x, (0, 0, r, r), mode="reflect") if r < x.shape[-2] else F.pad(x, (0, 0, r, r), mode="replicate")
+        return F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    h = x.shape[-2]
+    if r >= h:  # too few rows to reflect: replicated, as F.pad would
+        return separable_taps(F.pad(separable_taps(x, k, -1), (0, 0, r, r), mode="replicate"), k, -2)
+    # the first pass writes into the second's padded plane, whose reflected rows are then copied in: F.pad's numbers
+    # without a plane more to allocate and fill (each new plane is first touched, page by page, on the CPU)
+    padded = x.new_empty(*x.shape[:-2], h + 2 * r, x.shape[-1] - 2 * r)
+    separable_taps(x, k, -1, out=padded[..., r:r + h, :])
+    padded[..., :r, :] = padded[..., r + 1:2 * r + 1, :].flip(-2)
+    padded[..., r + h:, :] = padded[..., h - 1:h + r - 1, :].flip(-2)
+    return separable_taps(padded, k, -2)
 
 
 # the CPU filter sums in strips of rows of about this many bytes of output, so that a strip and its input stay in a
@@ -233,18 +244,22 @@ def _separable(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 STRIP_BYTES = 512 * 1024
 
 
-def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
+def separable_taps(x: torch.Tensor, k: torch.Tensor, dim: int, out: torch.Tensor | None = None) -> torch.Tensor:
     """The 1-D correlation of x (padded along `dim`, -1 or -2) with k as a sum of shifted copies: on CPU far
     faster than oneDNN's one-channel convolution, which took about 60 % of a 1024 px image's
     time (`git show b381d54:BENCHMARKS.md`, the edit_damage cost); equal to it to float32 rounding. Summed in
-    strips of rows (STRIP_BYTES): the same sums in the same order, so the same numbers as whole planes."""
+    strips of rows (STRIP_BYTES): the same sums in the same order, so the same numbers as whole planes. `out`: a
+    tensor of the result's shape (a view) to write into."""
     axis = dim % x.ndim - x.ndim
     if axis not in (-1, -2):
         raise ValueError(f"separable_taps filters along the last two dimensions, not {dim}")
     n = x.shape[axis] - k.numel() + 1
     shape = list(x.shape)
     shape[axis] = n
-    out = x.new_empty(shape)
+    if out is None:
+        out = x.new_empty(shape)
+    elif list(out.shape) != shape:
+        raise ValueError(f"separable_taps: out has shape {tuple(out.shape)}, the result {tuple(shape)}")
     weights = k.tolist()
     rows = out.shape[-2]
     per_row = out[..., :1, :].numel() * out.element_size()
@@ -265,12 +280,46 @@ def means_2x2(x: torch.Tensor) -> torch.Tensor:
     one CPU thread: the whole detector 0.94-0.97 of its time with avg_pool2d (bench_edit_damage --baseline 31354ba)."""
     h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
     x = x[..., :h, :w]
-    return (x[..., 0::2, 0::2] + x[..., 0::2, 1::2] + x[..., 1::2, 0::2] + x[..., 1::2, 1::2]) * 0.25
+    out = x[..., 0::2, 0::2] + x[..., 0::2, 1::2]  # then added to in place: one new plane, not four
+    return out.add_(x[..., 1::2, 0::2]).add_(x[..., 1::2, 1::2]).mul_(0.25)
+
+
+def luma_of(rgb: torch.Tensor) -> torch.Tensor:
+    """BT.601 luma (B, 1, H, W) of (B, 3, H, W): 0.299 R + 0.587 G + 0.114 B, summed in that order in place (the same
+    numbers as the expression, two new planes instead of five)."""
+    luma = rgb[:, 0:1] * 0.299
+    part = rgb[:, 1:2] * 0.587
+    luma.add_(part)
+    return luma.add_(torch.mul(rgb[:, 2:3], 0.114, out=part))
+
+
+def float64_total(plane: torch.Tensor, buffer: torch.Tensor | None = None) -> torch.Tensor:
+    """plane.sum((1, 2), dtype=torch.float64), bit for bit. On the CPU that sum makes a new float64 copy of the plane
+    each call; with `buffer` (a float64 tensor of the plane's shape, reused across calls) it makes none."""
+    return plane.sum((1, 2), dtype=torch.float64) if buffer is None else buffer.copy_(plane).sum((1, 2))
+
+
+def padded_difference(x: torch.Tensor, dim: int, span: int, at: int) -> torch.Tensor:
+    """x[.., i + span] - x[.., i] along `dim`, placed from index `at` in a plane of x's shape that is 0 elsewhere:
+    F.pad of the difference, written in place (one new plane, not two)."""
+    n = x.shape[dim] - span
+    out = x.new_empty(x.shape)
+    torch.sub(x.narrow(dim, span, n), x.narrow(dim, 0, n), out=out.narrow(dim, at, n))
+    out.narrow(dim, 0, at).zero_()
+    out.narrow(dim, at + n, x.shape[dim] - at - n).zero_()
+    return out
 
 
 def _central_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(x[.., i + 1] - x[.., i - 1] along columns, the same along rows) of a (B, 1, H, W) image, 0 on the border."""
-    return (F.pad(x[..., :, 2:] - x[..., :, :-2], (1, 1, 0, 0)), F.pad(x[..., 2:, :] - x[..., :-2, :], (0, 0, 1, 1)))
+    return padded_difference(x, -1, 2, 1), padded_difference(x, -2, 2, 1)
+
+
+def take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """flat[index] (a 1-D tensor's values at non-negative int64 indices of any shape) by index_select: the same
+    values, about 7x faster on one CPU thread for 13,000 and 130,000 indices than advanced indexing, which took a
+    tenth of a 512 px image's time in the point reads (bench/detector/bench_edit_damage.py --profile 512)."""
+    return flat.index_select(0, index.reshape(-1)).view(index.shape)
 
 
 def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -287,10 +336,10 @@ def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: t
     del y0, x0
     dy, dx = (w if h > 1 else 0), (1 if w > 1 else 0)
     rest = 1 - fx
-    top = flat[index].mul_(rest)
-    top.add_(flat[index.add_(dx)].mul_(fx))
-    bottom = flat[index.add_(dy)].mul_(fx)
-    bottom.add_(flat[index.sub_(dx)].mul_(rest))
+    top = take(flat, index).mul_(rest)
+    top.add_(take(flat, index.add_(dx)).mul_(fx))
+    bottom = take(flat, index.add_(dy)).mul_(fx)
+    bottom.add_(take(flat, index.sub_(dx)).mul_(rest))
     del index, rest
     return top.mul_(1 - fy).add_(bottom.mul_(fy))
 
@@ -343,17 +392,12 @@ def tile_overlap(tiles: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
     q = torch.div(lags, TILE, rounding_mode="floor")
     s = (lags - q * TILE).to(tiles.dtype)
     lo, hi = int(q.min()), int(q.max()) + 1
-    ny, nx = tiles.shape[-2:]
-
-    def shifted_dot(a: int, b: int) -> torch.Tensor:
-        if abs(a) >= ny or abs(b) >= nx:
-            return tiles.new_zeros(tiles.shape[0])
-        one = tiles[:, max(0, -a):ny - max(0, a), max(0, -b):nx - max(0, b)]
-        two = tiles[:, max(0, a):ny + min(0, a), max(0, b):nx + min(0, b)]
-        return (one * two).sum((1, 2))
-
+    # the tiles' autocorrelation at tile lags lo..hi, one grouped convolution of each image's tiles with themselves
+    # (the tiles are 0 or 1: whole sums, exact in any order; 36 shifted products took 2 % of a 512 px image's time)
+    p = max(-lo, hi)
+    a_ = F.conv2d(F.pad(tiles, (p, p, p, p))[None], tiles[:, None], groups=tiles.shape[0])[0]
+    a_ = a_[:, p + lo:p + hi + 1, p + lo:p + hi + 1]  # (B, n, n): a_[u, v] = sum of t[i, j] t[i + u, j + v]
     shifts = range(lo, hi + 1)
-    a_ = torch.stack([torch.stack([shifted_dot(a, b) for b in shifts], -1) for a in shifts], -2)  # (B, n, n)
     spread = tiles.new_zeros(lags.numel(), len(shifts))
     rows = torch.arange(lags.numel(), device=lags.device)
     spread[rows, q - lo] = TILE - s
@@ -408,20 +452,20 @@ class EditDamage(torch.nn.Module):
         """The scores of a batch of one size; `at_points` (default: on CPU) reads the edge and speckle
         statistics at their pixels rather than over whole-image masks (the same numbers to float32 rounding)."""
         rgb = x.to(torch.float32) * 255
-        luma = (0.299 * rgb[:, 0:1] + 0.587 * rgb[:, 1:2] + 0.114 * rgb[:, 2:3])
+        luma = luma_of(rgb)
         clipped = (rgb.amin(dim=1, keepdim=True) <= CLIP_LOW) | (rgb.amax(dim=1, keepdim=True) >= CLIP_HIGH)
         shared = gauss(luma, DOG_SIGMAS[1])  # the fine band's low edge is the coarse band's high one
         fine = gauss(luma, DOG_SIGMAS[0])
         energy, usable = self._tiles(fine - shared, clipped)
         grain, evenness, flat_half = self._grain(energy, usable)
         high = shared if TEXTURE_SIGMAS[0] == DOG_SIGMAS[1] else gauss(luma, TEXTURE_SIGMAS[0])
-        coarse, _ = self._tiles(high - gauss(luma, TEXTURE_SIGMAS[1]), clipped)
+        coarse = self._tiles(high - gauss(luma, TEXTURE_SIGMAS[1]))
         texture = self._floor(*self._ranked(coarse, usable)).sqrt()
         smooth = gauss(luma, RESIDUAL_SIGMA)  # the residual's low-pass, and the edges' finder
         residual = luma - smooth
         # the cast is a mean over the near-neutral pixels: measured on 2x2 means, a quarter of the work
         half_rgb = means_2x2(rgb) if min(rgb.shape[-2:]) >= 2 * MIN_SIDE else rgb
-        cast = self._colour_cast(half_rgb, 0.299 * half_rgb[:, 0:1] + 0.587 * half_rgb[:, 1:2] + 0.114 * half_rgb[:, 2:3])
+        cast = self._colour_cast(half_rgb, luma_of(half_rgb))
         # left on the device: the engine fetches them with the scores, once per call (a copy to
         # the CPU here would be a wait per batch on a GPU)
         self.last_cast = cast.detach().to(torch.float64)
@@ -474,7 +518,7 @@ class EditDamage(torch.nn.Module):
             total = lambda t: t.flatten(1).sum(1, dtype=torch.float64)  # noqa: E731 - per image
         else:
             image, y, x = points // (h * w), (points // w % h).to(fine.dtype), (points % w).to(fine.dtype)
-            at = lambda plane: plane.flatten()[points]  # noqa: E731
+            at = lambda plane: take(plane.flatten(), points)  # noqa: E731
             sample = lambda plane, sy, sx: _bilinear_at(plane, image, sy, sx)  # noqa: E731
             total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
                 0, image, t.to(torch.float64))
@@ -550,7 +594,7 @@ class EditDamage(torch.nn.Module):
         if points is None:
             follows_x = gx.abs() >= gy.abs()
         else:
-            follows_x = gx.flatten()[points].abs() >= gy.flatten()[points].abs()
+            follows_x = take(gx.flatten(), points).abs() >= take(gy.flatten(), points).abs()
         excess = torch.zeros(b, dtype=torch.float64, device=fine.device)
         jumps = torch.zeros_like(excess)
         half = CREASE_ALONG // 2
@@ -567,7 +611,7 @@ class EditDamage(torch.nn.Module):
                 pos = (points // stride) % n  # the coordinate along the axis
                 centres = points[(follows_x == (axis == -1)) & (pos >= r) & (pos < n - r)]
                 # the 2r + 1 values across each centre, k = -r .. r along the axis
-                values = f.flatten()[centres[:, None] + stride * torch.arange(-r, r + 1, device=f.device)]
+                values = take(f.flatten(), centres[:, None] + stride * torch.arange(-r, r + 1, device=f.device))
                 image = centres // f[0].numel()
                 steps = (values.diff(dim=1).abs() - allowance.flatten()[image, None]).clamp(min=0)
                 jump = (values[:, -1] - values[:, 0]).abs()
@@ -662,7 +706,7 @@ class EditDamage(torch.nn.Module):
         between them, both axes averaged (levels; a JPEG's blocks start at the image's top left corner)."""
         out = []
         for axis in (-1, -2):
-            d = luma.diff(dim=axis).abs().clamp(max=BLOCK_CLIP)
+            d = luma.diff(dim=axis).abs_().clamp_(max=BLOCK_CLIP)
             profile = d.mean(dim=-2 if axis == -1 else -1, dtype=torch.float64).flatten(1)  # (B, n - 1)
             n = profile.shape[1] // BLOCK * BLOCK
             if n < 2 * BLOCK:
@@ -673,11 +717,15 @@ class EditDamage(torch.nn.Module):
         return ((out[0] + out[1]) / 2).clamp(min=0)
 
     @staticmethod
-    def _tiles(band: torch.Tensor, clipped: torch.Tensor):
-        """Per 16x16 tile: band-pass energy (B, nt) float64, and whether the tile is usable (not mostly clipped)."""
+    def _tiles(band: torch.Tensor, clipped: torch.Tensor | None = None):
+        """Per 16x16 tile: band-pass energy (B, nt) float64, and with `clipped` whether the tile is usable (not mostly
+        clipped). The band is squared in place: pass a plane read no further."""
         h, w = band.shape[-2:]
         th, tw = h // TILE * TILE, w // TILE * TILE
-        energy = F.avg_pool2d(band[..., :th, :tw].pow(2), TILE).flatten(1).to(torch.float64)
+        part = band[..., :th, :tw]
+        energy = F.avg_pool2d(part.mul_(part), TILE).flatten(1).to(torch.float64)  # x * x: pow(2)'s numbers
+        if clipped is None:
+            return energy
         clip_share = F.avg_pool2d(clipped[..., :th, :tw].to(band.dtype), TILE).flatten(1)
         return energy, clip_share < 0.5
 
@@ -721,19 +769,26 @@ class EditDamage(torch.nn.Module):
         resid = residual[:, 0, :th, :tw]
         weight = flat_half.view(b, 1, th // TILE, tw // TILE).to(resid.dtype)
         weight = F.interpolate(weight, scale_factor=TILE, mode="nearest")[:, 0]
-        wsum = weight.sum((1, 2), dtype=torch.float64).clamp(min=1)
-        mean = (weight * resid).sum((1, 2), dtype=torch.float64) / wsum
+        # the weight's sum is its tiles' count (exact); on the CPU the other sums go through one float64 plane and one
+        # float32 plane, reused (float64_total): a new plane's pages cost there (bench_edit_damage --baseline f3bade6)
+        wsum = (flat_half.sum(1, dtype=torch.float64) * (TILE * TILE)).clamp(min=1)
+        wide = resid.new_empty(resid.shape, dtype=torch.float64) if resid.device.type == "cpu" else None
+        temp = torch.empty_like(resid)
+        total = functools.partial(float64_total, buffer=wide)
+
+        mean = total(torch.mul(weight, resid, out=temp)) / wsum
         resid = (resid - mean[:, None, None].to(resid.dtype)) * weight
         # clip at 3 standard deviations (of the flatter tiles: edges are already left out), so that
         # a few strong pixels cannot make the correlation
-        rms = (resid.pow(2).sum((1, 2), dtype=torch.float64) / wsum).sqrt()
+        rms = (total(torch.mul(resid, resid, out=temp)) / wsum).sqrt()
         limit = (3 * rms).clamp(min=1e-6)[:, None, None].to(resid.dtype)
         resid = torch.maximum(torch.minimum(resid, limit), -limit)
         lag = min(MAX_LAG, th // 4, tw // 4)
         # zero-padded past th + lag (no wrap-around at the lags read), to a length whose factors the FFT is fast on
         size = (_fft_length(th + lag), _fft_length(tw + lag))
         num = torch.fft.irfft2(torch.fft.rfft2(resid, s=size).abs().pow(2), s=size)
-        var = (resid.pow(2).sum((1, 2), dtype=torch.float64) / wsum).to(num.dtype)
+        var = (total(torch.mul(resid, resid, out=temp)) / wsum).to(num.dtype)
+        del wide, temp
         idx = torch.cat([torch.arange(0, lag + 1), torch.arange(-lag, 0)]).to(residual.device)
         ys, xs = idx % size[0], idx % size[1]
         num = num[:, ys][:, :, xs]
@@ -790,8 +845,7 @@ class EditDamage(torch.nn.Module):
     @staticmethod
     def _edges(smooth: torch.Tensor) -> torch.Tensor:
         """The strongest EDGE_SHARE of the smoothed luma's gradients (at least EDGE_MIN_SLOPE a pixel): (B, 1, H, W)."""
-        gy = F.pad(smooth[..., 1:, :] - smooth[..., :-1, :], (0, 0, 0, 1))
-        gx = F.pad(smooth[..., :, 1:] - smooth[..., :, :-1], (0, 1, 0, 0))
+        gy, gx = padded_difference(smooth, -2, 1, 0), padded_difference(smooth, -1, 1, 0)
         mag = (gx.pow(2) + gy.pow(2)).flatten(1)
         sample = mag[:, ::7] if mag.shape[1] > 70_000 else mag
         k = max(1, int(round(sample.shape[1] * (1 - EDGE_SHARE))))
@@ -833,10 +887,10 @@ class EditDamage(torch.nn.Module):
         flat, stride = luma.flatten(), luma.stride(axis)
         pos = (points // stride) % n
         where, pos = points[pos >= 1], pos[pos >= 1]
-        d_f = (flat[where] - flat[where - stride]).abs()
+        d_f = (take(flat, where) - take(flat, where - stride)).abs()
         ahead = where + stride * ((pos + r).clamp(max=n - 1) - pos)
         behind = where + stride * ((pos - r - 1).clamp(min=0) - pos)
-        d_b = (flat[ahead] - flat[behind]).abs() / CRETE_TAPS
+        d_b = (take(flat, ahead) - take(flat, behind)).abs() / CRETE_TAPS
         image = where // luma[0].numel()
         zero = torch.zeros(luma.shape[0], dtype=torch.float64, device=luma.device)
         return (zero.index_add(0, image, d_f.to(torch.float64)),

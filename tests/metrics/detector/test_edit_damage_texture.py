@@ -140,6 +140,40 @@ def test_the_cast_s_two_by_two_means_are_avg_pool_s_numbers():
         assert torch.equal(ed.means_2x2(x), F.avg_pool2d(x, 2)), shape
 
 
+def test_the_cpu_s_allocation_saving_forms_give_the_plain_forms_numbers():
+    """On the CPU the detector avoids new planes and advanced indexing (for speed, bench_edit_damage): each such
+    form gives bit for bit its plain form's numbers. The gaussian's first pass is written into the second's padded
+    plane (F.pad's reflection; replicated when the rows are too few), `take` is indexing, `padded_difference` is
+    F.pad of a difference, and a float64 sum through one reused plane (the lattice's) is sum(dtype=float64)'s. The
+    detector's components before these forms were checked bit for bit the same on 18 varied images (both paths)."""
+    import torch.nn.functional as F
+
+    x = torch.rand(2, 1, 61, 83) * 255
+    for sigma in (0.5, 2.5, 6.0):
+        k = ed.gauss_kernel(sigma, x.device, x.dtype)
+        r = k.numel() // 2
+        plain = ed.separable_taps(F.pad(ed.separable_taps(F.pad(x, (r, r, 0, 0), mode="reflect"), k, -1),
+                                        (0, 0, r, r), mode="reflect"), k, -2)
+        assert torch.equal(ed.gauss(x, sigma), plain), sigma
+    few = torch.rand(1, 1, 12, 83) * 255  # 12 rows, a radius of 18: replicated
+    k = ed.gauss_kernel(6.0, few.device, few.dtype)
+    plain = ed.separable_taps(F.pad(ed.separable_taps(F.pad(few, (18, 18, 0, 0), mode="reflect"), k, -1),
+                                    (0, 0, 18, 18), mode="replicate"), k, -2)
+    assert torch.equal(ed.gauss(few, 6.0), plain)
+    with pytest.raises(ValueError, match="out has shape"):
+        ed.separable_taps(x, k, -1, out=torch.empty(2, 1, 61, 5))
+    flat = x.flatten()
+    index = torch.randint(0, flat.numel(), (40, 11))
+    assert torch.equal(ed.take(flat, index), flat[index])
+    assert torch.equal(ed.padded_difference(x, -1, 2, 1), F.pad(x[..., 2:] - x[..., :-2], (1, 1, 0, 0)))
+    assert torch.equal(ed.padded_difference(x, -2, 1, 0), F.pad(x[..., 1:, :] - x[..., :-1, :], (0, 0, 0, 1)))
+    for shape in [(2, 64, 80), (1, 512, 512), (3, 17, 1000)]:
+        plane = torch.randn(*shape) * 40
+        buffer = torch.empty(shape, dtype=torch.float64)
+        assert torch.equal(ed.float64_total(plane, buffer), plane.sum((1, 2), dtype=torch.float64)), shape
+        assert torch.equal(ed.float64_total(plane * plane, buffer), (plane * plane).sum((1, 2), dtype=torch.float64))
+
+
 @pytest.mark.parametrize("shape", [(64, 64), (65, 200), (200, 71), (256, 256)])
 def test_the_statistics_read_at_edge_and_speckle_pixels_equal_the_whole_image_masks(grass, shape):
     """On CPU the crease, softness and speckle sums are read at the pixels they concern (the GPU's path
