@@ -4,6 +4,7 @@ as baseline and current reads the same peak, and a detector that holds a plane m
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -17,10 +18,9 @@ def test_the_same_detector_reads_the_same_peak_and_one_holding_more_reads_more(t
 
     model = REPO / "banana100/metrics/detector/model.py"
     heavier = tmp_path / "model.py"  # the same detector, holding a batch of 8 copies of its luma to the end
-    heavier.write_text(model.read_text().replace(
-        "        luma = (0.299 * rgb[:, 0:1] + 0.587 * rgb[:, 1:2] + 0.114 * rgb[:, 2:3])\n",
-        "        luma = (0.299 * rgb[:, 0:1] + 0.587 * rgb[:, 1:2] + 0.114 * rgb[:, 2:3])\n"
-        "        self._held = luma.repeat(1, 8, 1, 1)\n", 1))
+    # after the line that makes the measurement's luma, whatever its form
+    heavier.write_text(re.sub(r"(\n        luma = [^\n]*\n)", r"\1        self._held = luma.repeat(1, 8, 1, 1)\n",
+                              model.read_text(), count=1))
     assert "_held" in heavier.read_text()
     out = tmp_path / "memory.json"
     for baseline, low, high in ((model, 0.95, 1.05), (heavier, 0.3, 0.9)):
