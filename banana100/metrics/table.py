@@ -453,7 +453,7 @@ _DETECTORS = [
     MetricSpec(
         "edit_damage", "Edit damage", "detector", True, (0, None), native=True, in_pyiqa=False, min_size=64,
         native_module="banana100.metrics.detector.model",
-        version=9,  # 2: the evenness component weighs the grain term; 3: the signatures of issue 42 (crease, speckles, simplification, blocking); 4: the crease on contours only, the cast weighed by its share of greys, simplification beside edges, refit; 5: the crease read from the mean profile across the contours, refit; 6: the crease's profiles inside the frame; 7: specks alone in their window's ring, the lattice above rounding's amplitude, edges of 2 levels a pixel; 8: the bare grain term reads the floor's non-periodic share; 9: simplification read over at least 8 structured tiles, else not measured
+        version=10,  # 2: the evenness component weighs the grain term; 3: the signatures of issue 42 (crease, speckles, simplification, blocking); 4: the crease on contours only, the cast weighed by its share of greys, simplification beside edges, refit; 5: the crease read from the mean profile across the contours, refit; 6: the crease's profiles inside the frame; 7: specks alone in their window's ring, the lattice above rounding's amplitude, edges of 2 levels a pixel; 8: the bare grain term reads the floor's non-periodic share; 9: simplification read over at least 8 structured tiles, else not measured; 10: blocking where a crop after saving moved the grid
         companion="edit_damage_rel",
         min_size_note="64 px: the lattice component looks at lags up to a quarter of the side (at most 32 px) "
                       "on 16x16 tiles; below 64 px too few tiles and lags remain.",

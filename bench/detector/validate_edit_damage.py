@@ -263,6 +263,16 @@ def jpeg(a, quality):
     return np.asarray(Image.open(buf).convert("RGB"))
 
 
+# a crop after saving, as a user's of a saved JPEG: no multiple of 8 px on either axis, so the blocks' grid no longer
+# starts at the image's corner (the clean rung is cropped alike)
+CROP_AFTER_SAVING = (3, 5)  # px off the top, off the left
+
+
+def jpeg_cropped(a, quality):
+    top, left = CROP_AFTER_SAVING
+    return jpeg(a, quality)[top:, left:]
+
+
 def blur(a, sigma):
     if not sigma:
         return a
@@ -279,6 +289,8 @@ LADDERS = {  # name -> (function, strengths in increasing damage, what the stren
     "correlated grain": (correlated, [0, 1, 2, 4, 8], "standard deviation of white noise blurred by sigma 1.5 px"),
     "periodic grid": (grid, [0, 1, 2, 4, 8], "amplitude (levels) of a period-8 cosine grid"),
     "jpeg": (jpeg, [None, 90, 70, 50, 30, 10], "quality (None = the clean image)"),
+    "jpeg, cropped after saving": (jpeg_cropped, [None, 90, 70, 50, 30, 10],
+                                   "quality, then 3 px off the top and 5 off the left (None = the clean image, cropped)"),
     "blur": (blur, [0, 0.5, 1, 2, 3], "Gaussian sigma, px"),
     "green tint": (green_tint, [1, 1.02, 1.05, 1.1, 1.2], "green gain (red and blue divided by its root)"),
 }

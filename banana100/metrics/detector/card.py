@@ -264,7 +264,8 @@ MISSES = {
     "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one "
             "(the chains' own damage orders them no better: the column before), "
             "and a smooth render or dense texture re-saved at one quality changes little after it; alone, a JPEG "
-            "of a smooth render loses grain as it gains blocks; blocks off the 8-pixel grid",
+            "of a smooth render loses grain as it gains blocks; a grid a resize moved off 8 px (since version 10 "
+            "one a crop moved is read)",
 }
 
 

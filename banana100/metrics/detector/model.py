@@ -40,7 +40,8 @@ COMPONENT_UNITS = {
                     "(edit_damage_rel's crease; 0 = monotone edges)",
     "speckles": "isolated small outliers per megapixel",
     "simplification": "halvings of the fine band's amplitude against the coarse band's where there is structure",
-    "blocking": "8-bit levels: mean step at the 8-pixel grid beyond the steps between the grid's lines",
+    "blocking": "8-bit levels: mean step at the 8-pixel grid beyond the steps between the grid's lines (the grid at "
+                "the corner, or where a crop after saving moved it)",
     "texture": "8-bit levels: the coarse band's (DoG sigma 2.5 and 6 px) floor, what content alone puts there",
     "evenness": "0-1: sqrt of the flattest 2 % of tiles' fine-band energy over the floor's (flattest 10 %); "
                 "1 when grain covers every tile",
@@ -163,6 +164,17 @@ SIMPLIFY_STRUCTURE = 1.0
 SIMPLIFY_MIN_TILES = 8
 BLOCK = 8  # JPEG's block
 BLOCK_CLIP = 16.0  # neighbour differences clipped here (levels), so that content's edges do not swamp the grid
+
+
+def moved_grid(excess: torch.Tensor) -> torch.Tensor:
+    """A grid a crop moved (since version 10): from each phase's excess over the other seven (B, BLOCK), the largest
+    one's lead over the next one, where the next has less than half the largest's excess (else 0). A JPEG's grid
+    stands out at one phase (the others fall below their mean, the mid-block's a little above it); the two edges of a
+    drawn line stand out at two alike, content of period 2 or 4 at two or four; and the largest of eight noisy
+    phases is not a grid by its size alone (its lead over the second is small)."""
+    top = excess.topk(2, dim=1).values
+    second = top[:, 1].clamp(min=0)
+    return torch.where(second < 0.5 * top[:, 0], top[:, 0] - second, torch.zeros_like(second))
 
 
 def build(files: Mapping[str, Path] | None = None, mode: str = "pyiqa") -> torch.nn.Module:
@@ -703,7 +715,9 @@ class EditDamage(torch.nn.Module):
     @staticmethod
     def _blocking(luma: torch.Tensor) -> torch.Tensor:
         """The mean neighbour difference (clipped at BLOCK_CLIP) across the 8-pixel grid's lines less that
-        between them, both axes averaged (levels; a JPEG's blocks start at the image's top left corner)."""
+        between them, both axes averaged (levels). A JPEG's blocks start at the image's top left corner, and
+        a crop after saving moves them: per axis, the grid's phase at the corner, or the phase that stands out
+        from the other seven by more than the next one does (`moved_grid`)."""
         out = []
         for axis in (-1, -2):
             d = luma.diff(dim=axis).abs_().clamp_(max=BLOCK_CLIP)
@@ -712,8 +726,11 @@ class EditDamage(torch.nn.Module):
             if n < 2 * BLOCK:
                 out.append(torch.zeros(profile.shape[0], dtype=torch.float64, device=luma.device))
                 continue
-            by_phase = profile[:, :n].reshape(profile.shape[0], -1, BLOCK).mean(1)  # phase BLOCK - 1: the grid
-            out.append(by_phase[:, BLOCK - 1] - by_phase[:, :BLOCK - 1].mean(1))
+            by_phase = profile[:, :n].reshape(profile.shape[0], -1, BLOCK).mean(1)  # phase BLOCK - 1: the corner's grid
+            # each phase's mean step less the other seven's (phase BLOCK - 1: the form before version 10, its numbers)
+            excess = torch.stack([by_phase[:, p] - torch.cat([by_phase[:, :p], by_phase[:, p + 1:]], 1).mean(1)
+                                  for p in range(BLOCK)], 1)
+            out.append(torch.maximum(excess[:, BLOCK - 1], moved_grid(excess)))
         return ((out[0] + out[1]) / 2).clamp(min=0)
 
     @staticmethod

@@ -399,9 +399,12 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     seventh = {**sixth, evidence.signature_draw(7).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
     eighth = {**seventh, evidence.signature_draw(8).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
     assert evidence.held_out_signature_draws({**r, **eighth}) == list(eighth)  # not yet the ninth: the later ones
-    ninth = {**eighth, evidence.signature_draw(9).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **ninth}) == [evidence.signature_draw(9).key]
-    assert evidence.signatures_text({**r, **ninth}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
+    tenth = {**eighth, **{evidence.signature_draw(n).key: {**r[evidence.SIGNATURE_KEY], "creases": {
+        "all": fig(18, 6, 0.7, 0, 0.9)}} for n in (9, 10)}}
+    assert evidence.held_out_signature_draws({**r, **tenth}) == list(tenth)  # not yet the eleventh: the later ones
+    eleventh = {**tenth, evidence.signature_draw(11).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **eleventh}) == [evidence.signature_draw(11).key]
+    assert evidence.signatures_text({**r, **eleventh}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
     # beside the told-the-source AUC, the same AUC by the chains' own damage (no detector): chain a's step 10 (2)
     # is above its own step 1 (1) but below chain b's (3): 3 of the 4 pairs in order
     rms = {"a": {"1": 1.0, "10": 2.0}, "b": {"1": 3.0, "10": 4.0}}

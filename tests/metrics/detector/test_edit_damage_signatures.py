@@ -65,12 +65,22 @@ def test_a_strong_jpeg_scores_more_damaged_than_its_clean_original(stats):
         assert rel.relative_score(s_q8, s_clean) > rel.relative_score(s_q50, s_clean) > 0
 
 
-def test_blocking_is_the_grid_not_content_nor_a_shifted_grid(stats):
+def test_blocking_is_the_grid_wherever_a_crop_moved_it_and_not_content(stats):
+    """A JPEG cropped after saving (by no multiple of 8 px) reads its blocks as the uncropped one does (before
+    version 10 it read 0: the grid was looked for at the image's corner only); clean photographs, and content that
+    steps at two or four phases alike (lines every 4 px off the grid), read none."""
     clean = skimage.data.astronaut()
     blocky = _jpeg(clean, 10)
-    shifted = np.ascontiguousarray(blocky[3:, 5:])  # the blocks now sit off the image's grid
-    s_clean, s_blocky, s_shifted = stats([clean, blocky, shifted])
-    assert s_blocky["blocking"] > 1.0 and s_clean["blocking"] < 0.3 and s_shifted["blocking"] < 0.5
+    for top, left in ((3, 5), (0, 1), (6, 0), (4, 4)):
+        cropped = np.ascontiguousarray(blocky[top:, left:])  # the blocks now sit off the image's corner
+        s_clean, s_blocky, s_cropped = stats([np.ascontiguousarray(clean[top:, left:]), blocky, cropped])
+        assert s_blocky["blocking"] > 1.0 and s_clean["blocking"] < 0.3
+        assert s_cropped["blocking"] == pytest.approx(s_blocky["blocking"], rel=0.15), (top, left)
+    for photo in (skimage.data.coffee(), skimage.data.chelsea(), skimage.data.astronaut()):
+        assert stats([photo])[0]["blocking"] < 0.25  # the bare term's offset: no term
+    yy = np.arange(256)[:, None] * np.ones((1, 256))
+    lines = _grey(np.where(yy % 4 == 1, 30.0, 230.0))  # steps at phases 0, 1, 4 and 5: none stands out alone
+    assert stats([lines])[0]["blocking"] == 0
 
 
 def test_speckles_count_isolated_outliers_per_megapixel_and_not_texture(stats):
