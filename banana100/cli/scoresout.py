@@ -85,8 +85,9 @@ def breakdown(rows: list[dict], metric: str) -> str:
         tail = ("\nalone, a photograph's own film grain or sensor noise reads as grain, its light as colour_cast, "
                 "shallow focus as softness, sharp highlights and fine lines as crease or speckles; a smooth render "
                 "reads simplification, any JPEG some blocking")
-    head = ("image", "score", *ed.TERMS)
-    lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in ed.TERMS)) for r, t in zip(rows, terms, strict=True)]
+    names = tuple(terms[0]) if terms else ed.TERMS  # the relative score's include its own (rel.REL_TERMS)
+    head = ("image", "score", *names)
+    lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in names)) for r, t in zip(rows, terms, strict=True)]
     body = _aligned(lines, left=(0,))
     return (f"\n\n{metric}, each score and {what} (they add up to it; the components are in the scores file):"
             f"\n{body}{tail}{older}")

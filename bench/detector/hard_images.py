@@ -73,6 +73,7 @@ def _scorer(model):
     import torch
 
     detector = model.EditDamage()
+    detector.colour_edges = True  # edit_damage_rel's own component too, where the module has it (version 11 on)
 
     def score(a: np.ndarray) -> tuple[float, dict[str, float]]:
         x = torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1)[None].float() / 255

@@ -55,6 +55,7 @@ def _term(c: str) -> str:
 
 def _units() -> str:
     rows = [f"| `{c}` | {ed.COMPONENT_UNITS[c]} | {_term(c)} |" for c in ed.COMPONENTS]
+    rows += [f"| `{c}` | {unit} | none: measured for `edit_damage_rel` only |" for c, unit in ed.REL_ONLY_UNITS.items()]
     return "| component | unit | term added to the bare score |\n| --- | --- | --- |\n" + "\n".join(rows)
 
 
@@ -261,11 +262,11 @@ MISSES = {
                 "told the source too; alone, a photograph's own isolated specks (stars) dilute it",
     "simplified": "alone, a smooth render or a photograph with little fine detail to lose (a night sky, shallow "
                   "focus) reads as simplified already",
-    "jpeg": "most blocking comes with the first save, so step 1 of a low quality outranks step 10 of a high one "
-            "(the chains' own damage orders them no better: the column before), "
-            "and a smooth render or dense texture re-saved at one quality changes little after it; alone, a JPEG "
-            "of a smooth render loses grain as it gains blocks; a grid a resize moved off 8 px (since version 10 "
-            "one a crop moved is read)",
+    "jpeg": "most blocking and colour blur come with the first save, so step 1 of a low quality outranks step 10 "
+            "of a high one (the chains' own damage orders them no better: the column before); a smooth render "
+            "re-saved at one quality changes little after it but for a drift of its colours (told the source, "
+            "since version 11 colour edges blurred let dense texture pass); alone, a JPEG of a smooth render loses "
+            "grain as it gains blocks; a grid a resize moved off 8 px (since version 10 one a crop moved is read)",
 }
 
 

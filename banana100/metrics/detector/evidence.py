@@ -88,13 +88,16 @@ SIGNATURE_DRAWS = (
                   "version shipped reads a lead only where the next phase has less than half the largest's excess"),
     SignatureDraw(11, 14000, 140, "An eleventh draw ({seeds}, the same photographs), made after version 10's choice "
                   "was fixed and scored once: the held-out figures of version 10"),
+    SignatureDraw(12, 15000, 150, "A twelfth draw ({seeds}, the same photographs), made after version 11's choice was "
+                  "fixed (told the source, colour edges blurred count: colour_softness) and scored once: the held-out "
+                  "figures of version 11"),
 )
 SIGNATURE_KEY = SIGNATURE_DRAWS[0].key
-# the draws no choice of the current version (10) saw, by number, quoted by `score`'s note: each earlier draw was
-# scored by an earlier version or candidate and read before version 10's choices were fixed (the first became
+# the draws no choice of the current version (11) saw, by number, quoted by `score`'s note: each earlier draw was
+# scored by an earlier version or candidate and read before version 11's choice was fixed (the first became
 # development data for version 4's softness guard; version 10's refinement came from the whole validation of its
-# first candidate, which scored the tenth draw)
-SIGNATURE_HELD_OUT = (11,)
+# first candidate, which scored the tenth draw; version 11's term was chosen on development chains only)
+SIGNATURE_HELD_OUT = (12,)
 
 
 def signature_draw(number: int) -> SignatureDraw:

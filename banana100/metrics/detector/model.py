@@ -48,6 +48,13 @@ COMPONENT_UNITS = {
     "lattice_level": "8-bit levels: the periodic part's amplitude in the residual (what the lattice adds)",
 }
 COMPONENTS = tuple(COMPONENT_UNITS)
+# measured only where edit_damage_rel asks for it (EditDamage(colour_edges=True), its StatsModel): no bare term reads
+# it, and on a CPU it costs about a quarter of a 512 px image's time (two Gaussians, two edge sets, two Crete sums)
+REL_ONLY_UNITS = {
+    "colour_softness": "Crete's blur effect on the colour planes (BT.601 Cb, Cr) at their own strongest edges, the "
+                       "larger of the two, 0 sharp to 1 blurred (edit_damage_rel's; JPEG codes colour at half "
+                       "resolution, and each save blurs its edges again)",
+}
 # The bare score's version is the metric table's `version` of edit_damage (bump it there whenever the form or
 # the fitted constants change): scores files and the Space's caches name it.
 # texture, evenness, lattice_level and crease_edges add no term of their own (the first two weigh grain's in the
@@ -433,8 +440,10 @@ def dog_white_gain(device=None, dtype=torch.float64) -> float:
 class EditDamage(torch.nn.Module):
     """forward(Bx3xHxW in [0, 1]) -> B edit-damage scores (0 = none found; higher = more), float64."""
 
-    def __init__(self) -> None:
+    def __init__(self, colour_edges: bool = False) -> None:
         super().__init__()
+        # also measure REL_ONLY_UNITS' colour_softness (edit_damage_rel's StatsModel sets it; the bare score reads none)
+        self.colour_edges = colour_edges
         self.white_gain = dog_white_gain()
         self.last_components: dict[str, torch.Tensor] = {}
         # (B, 2) float64: the cast as a (Cb, Cr) vector; relative scores compare its direction too
@@ -481,13 +490,14 @@ class EditDamage(torch.nn.Module):
         # left on the device: the engine fetches them with the scores, once per call (a copy to
         # the CPU here would be a wait per batch on a GPU)
         self.last_cast = cast.detach().to(torch.float64)
+        if at_points is None:
+            at_points = x.device.type == "cpu"
+        colour = self._colour_softness(rgb, luma, at_points) if self.colour_edges else None
         del rgb, half_rgb, clipped, shared, high  # read no further: on a GPU each is a plane (or three) of the batch
         lattice, lattice_level = self._lattice(residual, flat_half)
         # on CPU the edge and speckle statistics are gathered at the few pixels they concern (an edge is 5 %
         # of the image); on a GPU the same sums over whole-image masks, which need no sync for a count
         edges = self._edges(smooth)
-        if at_points is None:
-            at_points = x.device.type == "cpu"
         points = edges.flatten().nonzero()[:, 0] if at_points else None
         gx, gy = _central_differences(smooth)  # the edges' direction, for both creases
         softness = self._softness(luma, edges, points)
@@ -505,8 +515,24 @@ class EditDamage(torch.nn.Module):
             "evenness": evenness,
             "lattice_level": lattice_level,
         }
+        if colour is not None:
+            comps["colour_softness"] = colour
         self.last_components = {k: v.detach().to(torch.float64) for k, v in comps.items()}
         return combine({k: v.to(torch.float64) for k, v in comps.items()})
+
+    @staticmethod
+    def _colour_softness(rgb: torch.Tensor, luma: torch.Tensor, at_points: bool) -> torch.Tensor:
+        """REL_ONLY_UNITS' colour_softness: `_softness` on each colour plane (BT.601 Cb, Cr, levels) at that plane's
+        own strongest edges (`_edges` of it smoothed as the luma's are), the larger of the two; 0 where a plane has
+        no edge of EDGE_MIN_SLOPE (a grey image). A colour edge need not be a luma edge, and read at the luma's
+        edges it lost most of what JPEG does to colour (docs/edit-damage.md)."""
+        out = []
+        for channel, gain in ((2, 0.564), (0, 0.713)):
+            plane = (rgb[:, channel:channel + 1] - luma) * gain
+            edges = EditDamage._edges(gauss(plane, RESIDUAL_SIGMA))
+            points = edges.flatten().nonzero()[:, 0] if at_points else None
+            out.append(EditDamage._softness(plane, edges, points))
+        return torch.maximum(out[0], out[1])
 
     @staticmethod
     def _crease(fine: torch.Tensor, edges: torch.Tensor, gx: torch.Tensor, gy: torch.Tensor,

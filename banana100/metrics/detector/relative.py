@@ -89,11 +89,22 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
     # edit loses cannot be read against it (since version 9)
     out["simplification"] = 0.0 if ref["simplification"] == 0 else max(
         0.0, stats["simplification"] - ref["simplification"] - HALVINGS_TOLERANCE)
+    # colour edges blurred (since version 11): JPEG codes colour at half resolution and each save blurs it again,
+    # where an editor's re-render blurs luma and colour alike; as softness, not compared where the reference has no
+    # colour edge (a grey image's 0 is "not measured")
+    own = ref.get("colour_softness", 0.0)
+    out["colour_softness"] = 0.0 if not own else _rise(stats["colour_softness"], own)
     return out
 
 
-# each relative term's stated unit: the lattice's is that of its amplitude
-REL_UNITS = {**{n: ed.UNITS[n][1] for n in ed.TERMS}, "lattice": ed.UNITS["lattice_level"][1]}
+# the relative score's terms: the bare score's, and those only it reads (ed.REL_ONLY_UNITS)
+REL_TERMS = (*ed.TERMS, *ed.REL_ONLY_UNITS)
+# each relative term's stated unit: the lattice's is that of its amplitude; colour edges', softness's (a tenth of
+# Crete's scale)
+REL_UNITS = {**{n: ed.UNITS[n][1] for n in ed.TERMS}, "lattice": ed.UNITS["lattice_level"][1],
+             "colour_softness": ed.UNITS["softness"][1]}
+# what StatsModel measures of each image: the bare components and the relative score's own
+STATS = (*ed.COMPONENTS, *ed.REL_ONLY_UNITS)
 
 
 def relative_terms(added: dict) -> dict[str, float]:
@@ -101,7 +112,7 @@ def relative_terms(added: dict) -> dict[str, float]:
     over its stated unit (REL_UNITS; not the bare score's BARE_UNITS: against a source, a cast or lattice that
     moved is the edit's). `added` may hold more (a scores file's row: texture and evenness, null); a row
     written before a term existed counts it 0."""
-    return {n: (added.get(n) or 0.0) / REL_UNITS[n] for n in ed.TERMS}
+    return {n: (added.get(n) or 0.0) / REL_UNITS[n] for n in REL_TERMS}
 
 
 def relative_score(stats: dict, ref: dict) -> float:
@@ -124,6 +135,7 @@ class StatsModel:
         self.batch_size = max(1, int(batch_size))
         # through the native builder: IEEE float32 whatever the user's TF32 flags, as the engine's
         self.model = native.build(BARE, {}).to(self.device)
+        self.model.colour_edges = True  # the relative score's own component too (ed.REL_ONLY_UNITS)
         self._held: dict[int, tuple[np.ndarray, dict]] = {}  # id -> (array, its statistics)
 
     def __call__(self, arrays: list[np.ndarray], share: bool = False) -> list[dict]:
@@ -156,15 +168,15 @@ class StatsModel:
                     part = idx[k:k + self.batch_size]
                     self.model(torch.stack([to_tensor(arrays[i]) for i in part]).to(self.device))
                     comps = self.model.last_components
-                    parts.append(torch.cat([torch.stack([comps[c] for c in ed.COMPONENTS], 1), self.model.last_cast], 1))
+                    parts.append(torch.cat([torch.stack([comps[c] for c in STATS], 1), self.model.last_cast], 1))
                     order += part
         if not parts:
             return []
         rows = torch.cat(parts).cpu().tolist()  # the one transfer
         out: list[dict | None] = [None] * len(arrays)
-        n = len(ed.COMPONENTS)
+        n = len(STATS)
         for i, row in zip(order, rows, strict=True):
-            out[i] = {**dict(zip(ed.COMPONENTS, row[:n], strict=True)), "cast": tuple(row[n:])}
+            out[i] = {**dict(zip(STATS, row[:n], strict=True)), "cast": tuple(row[n:])}
         return out  # type: ignore[return-value]
 
 

@@ -35,7 +35,7 @@ def test_the_reference_itself_scores_zero_and_damage_grows(scorer, chain):
     scores = scored.values()
     assert scores[0] == pytest.approx(0, abs=1e-9)
     assert scores[10] > scores[5] > scores[1] > 0
-    assert set(scored.components[1]) == set(ed.TERMS)  # texture only normalises the bare grain term
+    assert set(scored.components[1]) == set(rel.REL_TERMS)  # texture only normalises the bare grain term
 
 
 def test_what_the_source_already_had_does_not_count(scorer, chain):
@@ -102,7 +102,7 @@ def test_through_evaluate_compute_references(chain, tmp_path):
     out = m.compute(images=[chain[1], chain[10]], references=str(src), device="cpu", components=True)
     assert out["metric"] == "edit_damage_rel" and out["lower_better"] is True
     assert 0 < out["scores"][0] < out["scores"][1]
-    assert set(out["components"]) == set(ed.TERMS)
+    assert set(out["components"]) == set(rel.REL_TERMS)
     from banana100.errors import UsageError
 
     with pytest.raises(UsageError, match="references= is for edit_damage"):
@@ -399,12 +399,13 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     seventh = {**sixth, evidence.signature_draw(7).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
     eighth = {**seventh, evidence.signature_draw(8).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 6, 0.7, 0, 0.9)}}}
     assert evidence.held_out_signature_draws({**r, **eighth}) == list(eighth)  # not yet the ninth: the later ones
-    tenth = {**eighth, **{evidence.signature_draw(n).key: {**r[evidence.SIGNATURE_KEY], "creases": {
-        "all": fig(18, 6, 0.7, 0, 0.9)}} for n in (9, 10)}}
-    assert evidence.held_out_signature_draws({**r, **tenth}) == list(tenth)  # not yet the eleventh: the later ones
-    eleventh = {**tenth, evidence.signature_draw(11).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
-    assert evidence.held_out_signature_draws({**r, **eleventh}) == [evidence.signature_draw(11).key]
-    assert evidence.signatures_text({**r, **eleventh}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
+    held = evidence.SIGNATURE_HELD_OUT[-1]  # the current version's held-out draw
+    before = {**eighth, **{evidence.signature_draw(n).key: {**r[evidence.SIGNATURE_KEY], "creases": {
+        "all": fig(18, 6, 0.7, 0, 0.9)}} for n in range(9, held)}}
+    assert evidence.held_out_signature_draws({**r, **before}) == list(before)  # not yet the held-out one: the later ones
+    after = {**before, evidence.signature_draw(held).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 3, 0.82, 1, 0.9)}}}
+    assert evidence.held_out_signature_draws({**r, **after}) == [evidence.signature_draw(held).key]
+    assert evidence.signatures_text({**r, **after}).startswith("creases (Nano Banana 2 Fast) alone 15/18 chains, AUC 0.82")
     # beside the told-the-source AUC, the same AUC by the chains' own damage (no detector): chain a's step 10 (2)
     # is above its own step 1 (1) but below chain b's (3): 3 of the 4 pairs in order
     rms = {"a": {"1": 1.0, "10": 2.0}, "b": {"1": 3.0, "10": 4.0}}

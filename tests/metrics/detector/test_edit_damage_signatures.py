@@ -222,7 +222,8 @@ def test_every_component_has_its_unit_and_every_term_its_units():
     assert set(ed.COMPONENT_UNITS) == set(ed.COMPONENTS)
     assert set(ed.TERMS) <= set(ed.UNITS) and set(ed.TERMS) <= set(ed.BARE_UNITS)
     assert set(ed.SIGNATURE_TERMS) < set(ed.TERMS)
-    assert set(rel.REL_UNITS) == set(ed.TERMS)
+    assert set(rel.REL_UNITS) == set(rel.REL_TERMS) == set(ed.TERMS) | set(ed.REL_ONLY_UNITS)
+    assert not set(ed.REL_ONLY_UNITS) & set(ed.COMPONENTS)  # measured for edit_damage_rel only
 
 
 def test_the_signature_part_scores_every_signature_by_source_group_and_pooled(monkeypatch):
@@ -499,3 +500,28 @@ def test_fine_periodic_content_has_no_unbounded_grain_and_a_grid_still_counts(st
     plain, gridded = (ed.terms(s) for s in stats([_grey(content), _grey(content + grid)]))
     assert plain["grain"] > 5 and gridded["grain"] > plain["grain"]
     assert gridded["lattice"] > plain["lattice"] + 0.2
+
+
+def test_colour_edges_blurred_by_saving_as_jpeg_again_and_again_count_told_the_source(stats):
+    """edit_damage_rel's colour_softness (since version 11): JPEG codes colour at half resolution, so each save blurs
+    colour edges, where a re-render blurs luma and colour alike. Astronaut saved five times at quality 50, shifted a
+    pixel between saves (so that no save repeats the last): colour edges blur far more than luma's, and the told-
+    the-source score rises save after save; a grey image has no colour edge (0, not compared); the bare detector
+    neither measures it nor changes."""
+    x = skimage.data.astronaut()
+    saves = [x]
+    for _ in range(5):
+        saves.append(np.ascontiguousarray(_jpeg(np.roll(saves[-1], 1, axis=1), 50)))
+    s = stats(saves)
+    colour = [t["colour_softness"] for t in s]
+    assert colour[1] > colour[0] + 0.1 and colour[5] > colour[1]
+    assert colour[1] - colour[0] > 2 * (s[1]["softness"] - s[0]["softness"])
+    added = [rel.relative_components(t, s[0])["colour_softness"] for t in s]
+    assert added[0] == 0 and 0 < added[1] < added[5]
+    assert rel.relative_terms(rel.relative_components(s[5], s[0]))["colour_softness"] == added[5] / 0.1
+    grey = _grey(skimage.data.camera().astype(float))
+    g = stats([grey, _jpeg(grey, 30)])
+    assert g[0]["colour_softness"] == 0 and rel.relative_components(g[1], g[0])["colour_softness"] == 0
+    bare = ed.EditDamage()
+    bare(torch.from_numpy(saves[5]).permute(2, 0, 1)[None].float() / 255)
+    assert "colour_softness" not in bare.last_components and set(bare.last_components) == set(ed.COMPONENTS)
