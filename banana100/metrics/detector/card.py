@@ -75,7 +75,8 @@ references=...)` returns `edit_damage_rel`: the damage *added* since the referen
 against the reference's own (grain and the lattice's amplitude in quadrature, so that a smooth source's
 floor and a photograph's count alike; the cast as the move of its vector; the others' rise, the crease
 read edge by edge (`crease_edges`, which a line beside a few contours moves); for simplification, the texture
-lost since the source), over stated units. `banana100 score` adds it for
+lost since the source; and, its own since version 11, colour edges blurred, `colour_softness`, which each JPEG
+save blurs again), over stated units. `banana100 score` adds it for
 chains scored with `{n}` (against step 0) and for plain images given `--reference SRC`.
 
 {alone(results())}
