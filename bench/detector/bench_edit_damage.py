@@ -1,7 +1,7 @@
 """Cost of the edit_damage detector against native NIQE, side by side in one process.
 
     nice python -m bench.detector.bench_edit_damage [--sizes 512,1024] [--batches 1,8] [--images 8] [--rounds 3]
-        [--device cpu] [--threads N] [--params ../shared/iqa-params] [--baseline COMMIT_OR_FILE]
+        [--device cpu] [--threads N] [--params ../shared/iqa-params] [--baseline COMMIT_OR_FILE] [--told-the-source]
 
 Both metrics score the same images (steps of a simulated-editor chain of skimage's coffee,
 `bench_native.chain_images`) with the engine (`MetricScorer.score_arrays`), alternating round
@@ -11,6 +11,8 @@ seconds depend on the machine. NIQE needs niqe_modelparameters.mat (BANANA100_WE
 
 --baseline COMMIT (or a file of an older edit_damage.py) times that detector beside them, in the
 same rounds: the row's `edit_damage_over_baseline` is a change's cost, side by side.
+--told-the-source times, in the same rounds, what edit_damage_rel measures of each image (the bare components and
+its own colour_softness, since version 11): the row's `told_the_source_over_edit_damage_cpu`.
 --profile SIDE instead prints where one SIDE px image's time goes (torch's profiler, the top
 operators by own CPU time and the convolutions' share), of the current detector or of --baseline.
 """
@@ -83,6 +85,9 @@ def main(argv=None) -> int:
     ap.add_argument("--params", default=str(PARAMS))
     ap.add_argument("--baseline", default=None, help="a commit (or a file) whose edit_damage.py is timed beside the current one")
     ap.add_argument("--profile", type=int, default=None, metavar="SIDE", help="profile one SIDE px image and stop")
+    ap.add_argument("--told-the-source", action="store_true",
+                    help="also time what edit_damage_rel measures of each image (the bare components and its own "
+                         "colour_softness) beside the bare detector, in the same rounds")
     ap.add_argument("--out", default=str(REPO / "banana100/metrics/detector/data/edit_damage_cost.json"))
     args = ap.parse_args(argv)
     os.environ.setdefault("BANANA100_WEIGHTS", args.params)
@@ -102,6 +107,9 @@ def main(argv=None) -> int:
             scorers = {m: MetricScorer(m, device=args.device, batch_size=batch) for m in ("niqe", "edit_damage")}
             if args.baseline:
                 scorers["baseline"] = baseline_scorer(args.baseline, args.device, batch)
+            if args.told_the_source:  # what edit_damage_rel measures of each image: the bare components and its own
+                scorers["told"] = MetricScorer("edit_damage", device=args.device, batch_size=batch)
+                scorers["told"].model.colour_edges = True
             for s in scorers.values():  # warm-up: allocator, caches
                 s.score_arrays(images[:batch])
             best = {m: {"wall": float("inf"), "cpu": float("inf")} for m in scorers}
@@ -120,12 +128,18 @@ def main(argv=None) -> int:
                    "niqe_cpu_s_per_image": best["niqe"]["cpu"], "edit_damage_cpu_s_per_image": best["edit_damage"]["cpu"],
                    "ratio_wall": best["edit_damage"]["wall"] / best["niqe"]["wall"],
                    "ratio_cpu": best["edit_damage"]["cpu"] / best["niqe"]["cpu"]}
+            if args.told_the_source:
+                row.update(told_the_source_cpu_s_per_image=best["told"]["cpu"],
+                           told_the_source_over_edit_damage_cpu=best["told"]["cpu"] / best["edit_damage"]["cpu"])
             if args.baseline:
                 row.update(baseline_cpu_s_per_image=best["baseline"]["cpu"],
                            edit_damage_over_baseline_cpu=best["edit_damage"]["cpu"] / best["baseline"]["cpu"],
                            edit_damage_over_baseline_wall=best["edit_damage"]["wall"] / best["baseline"]["wall"])
                 print(f"{size}px batch {batch}: edit_damage / baseline = {row['edit_damage_over_baseline_cpu']:.2f} CPU, "
                       f"{row['edit_damage_over_baseline_wall']:.2f} wall", flush=True)
+            if args.told_the_source:
+                print(f"{size}px batch {batch}: told the source / edit_damage = "
+                      f"{row['told_the_source_over_edit_damage_cpu']:.2f} CPU", flush=True)
             rows.append(row)
             print(f"{size}px batch {batch}: edit_damage / NIQE = {row['ratio_wall']:.2f} wall, {row['ratio_cpu']:.2f} CPU "
                   f"(NIQE {row['niqe_s_per_image']:.3f} s, edit_damage {row['edit_damage_s_per_image']:.3f} s per image)",

@@ -49,7 +49,8 @@ COMPONENT_UNITS = {
 }
 COMPONENTS = tuple(COMPONENT_UNITS)
 # measured only where edit_damage_rel asks for it (EditDamage(colour_edges=True), its StatsModel): no bare term reads
-# it, and on a CPU it costs about a quarter of a 512 px image's time (two Gaussians, two edge sets, two Crete sums)
+# it, and on a CPU it costs about a third more of an image's time (two Gaussians, two edge sets, two Crete sums;
+# bench_edit_damage --told-the-source)
 REL_ONLY_UNITS = {
     "colour_softness": "Crete's blur effect on the colour planes (BT.601 Cb, Cr) at their own strongest edges, the "
                        "larger of the two, 0 sharp to 1 blurred (edit_damage_rel's; JPEG codes colour at half "
