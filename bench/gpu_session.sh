@@ -73,8 +73,9 @@ step gpu_check_fast 150 "$PY" -m bench.gpu.gpu_check --device "$device" --precis
   ${GPU_CHECK_FAST_ARGS:---metrics deep --sizes 2048 --n 32 --max-seconds 9 --vs-cpu off --gpus 1,2,4,8}
 step cnniqa_maniqa 40 "$PY" -m bench.engine.bench_cnniqa_maniqa --device "$device" --out "$OUT/r/cnniqa_maniqa.json" \
   ${GPU_FAST_ARGS:---cnniqa-sizes 2048 --maniqa-sizes 2048 --maniqa-crops 20 --batch 8}
-# edit_damage against native NIQE on the device (its whole-image masks path; the CPU's figures are in BENCHMARKS.md)
-step edit_damage_cost 40 "$PY" -m bench.detector.bench_edit_damage --device "$device" --out "$OUT/r/edit_damage_cost.json" \
+# edit_damage against native NIQE on the device (its whole-image masks path; the CPU's figures are in BENCHMARKS.md),
+# and what edit_damage_rel measures beside it (--told-the-source)
+step edit_damage_cost 40 "$PY" -m bench.detector.bench_edit_damage --device "$device" --told-the-source --out "$OUT/r/edit_damage_cost.json" \
   ${GPU_DETECTOR_ARGS:---sizes 1024,2048 --batches 1,8 --rounds 3}
 step vlm 150 "$PY" -m bench.gpu.gpu_vlm_check --device "$device" --out "$OUT/r/gpu_vlm_check.json" ${GPU_VLM_ARGS:-}
 step editors 120 "$PY" -m bench.generation.bench_editor_forward --device "$device" --repeats 2 --gpu-usd-per-hour 3.50 \
