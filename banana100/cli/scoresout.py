@@ -85,7 +85,7 @@ def breakdown(rows: list[dict], metric: str) -> str:
         tail = ("\nalone, a photograph's own film grain or sensor noise reads as grain, its light as colour_cast, "
                 "shallow focus as softness, sharp highlights and fine lines as crease or speckles; a smooth render "
                 "reads simplification, any JPEG some blocking")
-    names = tuple(terms[0]) if terms else ed.TERMS  # the relative score's include its own (rel.REL_TERMS)
+    names = tuple(terms[0])  # the bare score's ed.TERMS; the relative score's rel.REL_TERMS (its own too)
     head = ("image", "score", *names)
     lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in names)) for r, t in zip(rows, terms, strict=True)]
     body = _aligned(lines, left=(0,))

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from banana100.errors import DatasetError, UsageError
 from banana100.fileio import is_temporary_name, write_file_atomic
-from banana100.metrics.detector.model import COMPONENTS, REL_ONLY_UNITS
+from banana100.metrics.detector.model import ALL_COMPONENTS
 from banana100.scoring import provenance
 from banana100.scoring.inputs import canonical_image_path
 
@@ -41,7 +41,7 @@ SCORES_SCHEMA = pa.schema(
         # what the score is made of, per image: the edit_damage detector's components (edit_damage_rel: what
         # each added since the reference, and its own colour_softness since version 11; docs/edit-damage.md); null
         # for every other metric
-        ("components", pa.struct([(c, pa.float64()) for c in (*COMPONENTS, *REL_ONLY_UNITS)])),
+        ("components", pa.struct([(c, pa.float64()) for c in ALL_COMPONENTS])),
         # what else made the score: the metric's version (the metric table's), and for a metric scored
         # against a reference (edit_damage_rel) that reference's path and sha256 (scoring/provenance.py)
         *provenance.COLUMNS,

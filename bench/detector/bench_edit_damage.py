@@ -131,15 +131,14 @@ def main(argv=None) -> int:
             if args.told_the_source:
                 row.update(told_the_source_cpu_s_per_image=best["told"]["cpu"],
                            told_the_source_over_edit_damage_cpu=best["told"]["cpu"] / best["edit_damage"]["cpu"])
+                print(f"{size}px batch {batch}: told the source / edit_damage = "
+                      f"{row['told_the_source_over_edit_damage_cpu']:.2f} CPU", flush=True)
             if args.baseline:
                 row.update(baseline_cpu_s_per_image=best["baseline"]["cpu"],
                            edit_damage_over_baseline_cpu=best["edit_damage"]["cpu"] / best["baseline"]["cpu"],
                            edit_damage_over_baseline_wall=best["edit_damage"]["wall"] / best["baseline"]["wall"])
                 print(f"{size}px batch {batch}: edit_damage / baseline = {row['edit_damage_over_baseline_cpu']:.2f} CPU, "
                       f"{row['edit_damage_over_baseline_wall']:.2f} wall", flush=True)
-            if args.told_the_source:
-                print(f"{size}px batch {batch}: told the source / edit_damage = "
-                      f"{row['told_the_source_over_edit_damage_cpu']:.2f} CPU", flush=True)
             rows.append(row)
             print(f"{size}px batch {batch}: edit_damage / NIQE = {row['ratio_wall']:.2f} wall, {row['ratio_cpu']:.2f} CPU "
                   f"(NIQE {row['niqe_s_per_image']:.3f} s, edit_damage {row['edit_damage_s_per_image']:.3f} s per image)",

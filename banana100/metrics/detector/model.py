@@ -56,6 +56,8 @@ REL_ONLY_UNITS = {
                        "larger of the two, 0 sharp to 1 blurred (edit_damage_rel's; JPEG codes colour at half "
                        "resolution, and each save blurs its edges again)",
 }
+# every component measured for either score: what edit_damage_rel's StatsModel reads and a scores file's column holds
+ALL_COMPONENTS = (*COMPONENTS, *REL_ONLY_UNITS)
 # The bare score's version is the metric table's `version` of edit_damage (bump it there whenever the form or
 # the fitted constants change): scores files and the Space's caches name it.
 # texture, evenness, lattice_level and crease_edges add no term of their own (the first two weigh grain's in the

@@ -103,8 +103,6 @@ REL_TERMS = (*ed.TERMS, *ed.REL_ONLY_UNITS)
 # Crete's scale)
 REL_UNITS = {**{n: ed.UNITS[n][1] for n in ed.TERMS}, "lattice": ed.UNITS["lattice_level"][1],
              "colour_softness": ed.UNITS["softness"][1]}
-# what StatsModel measures of each image: the bare components and the relative score's own
-STATS = (*ed.COMPONENTS, *ed.REL_ONLY_UNITS)
 
 
 def relative_terms(added: dict) -> dict[str, float]:
@@ -168,15 +166,15 @@ class StatsModel:
                     part = idx[k:k + self.batch_size]
                     self.model(torch.stack([to_tensor(arrays[i]) for i in part]).to(self.device))
                     comps = self.model.last_components
-                    parts.append(torch.cat([torch.stack([comps[c] for c in STATS], 1), self.model.last_cast], 1))
+                    parts.append(torch.cat([torch.stack([comps[c] for c in ed.ALL_COMPONENTS], 1), self.model.last_cast], 1))
                     order += part
         if not parts:
             return []
         rows = torch.cat(parts).cpu().tolist()  # the one transfer
         out: list[dict | None] = [None] * len(arrays)
-        n = len(STATS)
+        n = len(ed.ALL_COMPONENTS)
         for i, row in zip(order, rows, strict=True):
-            out[i] = {**dict(zip(STATS, row[:n], strict=True)), "cast": tuple(row[n:])}
+            out[i] = {**dict(zip(ed.ALL_COMPONENTS, row[:n], strict=True)), "cast": tuple(row[n:])}
         return out  # type: ignore[return-value]
 
 
