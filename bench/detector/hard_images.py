@@ -1,6 +1,6 @@
 """The bare edit_damage score on hard clean images, and on the development chains, against an older detector.
 
-    python -m bench.detector.hard_images [--baseline COMMIT_OR_FILE] [--chains DIR] [--out FILE]
+    python -m bench.detector.hard_images [--baseline COMMIT_OR_FILE] [--chains DIR] [--outside-renders] [--out FILE]
 
 Hard images (built here, no file needed): clean synthetic graphics a quality filter meets, where a component
 can read content as damage: rounded gradients (banding), a radial gradient, a typeset page, stripes, bars and
@@ -121,17 +121,36 @@ def _families(chains: Path, score) -> dict[str, dict]:
     return out
 
 
+def _outside_renders() -> dict[str, np.ndarray]:
+    """The validator's renders made outside this repository (its thirteenth signature draw's), those installed."""
+    from bench.detector import validate_edit_damage as validate
+
+    out = {}
+    for name, (package, path) in validate.DISTRIBUTION_RENDERS.items():
+        if (validate.DISTRIBUTION_ROOT / path).is_file():
+            out[name] = validate.distribution_photograph(name)
+        else:
+            print(f"{validate.DISTRIBUTION_ROOT / path} is absent (apt-get install {package}): {name!r} left out")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="9e6d5cf", help="a commit or a file of an older model.py (default: version 7)")
     ap.add_argument("--chains", help="a folder of development chains (bench.detector.dev_chains --out)")
+    ap.add_argument("--outside-renders", action="store_true",
+                    help="also the clean renders made outside this repository (the validator's DISTRIBUTION_RENDERS, "
+                         "those installed: apt-get install ukui-wallpapers gnome-backgrounds)")
     ap.add_argument("--out", default=str(results_path(__file__)))
     args = ap.parse_args(argv)
     from banana100.metrics.detector import model
 
     scorers = {"current": _scorer(model), "baseline": _scorer(module_as_of(args.baseline, MODEL, "edit_damage_base"))}
+    images = hard_images()
+    if args.outside_renders:
+        images.update({f"outside: {n}": a for n, a in _outside_renders().items()})
     hard = {}
-    for name, image in hard_images().items():
+    for name, image in images.items():
         hard[name] = {}
         for who, score in scorers.items():
             s, terms, _ = score(image)

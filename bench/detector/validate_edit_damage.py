@@ -61,7 +61,7 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import RENDERS, SIGNATURE_DRAWS
+from banana100.metrics.detector.evidence import OUTSIDE_RENDERS, RENDERS, SIGNATURE_DRAWS, signature_draw_of
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -467,16 +467,34 @@ def heldout_sources(side: int, source_seed: int = SOURCE_SEED) -> dict[str, dict
     return groups
 
 
+# renders made outside this repository (a signature draw's `outside` packages, group OUTSIDE_RENDERS): every raster
+# wallpaper of Debian's UKUI desktop (3D and gradient renders, two flat graphics) and the dark one of each of GNOME's
+# light/dark pairs (renders and patterns; vnc is 256 px: a tiny image), none seen by a fit, a draw or a choice
+DISTRIBUTION_RENDERS = {
+    **{n: ("ukui-wallpapers", f"backgrounds/{n}.{ext}")
+       for n, ext in (("2004default", "jpg"), ("calla", "png"), ("city", "png"), ("desert", "png"),
+                      ("firstgeneration", "jpg"), ("fluent-color", "png"), ("focal-ubuntukylin", "png"),
+                      ("goldfish", "png"), ("rhythm", "jpg"), ("rollpaper", "png"), ("string", "jpg"),
+                      ("the-mouse", "jpg"))},
+    **{n: ("gnome-backgrounds", f"backgrounds/gnome/{n}.webp")
+       for n in ("adwaita-d", "grid-d", "licorice-d", "pixels-d", "symbolic-d", "truchet-d", "vnc-d", "wood-d")},
+}
+
+
+def _distribution_files() -> dict[str, tuple[str, str]]:
+    return {**DISTRIBUTION_PHOTOGRAPHS, **DISTRIBUTION_RENDERS}
+
+
 def missing_distribution_packages(*packages: str) -> list[str]:
-    """The packages (only those named, if any) of which some DISTRIBUTION_PHOTOGRAPHS file is absent, sorted;
-    [] when all are installed. Reads DISTRIBUTION_ROOT now (tests point it elsewhere)."""
-    return sorted({pkg for pkg, path in DISTRIBUTION_PHOTOGRAPHS.values()
+    """The packages (only those named, if any) of which some DISTRIBUTION_PHOTOGRAPHS or DISTRIBUTION_RENDERS file
+    is absent, sorted; [] when all are installed. Reads DISTRIBUTION_ROOT now (tests point it elsewhere)."""
+    return sorted({pkg for pkg, path in _distribution_files().values()
                    if (not packages or pkg in packages) and not (DISTRIBUTION_ROOT / path).is_file()})
 
 
 def distribution_photograph(name: str) -> np.ndarray:
-    """One of DISTRIBUTION_PHOTOGRAPHS as an RGB array (at most MAX_SIDE px)."""
-    with Image.open(DISTRIBUTION_ROOT / DISTRIBUTION_PHOTOGRAPHS[name][1]) as im:
+    """One of DISTRIBUTION_PHOTOGRAPHS (or DISTRIBUTION_RENDERS) as an RGB array (at most MAX_SIDE px)."""
+    with Image.open(DISTRIBUTION_ROOT / _distribution_files()[name][1]) as im:
         return as_rgb(np.asarray(im.convert("RGB")))
 
 
@@ -541,11 +559,12 @@ SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the
 SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
 
-def signature_sources(signature: str, side: int,
-                      source_seed: int = SIGNATURE_DRAWS[0].source_seed) -> dict[str, dict[str, np.ndarray]]:
+def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DRAWS[0].source_seed,
+                      outside: tuple[str, ...] = ()) -> dict[str, dict[str, np.ndarray]]:
     """A signature's held-out sources: the drawn sources of `source_seed` and two soft-blob renders (the look of
     generated images), then skimage's held-out photographs and a quarter of the wallpaper photographs (every
-    fourth, from the signature's index: each signature its own)."""
+    fourth, from the signature's index: each signature its own), then every render of the `outside` packages
+    (DISTRIBUTION_RENDERS; last, so that the other chains keep their seeds)."""
     from banana100.synth import GENERATED_SOURCES, generated_source
     from bench.detector.signatures import SIGNATURES
 
@@ -555,14 +574,20 @@ def signature_sources(signature: str, side: int,
     names = sorted(n for n, (pkg, _) in DISTRIBUTION_PHOTOGRAPHS.items() if pkg in SIGNATURE_PACKAGES)
     photos = {n: as_rgb(getattr(skimage.data, n)()) for n in SIGNATURE_SKIMAGE}
     photos.update({n: distribution_photograph(n) for n in names[j::4]})
-    return {RENDERS: renders, PHOTOGRAPHS: photos}
+    groups = {RENDERS: renders, PHOTOGRAPHS: photos}
+    if outside:
+        groups[OUTSIDE_RENDERS] = {n: distribution_photograph(n) for n, (pkg, _) in DISTRIBUTION_RENDERS.items()
+                                   if pkg in outside}
+    return groups
 
 
 def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].chain_seed,
-                    source_seed: int = SIGNATURE_DRAWS[0].source_seed, scale: float = 1.0, signatures=None) -> dict:
-    """(e): chains of each signature's damage model from its held-out sources, by signature and source group,
-    and every signature's chains pooled; the damage `scale` times coarser (bench/detector/signatures.py), of
-    `signatures` (default: all; a chain's seed stays its signature's)."""
+                    source_seed: int = SIGNATURE_DRAWS[0].source_seed, scale: float = 1.0, signatures=None,
+                    outside: tuple[str, ...] = ()) -> dict:
+    """(e): chains of each signature's damage model from its held-out sources (signature_sources, with the renders
+    of the `outside` packages), by signature and source group, and every signature's chains pooled; the damage
+    `scale` times coarser (bench/detector/signatures.py), of `signatures` (default: all; a chain's seed stays its
+    signature's)."""
     from bench.detector import signatures as sg
 
     model = rel.StatsModel("cpu")
@@ -582,7 +607,7 @@ def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].
 
         chains, group_of = heldout_chains(
             steps, side, chain_seed + 100 * j, source_seed, model=model,
-            sources=lambda side_, seed_, sig=sig: signature_sources(sig, side_, seed_), chain=make)
+            sources=lambda side_, seed_, sig=sig: signature_sources(sig, side_, seed_, outside), chain=make)
         grown = dict(zip(chains, growth, strict=True))
         flat = [c for c, g in grown.items() if not sg.damage_grows(g)]  # detector-free: the premise fails
         out[sig] = {"all": _chain_figures(chains),
@@ -715,11 +740,13 @@ def main(argv=None) -> int:
     for part, (key, seeds) in SIGNATURE_PARTS.items():
         if part not in parts:
             continue
-        if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
+        outside = signature_draw_of(key).outside
+        if missing := missing_distribution_packages(*SIGNATURE_PACKAGES, *outside):
             print(f"part {part} skipped: apt-get install {' '.join(missing)}; {key} is kept as it was", flush=True)
         else:
             result[key] = part_signatures(args.chain_steps, args.heldout_side, *seeds, scale=args.damage_scale,
-                                          signatures=args.signatures.split(",") if args.signatures else None)
+                                          signatures=args.signatures.split(",") if args.signatures else None,
+                                          outside=outside)
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

@@ -13,7 +13,7 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
+                                                 OUTSIDE_RENDERS, SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
                                                  heldout_aucs_text, heldout_by_source, results, signature_draw_of,
                                                  signatures)
 from banana100.metrics.table import MetricSpec
@@ -279,10 +279,13 @@ def signatures_section(r: dict) -> str:
     key = keys[-1]
     d, s = r[key], signatures(r, key)
     name = signature_draw_of(key).name
+    outside = (", and renders made outside this repository (every raster wallpaper of Debian's UKUI desktop and the "
+               "dark one of each of GNOME's: 3D, gradient and flat renders and patterns; at most 512 px)"
+               if OUTSIDE_RENDERS in d.get("pooled", {}) else "")
     lines = [f"{d['steps']}-step chains of each editor's signature (`bench/detector/signatures.py`, written from the "
              "descriptions, tuned on no image), one per held-out source: drawn generated-looking renders "
              f"({d['side']} px) and photographs (skimage's held-out ones, Debian's Plasma and Ubuntu wallpapers; at "
-             "most 512 px). Each draw has chains and drawn sources of its own, was made after a version's choices were "
+             f"most 512 px){outside}. Each draw has chains and drawn sources of its own, was made after a version's choices were "
              "fixed, and was scored once then; every figure here is the version shipped's. Its held-out figures are "
              f"the {name} draw's (chain seeds from {d['seeds']['chains']}, drawn sources of seed "
              f"{d['seeds']['drawn_sources']}; `score`'s note quotes them); every draw is in the table after it (the "

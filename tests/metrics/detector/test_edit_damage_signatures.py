@@ -233,12 +233,15 @@ def test_the_signature_part_scores_every_signature_by_source_group_and_pooled(mo
     from bench.detector import validate_edit_damage as validate
     from banana100.metrics.detector import evidence
 
-    def sources(signature, side, seed):
+    def sources(signature, side, seed, outside=()):
         rng = np.random.default_rng(seed)
         render = _smooth(side, seed=seed)
         photo = np.clip(gaussian_filter(rng.normal(128, 40, (side * 3 // 4, side, 3)), (1, 1, 0)), 0, 255).astype(np.uint8)
-        return {evidence.RENDERS: {"render": render, "render 2": _smooth(side, seed=seed + 1)},
-                evidence.PHOTOGRAPHS: {"photo": photo, "photo 2": photo[::-1].copy()}}
+        groups = {evidence.RENDERS: {"render": render, "render 2": _smooth(side, seed=seed + 1)},
+                  evidence.PHOTOGRAPHS: {"photo": photo, "photo 2": photo[::-1].copy()}}
+        if outside:  # a draw's renders made outside: their own group, last
+            groups[evidence.OUTSIDE_RENDERS] = {f"{p} render": _smooth(side, seed=seed + 2) for p in outside}
+        return groups
 
     monkeypatch.setattr(validate, "signature_sources", sources)
     out = validate.part_signatures(steps=20, side=96, chain_seed=9000, source_seed=90)
@@ -250,6 +253,14 @@ def test_the_signature_part_scores_every_signature_by_source_group_and_pooled(mo
     assert not out["speckles"]["no_damage_growth"]  # specks pile up on every source
     got = evidence.signatures({evidence.SIGNATURE_KEY: out})
     assert list(got) == [*sg.SIGNATURES, "pooled"] and got["jpeg"]["editor"] == sg.EDITORS["jpeg"]
+    # a draw with renders made outside (SignatureDraw.outside) scores them as a group of their own, pooled too,
+    # and the other chains keep their seeds
+    wider = validate.part_signatures(steps=20, side=96, chain_seed=9000, source_seed=90, signatures=["speckles"],
+                                     outside=("some-package",))
+    assert wider["speckles"][evidence.OUTSIDE_RENDERS]["bare"]["n_chains"] == 1
+    assert wider["speckles"]["all"]["bare"]["n_chains"] == 5 and evidence.OUTSIDE_RENDERS in wider["pooled"]
+    assert {c: p["seed"] for c, p in wider["speckles"]["params"].items() if c in out["speckles"]["params"]} == {
+        c: p["seed"] for c, p in out["speckles"]["params"].items()}
 
 
 def test_damage_growth_is_the_chains_own_damage_against_its_re_rendered_twin():
