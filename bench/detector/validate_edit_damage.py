@@ -32,6 +32,11 @@
     Part `sixth`: a sixth draw (SIXTH_DRAW), on 14 photographs of Ubuntu's wallpapers as Debian's
     lomiri-wallpapers-16.04 and lomiri-wallpapers-20.04 ship them, found after the evenness refit and
     scored once, after it was fixed; skipped the same way when they are not installed.
+(e) held out: the other editors' signatures (bench/detector/signatures.py), a part per draw (`signatures`,
+    `signatures2`, ...: evidence.SIGNATURE_DRAWS), each signature's chains from drawn renders and photographs;
+    from the thirteenth draw on, also every render of the draw's `outside` packages (DISTRIBUTION_RENDERS: Debian's
+    ukui-wallpapers and gnome-backgrounds), made outside this repository. Skipped the same way when a package is
+    not installed.
 
 Nothing is tuned here: the detector's constants are fixed in banana100/metrics/detector/model.py
 and edit_damage_rel.py.
