@@ -1,7 +1,7 @@
 """Validate the edit_damage detector on what this toolkit does not make; write every figure.
 
     nice python -m bench.detector.validate_edit_damage [--out banana100/metrics/detector/data/edit_damage_validation.json]
-        [--part ladders,clean,protocol,heldout,fresh,sixth,signatures,signatures2,...]
+        [--part ladders,clean,protocol,heldout,fresh,sixth,seventh,signatures,signatures2,...]
         [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
         [--damage-scale 1 --signatures creases,speckles,simplified,jpeg]  # (e) only; write those to another --out
 
@@ -32,6 +32,8 @@
     Part `sixth`: a sixth draw (SIXTH_DRAW), on 14 photographs of Ubuntu's wallpapers as Debian's
     lomiri-wallpapers-16.04 and lomiri-wallpapers-20.04 ship them, found after the evenness refit and
     scored once, after it was fixed; skipped the same way when they are not installed.
+    Part `seventh`: a seventh draw (SEVENTH_DRAW) on the renders made outside this repository (DISTRIBUTION_RENDERS:
+    Debian's ukui-wallpapers and gnome-backgrounds), smooth gradients among them; skipped the same way.
 (e) held out: the other editors' signatures (bench/detector/signatures.py), a part per draw (`signatures`,
     `signatures2`, ...: evidence.SIGNATURE_DRAWS), each signature's chains from drawn renders and photographs;
     from the thirteenth draw on, also every render of the draw's `outside` packages (DISTRIBUTION_RENDERS: Debian's
@@ -66,6 +68,7 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
+from banana100.metrics.detector.evidence import RENDER_DRAWS, SEVENTH_KEY
 from banana100.metrics.detector.evidence import OUTSIDE_RENDERS, RENDERS, SIGNATURE_DRAWS, signature_draw_of
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
@@ -426,7 +429,7 @@ def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) 
 # rescored then, with them.
 HELDOUT_SEED, SOURCE_SEED = 100, 1
 # results key (the card's HELDOUT_DRAWS, in order) -> (chain seed, drawn-source seed)
-DRAWS = dict(zip([k for k in HELDOUT_DRAWS if k not in PHOTOGRAPH_DRAWS], [(HELDOUT_SEED, SOURCE_SEED), (200, 2), (300, 3), (400, 4)],
+DRAWS = dict(zip([k for k in HELDOUT_DRAWS if k not in PHOTOGRAPH_DRAWS + RENDER_DRAWS], [(HELDOUT_SEED, SOURCE_SEED), (200, 2), (300, 3), (400, 4)],
                  strict=True))
 # (d), part `fresh`: photographs no fit and no earlier draw saw (found after the fourth draw; the MATE ones
 # were scored once in scratch with the shipped setting, then the draw was scored once, nothing changed), from
@@ -440,6 +443,11 @@ FRESH_PACKAGES = ("mate-backgrounds", "plasma-workspace-wallpapers")
 # scored once; nothing was chosen on them
 SIXTH_DRAW = (600, 6)  # results key: SIXTH_KEY
 SIXTH_PACKAGES = ("lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
+# part `seventh`: the renders made outside this repository (DISTRIBUTION_RENDERS, the thirteenth signature draw's)
+# under damage model B, beside drawn sources of its own seed: smooth gradients no one here made, on which the score
+# told the source must stay monotone (issue 42); made with version 11 unchanged, scored once
+SEVENTH_DRAW = (1700, 17)  # results key: SEVENTH_KEY
+SEVENTH_PACKAGES = ("ukui-wallpapers", "gnome-backgrounds")
 DISTRIBUTION_ROOT = Path("/usr/share")
 DISTRIBUTION_PHOTOGRAPHS = {
     **{n: ("mate-backgrounds", f"backgrounds/mate/nature/{n}.jpg")
@@ -504,15 +512,15 @@ def distribution_photograph(name: str) -> np.ndarray:
 
 
 def distribution_photographs(*packages: str) -> dict[str, dict[str, np.ndarray]]:
-    """DISTRIBUTION_PHOTOGRAPHS (only those of the packages named, if any) as RGB arrays (at most MAX_SIDE
-    px), by package; those not installed are left out, and said."""
+    """DISTRIBUTION_PHOTOGRAPHS and DISTRIBUTION_RENDERS (only those of the packages named, if any) as RGB arrays
+    (at most MAX_SIDE px), by package; those not installed are left out, and said."""
     out: dict[str, dict[str, np.ndarray]] = {}
-    for name, (package, path) in DISTRIBUTION_PHOTOGRAPHS.items():
+    for name, (package, path) in _distribution_files().items():
         if packages and package not in packages:
             continue
         f = DISTRIBUTION_ROOT / path
         if not f.is_file():
-            print(f"{f} is absent (apt-get install {package}): photograph {name!r} is left out", flush=True)
+            print(f"{f} is absent (apt-get install {package}): image {name!r} is left out", flush=True)
             continue
         out.setdefault(package, {})[name] = distribution_photograph(name)
     return out
@@ -532,9 +540,15 @@ def sixth_sources(side: int, source_seed: int = SIXTH_DRAW[1]) -> dict[str, dict
     return fresh_sources(side, source_seed, SIXTH_PACKAGES)
 
 
-# the parts of (d) on distribution photographs: part -> (results key, seeds, packages, sources)
+def seventh_sources(side: int, source_seed: int = SEVENTH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
+    """The sources of part `seventh`: drawn ones of their own seed, then the renders of SEVENTH_PACKAGES."""
+    return fresh_sources(side, source_seed, SEVENTH_PACKAGES)
+
+
+# the parts of (d) on distribution images: part -> (results key, seeds, packages, sources)
 PHOTOGRAPH_PARTS = {"fresh": (FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
-                    "sixth": (SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources)}
+                    "sixth": (SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources),
+                    "seventh": (SEVENTH_KEY, SEVENTH_DRAW, SEVENTH_PACKAGES, seventh_sources)}
 
 
 def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
@@ -634,9 +648,10 @@ def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].
 
 
 def part_heldout(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
-                 sources=heldout_sources) -> dict:
+                 sources=heldout_sources, together: str = PHOTOGRAPHS) -> dict:
     """(d); its fifth draw with sources=fresh_sources: chains of a second damage model (bench/detector/damage_model_b.py)
-    from sources by group."""
+    from sources by group, and every group but the drawn sources together under `together` (the photographs;
+    OUTSIDE_RENDERS for the draw on renders)."""
     from bench.detector import damage_model_b
 
     chains, group_of = heldout_chains(steps, side, chain_seed, source_seed, sources=sources)
@@ -650,7 +665,7 @@ def part_heldout(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_s
     # every photograph together, against the drawn sources (the release's kind of source): where alone it is weakest
     photos = {c: s for c, s in chains.items() if group_of[c] != "generated"}
     if len(photos) >= 2 and len(photos) < len(chains):
-        out[PHOTOGRAPHS] = _chain_figures(photos)
+        out[together] = _chain_figures(photos)
     a = out["all"]
     print(f"(d) damage model B, seeds {chain_seed}/{source_seed}, {len(chains)} chains: relative fails {a['relative']['n_failed']}, AUC step 1 vs 10 "
           f"{a['relative']['auc_step1_vs_step10']:.3f}; bare fails {a['bare']['n_failed']}, AUC step 1 vs 10 "
@@ -738,10 +753,11 @@ def main(argv=None) -> int:
         if part not in parts:
             continue
         if missing := missing_distribution_packages(*packages):
-            print(f"part {part} skipped: photographs of {', '.join(missing)} are not installed (apt-get install "
+            print(f"part {part} skipped: images of {', '.join(missing)} are not installed (apt-get install "
                   f"{' '.join(missing)}); {key} in the results is kept as it was", flush=True)
         else:
-            result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds, sources=sources)
+            result[key] = part_heldout(args.chain_steps, args.heldout_side, *seeds, sources=sources,
+                                       together=OUTSIDE_RENDERS if key in RENDER_DRAWS else PHOTOGRAPHS)
     for part, (key, seeds) in SIGNATURE_PARTS.items():
         if part not in parts:
             continue

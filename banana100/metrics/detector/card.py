@@ -392,7 +392,7 @@ def alone(r: dict) -> str:
             f"across images it reaches ROC AUC {c['pooled_auc']:.2f} on the faint step-5 stand-ins of (b) and {aucs} "
             f"(clean source against step 10) on the {len(heldout_aucs(r))} held-out draws of Nano Banana Pro's kind "
             f"of damage (d), {verdict}"
-            + (f"; by source, {by_source[0]} on drawn sources and {by_source[1]} on photographs" if by_source else "")
+            + (f"; by source, {by_source}" if by_source else "")
             + (f"; on the other editors' signatures (e), held out, {sig['bare_auc']:.2f}, {sig['bare_passed']} of "
                f"{sig['n']} chains passed" if sig else "")
             + ". An image's own grain, periodic content, tint, softness, texture or compression still reads as "

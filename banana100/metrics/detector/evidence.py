@@ -15,14 +15,17 @@ VALIDATION = "edit_damage_validation.json"
 COST = "edit_damage_cost.json"
 
 # the held-out draws of bench/detector/validate_edit_damage.py (its DRAWS, then its parts `fresh` and `sixth` on
-# distribution photographs), by results key, in the order they were made
+# distribution photographs and `seventh` on distribution renders), by results key, in the order they were made
 FRESH_KEY = "heldout_chains_fifth_draw"
 SIXTH_KEY = "heldout_chains_sixth_draw"  # its part `sixth`: photographs found after the evenness refit
-PHOTOGRAPH_DRAWS = (FRESH_KEY, SIXTH_KEY)  # the draws on distribution photographs; the others are its DRAWS
+SEVENTH_KEY = "heldout_chains_seventh_draw"  # its part `seventh`: renders made outside this repository
+PHOTOGRAPH_DRAWS = (FRESH_KEY, SIXTH_KEY)  # the draws on distribution photographs
+RENDER_DRAWS = (SEVENTH_KEY,)  # the draws on distribution renders; the others are the validator's DRAWS
 HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "Second draw",
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
                  FRESH_KEY: "Fifth draw, other photographs",
-                 SIXTH_KEY: "Sixth draw, photographs found after the evenness refit"}
+                 SIXTH_KEY: "Sixth draw, photographs found after the evenness refit",
+                 SEVENTH_KEY: "Seventh draw, renders made outside this repository (smooth gradients among them)"}
 
 
 @dataclass(frozen=True)
@@ -119,9 +122,9 @@ def signature_draw_of(key: str) -> SignatureDraw:
     return next(d for d in SIGNATURE_DRAWS if d.key == key)
 
 
-PHOTOGRAPHS = "all photographs"  # every group but the drawn sources
+PHOTOGRAPHS = "all photographs"  # every photograph of a draw together (in (d): every group but the drawn sources)
 RENDERS = "renders"  # the signature draw's generated-looking sources
-OUTSIDE_RENDERS = "outside renders"  # renders made outside this repository (SignatureDraw.outside)
+OUTSIDE_RENDERS = "outside renders"  # renders made outside this repository (SignatureDraw.outside; (d)'s seventh draw)
 GROUP_WORDS = {PHOTOGRAPHS: "photographs"}  # a group's key as a count reads it ("4 photographs")
 FILTER_AUC = 0.9  # the clean-vs-damaged ROC AUC issues 33 and 42 ask of the bare score alone
 # the Debian package whose photographs bench/detector/fit_edit_damage.py fits on (the fifth draw holds them too)
@@ -150,10 +153,19 @@ def group_range(r: dict, group: str) -> str:
     return span([d[group]["bare"]["auc_clean_vs_step10"] for d in map(r.get, HELDOUT_DRAWS) if d and group in d])
 
 
-def heldout_by_source(r: dict) -> tuple[str, str] | None:
-    """(drawn sources, every photograph) as group_range texts over the draws; None unless both were measured."""
-    made, photos = group_range(r, "generated"), group_range(r, PHOTOGRAPHS)
-    return (made, photos) if made and photos else None
+# the source groups the held-out draws of (d) are read by, in words
+BY_SOURCE = {"generated": "drawn sources", PHOTOGRAPHS: "photographs", OUTSIDE_RENDERS: "renders made outside"}
+
+
+def heldout_by_source(r: dict) -> str:
+    """Each source group's group_range over the draws, in words: "1.00 on drawn sources, 0.85-0.98 on photographs
+    and 0.80 on renders made outside" (a group no draw measured left out); "" unless drawn sources and
+    photographs both were measured."""
+    ranges = {words: group_range(r, g) for g, words in BY_SOURCE.items()}
+    if not (ranges["drawn sources"] and ranges["photographs"]):
+        return ""
+    said = [f"{v} on {words}" for words, v in ranges.items() if v]
+    return ", ".join(said[:-1]) + " and " + said[-1]
 
 
 def heldout_aucs_text(r: dict) -> str:
@@ -250,12 +262,11 @@ def signatures_text(r: dict) -> str:
 
 def heldout_note() -> str:
     """The bare score's clean-vs-step-10 AUC on the held-out draws of Nano Banana Pro's kind, one a draw, and by
-    kind of source where measured: "0.90, 0.88 and 0.99; 1.00 on made images, 0.85-0.98 on photographs"."""
+    kind of source where measured: "0.90, 0.88 and 0.99; 1.00 on drawn sources and 0.85-0.98 on photographs"."""
     try:
         r = results()
         by_source = heldout_by_source(r)
-        return (heldout_aucs_text(r) + (f"; {by_source[0]} on made images, {by_source[1]} on photographs"
-                                        if by_source else "")) or "not measured"
+        return (heldout_aucs_text(r) + (f"; {by_source}" if by_source else "")) or "not measured"
     except (OSError, KeyError, ValueError):
         return "not measured"
 

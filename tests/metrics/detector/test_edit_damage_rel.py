@@ -287,6 +287,13 @@ def test_every_held_out_draw_is_named_where_the_user_reads_the_figure():
     assert evidence.group_range(r, evidence.PHOTOGRAPHS) == "0.78-0.90"
     assert evidence.group_range({"heldout_chains": r["heldout_chains"]}, "generated") == "1.00"
     assert evidence.group_range(r, "no such group") == ""
+    assert evidence.heldout_by_source(r) == "0.97-1.00 on drawn sources and 0.78-0.90 on photographs"
+    # a draw on renders made outside adds its group; without photographs there is no "by source" to say
+    r[evidence.SEVENTH_KEY] = {"all": {"bare": {"auc_clean_vs_step10": 0.8}},
+                               evidence.OUTSIDE_RENDERS: {"bare": {"auc_clean_vs_step10": 0.795}}}
+    assert evidence.heldout_by_source(r) == ("0.97-1.00 on drawn sources, 0.78-0.90 on photographs and 0.80 on renders "
+                                             "made outside")
+    assert evidence.heldout_by_source({evidence.SEVENTH_KEY: r[evidence.SEVENTH_KEY]}) == ""
 
 
 def test_the_validator_counts_no_distorted_reference_image_as_a_clean_photograph():
@@ -338,6 +345,7 @@ def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a
     assert not set(validate.DISTRIBUTION_PHOTOGRAPHS) & set(fit.FIT_SOURCES)
     assert validate.FRESH_DRAW not in validate.DRAWS.values() and validate.FRESH_KEY not in validate.DRAWS
     assert validate.SIXTH_DRAW not in validate.DRAWS.values() and validate.SIXTH_KEY not in validate.DRAWS
+    assert validate.SEVENTH_DRAW not in validate.DRAWS.values() and validate.SEVENTH_KEY not in validate.DRAWS
     (tmp_path / "wall").mkdir()
     Image.new("RGB", (1200, 800), (90, 120, 60)).save(tmp_path / "wall" / "meadow.jpg")
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
