@@ -35,3 +35,22 @@ def test_the_development_figures_are_the_scores_bare_and_told_the_source(tmp_pat
     ones, tens = [t[1] for t in told.values()], [t[10] for t in told.values()]
     pairs = [(a < b) + 0.5 * (a == b) for a in ones for b in tens]
     assert fam["told_auc_step1_vs_step10"] == pytest.approx(sum(pairs) / len(pairs))
+
+
+def test_the_outside_renders_are_read_where_installed_and_said_absent_where_not(monkeypatch, tmp_path, capsys):
+    """hard_images --outside-renders reads the validator's DISTRIBUTION_RENDERS from DISTRIBUTION_ROOT: one that is
+    there is scored, one that is not is left out with the package to install named."""
+    from PIL import Image
+
+    from bench.detector import hard_images
+    from bench.detector import validate_edit_damage as validate
+
+    name, (_, path) = next(iter(validate.DISTRIBUTION_RENDERS.items()))
+    (tmp_path / path).parent.mkdir(parents=True)
+    Image.fromarray(np.full((96, 128, 3), 90, np.uint8)).save(tmp_path / path)
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
+    got = hard_images._outside_renders()
+    assert list(got) == [name] and got[name].shape == (96, 128, 3)
+    said = capsys.readouterr().out
+    absent = {n: p for n, (p, _) in validate.DISTRIBUTION_RENDERS.items() if n != name}
+    assert absent and all(f"apt-get install {p}): {n!r} left out" in said for n, p in absent.items())
