@@ -25,7 +25,7 @@ HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
                  FRESH_KEY: "Fifth draw, other photographs",
                  SIXTH_KEY: "Sixth draw, photographs found after the evenness refit",
-                 SEVENTH_KEY: "Seventh draw, renders made outside this repository (smooth gradients among them)"}
+                 SEVENTH_KEY: "Seventh draw, renders made outside this repository, smooth gradients among them"}
 
 
 @dataclass(frozen=True)
