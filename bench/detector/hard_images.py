@@ -125,13 +125,8 @@ def _outside_renders() -> dict[str, np.ndarray]:
     """The validator's renders made outside this repository (its thirteenth signature draw's), those installed."""
     from bench.detector import validate_edit_damage as validate
 
-    out = {}
-    for name, (package, path) in validate.DISTRIBUTION_RENDERS.items():
-        if (validate.DISTRIBUTION_ROOT / path).is_file():
-            out[name] = validate.distribution_photograph(name)
-        else:
-            print(f"{validate.DISTRIBUTION_ROOT / path} is absent (apt-get install {package}): {name!r} left out")
-    return out
+    by_package = validate.distribution_photographs(*validate.RENDER_PACKAGES)  # says which are absent
+    return {name: a for images in by_package.values() for name, a in images.items()}
 
 
 def main(argv=None) -> int:

@@ -53,4 +53,4 @@ def test_the_outside_renders_are_read_where_installed_and_said_absent_where_not(
     assert list(got) == [name] and got[name].shape == (96, 128, 3)
     said = capsys.readouterr().out
     absent = {n: p for n, (p, _) in validate.DISTRIBUTION_RENDERS.items() if n != name}
-    assert absent and all(f"apt-get install {p}): {n!r} left out" in said for n, p in absent.items())
+    assert absent and all(f"apt-get install {p}): image {n!r} is left out" in said for n, p in absent.items())

@@ -161,10 +161,10 @@ def heldout_by_source(r: dict) -> str:
     """Each source group's group_range over the draws, in words: "1.00 on drawn sources, 0.85-0.98 on photographs
     and 0.80 on renders made outside" (a group no draw measured left out); "" unless drawn sources and
     photographs both were measured."""
-    ranges = {words: group_range(r, g) for g, words in BY_SOURCE.items()}
-    if not (ranges["drawn sources"] and ranges["photographs"]):
+    ranges = {g: group_range(r, g) for g in BY_SOURCE}
+    if not (ranges["generated"] and ranges[PHOTOGRAPHS]):
         return ""
-    said = [f"{v} on {words}" for words, v in ranges.items() if v]
+    said = [f"{v} on {BY_SOURCE[g]}" for g, v in ranges.items() if v]
     return ", ".join(said[:-1]) + " and " + said[-1]
 
 

@@ -123,6 +123,8 @@ EDGE_SHARE = 0.05  # strongest edges on which softness is measured
 EDGE_MIN_SLOPE = 2.0
 CRETE_TAPS = 9
 CLIP_LOW, CLIP_HIGH = 2.0, 253.0  # 8-bit levels counted as clipped
+# BT.601 chroma: Cb = CB_GAIN (blue - luma), Cr = CR_GAIN (red - luma), in levels
+CB_GAIN, CR_GAIN = 0.564, 0.713
 NEUTRAL_CHROMA = 12.0  # Cb/Cr radius (levels) of the pixels taken as meant to be grey
 MIN_NEUTRAL_SHARE = 0.01  # fewer near-neutral pixels than this: no cast measured
 # a cast read from few greys is uncertain (a colourful image's handful of near-greys moves with any edit): its
@@ -530,7 +532,7 @@ class EditDamage(torch.nn.Module):
         no edge of EDGE_MIN_SLOPE (a grey image). A colour edge need not be a luma edge, and read at the luma's
         edges it lost most of what JPEG does to colour (docs/edit-damage.md)."""
         out = []
-        for channel, gain in ((2, 0.564), (0, 0.713)):
+        for channel, gain in ((2, CB_GAIN), (0, CR_GAIN)):
             plane = (rgb[:, channel:channel + 1] - luma) * gain
             edges = EditDamage._edges(gauss(plane, RESIDUAL_SIGMA))
             points = edges.flatten().nonzero()[:, 0] if at_points else None
@@ -870,8 +872,8 @@ class EditDamage(torch.nn.Module):
         # chroma relative to luma, in levels at mid grey: a tint is a gain per channel, so a dark
         # grey moves less than a bright one in absolute levels but as much relative to its luma
         rel = 128 / luma.clamp(min=8)
-        cb = 0.564 * (rgb[:, 2:3] - luma) * rel
-        cr = 0.713 * (rgb[:, 0:1] - luma) * rel
+        cb = CB_GAIN * (rgb[:, 2:3] - luma) * rel
+        cr = CR_GAIN * (rgb[:, 0:1] - luma) * rel
         lo, hi = rgb.amin(dim=1, keepdim=True), rgb.amax(dim=1, keepdim=True)
         unclipped = (lo > CLIP_LOW) & (hi < CLIP_HIGH)
         zero = torch.zeros(luma.shape[0], dtype=torch.float64, device=luma.device)

@@ -500,6 +500,7 @@ def test_every_signature_draw_and_the_development_chains_use_seeds_of_their_own(
     recorded = evidence.results()
     for d in evidence.SIGNATURE_DRAWS:
         assert recorded[d.key]["seeds"] == {"chains": d.chain_seed, "drawn_sources": d.source_seed}, d
+        assert set(d.outside) <= set(validate.RENDER_PACKAGES), d  # the validator knows the renders it names
     # up to 40 sources a signature: 18 drawn and photographs, and a draw's renders made outside (20)
     chains = [{(j, c + 100 * j + i) for j in range(4) for i in range(40)} for c, _ in draws]
     assert sum(map(len, chains)) == len(set().union(*chains))
