@@ -606,8 +606,8 @@ def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DR
 @functools.lru_cache(maxsize=None)
 def _decoded_renders(root: Path, packages: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The renders of `packages` (DISTRIBUTION_RENDERS' order), decoded once a process: a draw's four signatures
-    read the same 20 (about 5 s of decoding each time). `root`: DISTRIBUTION_ROOT, so that another root is
-    read again."""
+    read the same 20 (about 5 s of decoding each time). `root`: the DISTRIBUTION_ROOT they are read from (the
+    cache's key: set another, and they are read again)."""
     return {n: a for by_package in distribution_photographs(*packages).values() for n, a in by_package.items()}
 
 

@@ -54,3 +54,29 @@ def test_the_outside_renders_are_read_where_installed_and_said_absent_where_not(
     said = capsys.readouterr().out
     absent = {n: p for n, (p, _) in validate.DISTRIBUTION_RENDERS.items() if n != name}
     assert absent and all(f"apt-get install {p}): image {n!r} is left out" in said for n, p in absent.items())
+
+
+def test_a_signature_draw_decodes_its_outside_renders_once_and_gives_each_signature_its_own_copy(monkeypatch, tmp_path):
+    """validate_edit_damage's signature_sources: the renders of a draw's `outside` packages are read from
+    DISTRIBUTION_ROOT once a process (a draw's four signatures share them), each call a copy (a chain cannot
+    change another signature's source), another root read again."""
+    from PIL import Image
+
+    from bench.detector import validate_edit_damage as validate
+
+    name, (_, path) = next(iter(validate.DISTRIBUTION_RENDERS.items()))
+    (tmp_path / path).parent.mkdir(parents=True)
+    Image.fromarray(np.full((96, 128, 3), 90, np.uint8)).save(tmp_path / path)
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
+    decoded = validate._decoded_renders(tmp_path, validate.RENDER_PACKAGES)
+    assert list(decoded) == [name] and validate._decoded_renders(tmp_path, validate.RENDER_PACKAGES) is decoded
+    monkeypatch.setattr(validate, "signature_sources", validate.signature_sources)
+    monkeypatch.setattr(validate, "DISTRIBUTION_PHOTOGRAPHS", {})  # no photograph of the packages: skimage's only
+    a = validate.signature_sources("creases", 96, 90, validate.RENDER_PACKAGES)[validate.OUTSIDE_RENDERS]
+    b = validate.signature_sources("speckles", 96, 90, validate.RENDER_PACKAGES)[validate.OUTSIDE_RENDERS]
+    assert list(a) == [name] and np.array_equal(a[name], decoded[name]) and a[name] is not b[name]
+    a[name][:] = 0
+    assert decoded[name].max() == 90  # a chain that wrote into its source changed no other's
+    other = tmp_path / "other"
+    monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", other)  # another root is read again: nothing there
+    assert validate.signature_sources("jpeg", 96, 90, validate.RENDER_PACKAGES)[validate.OUTSIDE_RENDERS] == {}
