@@ -1,0 +1,221 @@
+"""The signatures' components and candidate forms of them on the development draws: issue 42's lab bench.
+
+    nice python -m bench.detector.component_variants [--draws 8] [--cache DIR] [--out FILE]
+        [--signatures creases,speckles,simplified,jpeg] [--side 384]
+
+The chains of signature draws 1..N (evidence.SIGNATURE_DRAWS, their seeds and sources as the validator makes them:
+each was scored long ago, so none is held out any more; the held-out ones are SIGNATURE_HELD_OUT's, which this
+refuses) are made once into --cache (steps 0, 1, 5, 10 and 20 of each, one .npz a chain; about 4 minutes for eight
+draws, then reused). Each image is measured by the shipped detector and by each candidate of VARIANTS; then for
+every signature:
+
+- each component and candidate alone: ROC AUC clean vs step 10 across chains, and chains passing (steps 5, 10
+  and 20 all above step 1);
+- the bare score with the term settings of SETTINGS: the same two figures.
+
+A candidate that does better here is only a candidate: the verdict is a new draw, made after it is fixed and scored
+once (docs/edit-damage.md). What the candidates below showed is in docs/edit-damage.md ("Looked at after
+version 11").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.benchtools import command_line, environment, results_path, write_results
+
+KEPT = (0, 1, 5, 10, 20)
+# the components read alone: the signatures' own, and those their damage moves the other way (a halo sharpens edges,
+# flattened texture lowers the grain floor)
+ALONE = ("crease", "speckles", "simplification", "blocking", "crease_edges", "softness", "grain")
+CHECK_STEPS = (5, 10, 20)
+
+
+@contextlib.contextmanager
+def constants(**values):
+    """The detector's module constants set to `values` for the block (a candidate's form), then restored."""
+    from banana100.metrics.detector import model
+
+    old = {k: getattr(model, k) for k in values}
+    for k, v in values.items():
+        setattr(model, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(model, k, v)
+
+
+def _crease(luma, **form) -> float:
+    """The bare `crease` of one luma plane (1, 1, H, W), under the constants `form`."""
+    from banana100.metrics.detector import model
+
+    with constants(**form):
+        smooth = model.gauss(luma, model.RESIDUAL_SIGMA)
+        fine = model.gauss(luma, model.DOG_SIGMAS[0])
+        edges = model.EditDamage._edges(smooth)
+        gx, gy = model._central_differences(smooth)
+        return float(model.EditDamage._crease(fine, edges, gx, gy, edges.flatten().nonzero()[:, 0]))
+
+
+# candidate -> (what it is, luma plane -> value)
+VARIANTS = {
+    "crease half scale": ("the crease on the luma's 2x2 means: its window reaches 8 px (the damage model's line lies "
+                          "5.8-6.8 px off strong edges: bench.detector.crease_reach)",
+                          lambda luma, model: _crease(model.means_2x2(luma))),
+    "crease reach 3": ("the crease's window 7 px", lambda luma, model: _crease(luma, CREASE_REACH=3)),
+    "crease reach 6": ("the crease's window 13 px", lambda luma, model: _crease(luma, CREASE_REACH=6)),
+    "crease z 1": ("steps back beyond 1 standard error, not 2", lambda luma, model: _crease(luma, CREASE_Z=1.0)),
+    "crease z 0": ("every step back of the mean profile", lambda luma, model: _crease(luma, CREASE_Z=0.0)),
+}
+# bare term settings: name -> (what it is, BARE_UNITS' entries replaced, simplification's term kept at 0 where it is
+# not measured whatever its offset: a uniform image must add nothing)
+SETTINGS = {
+    "shipped": ("version 11's", {}),
+    "simplification from -0.5": ("the texture lost counted from -0.5 halvings (clean photographs read -0.1 to -1.8: "
+                                 "the clamp at 0 hid the first steps' rise)", {"simplification": (-0.5, 0.25)}),
+    "the fit's rule, offsets below 0": (
+        "what bench.detector.fit_edit_damage's rule picks on its own data when simplification's offsets go down to "
+        "-1 (in-fit pairs 0.927 -> 0.931, AUC 0.787 -> 0.792)",
+        {"simplification": (-0.5, 0.25), "speckles": (0.0, 100.0), "blocking": (0.5, 0.25)}),
+}
+
+
+def make_chains(cache: Path, draws, signatures, side: int) -> dict[str, Path]:
+    """{draw/signature/source: its .npz}, made where absent (the validator's sources and chain seeds)."""
+    from bench.detector import signatures as sg
+    from bench.detector.validate_edit_damage import signature_sources
+
+    files = {}
+    for d in draws:
+        for j, sig in enumerate(sg.SIGNATURES):
+            if sig not in signatures:
+                continue
+            i = 0  # the chain's index in its draw: seed = the draw's + 100 x the signature's index + it
+            made = 0
+            for group, images in signature_sources(sig, side, d.source_seed).items():
+                for name, a in images.items():
+                    f = cache / f"{side}px" / f"d{d.number}" / sig / f"{name.replace(' ', '_')}.npz"
+                    seed = d.chain_seed + 100 * j + i
+                    i += 1
+                    files[f"d{d.number}/{sig}/{name}"] = f
+                    if f.exists():
+                        continue
+                    f.parent.mkdir(parents=True, exist_ok=True)
+                    kept = sg.chain(a, sig, seed=seed, steps=max(KEPT), keep=KEPT)
+                    np.savez_compressed(f, group=group, **{f"step{k}": v for k, v in kept.items()})
+                    made += 1
+            print(f"draw {d.number}, {sig}: {i} chains ({made} made)", flush=True)
+    return files
+
+
+def measure(files: dict[str, Path]) -> dict[str, dict[int, dict[str, float]]]:
+    """{chain: {step: the shipped components and each candidate's value}}."""
+    import torch
+
+    from banana100.metrics.detector import model
+
+    detector = model.EditDamage()
+    out = {}
+    for n, (chain, f) in enumerate(files.items()):
+        with np.load(f) as z:
+            steps = {k: z[f"step{k}"] for k in KEPT}
+        out[chain] = {}
+        for k, a in steps.items():
+            x = torch.from_numpy(a).permute(2, 0, 1)[None].float() / 255
+            with torch.inference_mode():
+                detector(x)
+                row = {c: float(v[0]) for c, v in detector.last_components.items()}
+                luma = model.luma_of(x * 255)
+                row.update({v: fn(luma, model) for v, (_, fn) in VARIANTS.items()})
+            out[chain][k] = row
+        if (n + 1) % 50 == 0:
+            print(f"{n + 1} of {len(files)} chains measured", flush=True)
+    return out
+
+
+def bare_score(row: dict[str, float], replaced: dict) -> float:
+    """The bare score of one image's components with BARE_UNITS' `replaced` entries."""
+    import torch
+
+    from banana100.metrics.detector import model
+
+    one = {k: torch.tensor(row[k], dtype=torch.float64) for k in model.COMPONENTS}
+    terms = model.term_tensors(one, units={**model.BARE_UNITS, **replaced})
+    if row["simplification"] == 0.0:  # not measured (fewer than SIMPLIFY_MIN_TILES structured tiles)
+        terms["simplification"] = torch.zeros((), dtype=torch.float64)
+    return float(sum(terms.values()))
+
+
+def figures(values: dict[str, dict[int, float]]) -> dict:
+    """ROC AUC clean vs step 10 across chains, and the chains passing, of {chain: {step: value}}."""
+    from banana100.metrics.detector.evidence import auc
+
+    passed = [c for c, v in values.items() if all(v[k] > v[1] for k in CHECK_STEPS)]
+    return {"auc_clean_vs_step10": round(auc([v[0] for v in values.values()], [v[10] for v in values.values()]), 3),
+            "passed": len(passed), "chains": len(values)}
+
+
+def summarise(measured: dict, signatures) -> dict:
+
+    out = {}
+    for sig in signatures:
+        chains = {c: st for c, st in measured.items() if c.split("/")[1] == sig}
+        if not chains:
+            continue
+        alone = {n: figures({c: {k: st[k][n] for k in KEPT} for c, st in chains.items()})
+                 for n in (*ALONE, *VARIANTS)}
+        bare = {n: figures({c: {k: bare_score(st[k], replaced) for k in KEPT} for c, st in chains.items()})
+                for n, (_, replaced) in SETTINGS.items()}
+        out[sig] = {"alone": alone, "bare": bare}
+    return out
+
+
+def main(argv=None) -> int:
+    from banana100.metrics.detector.evidence import SIGNATURE_DRAWS, SIGNATURE_HELD_OUT
+    from bench.detector import signatures as sg
+    from bench.detector.validate_edit_damage import SIGNATURE_PACKAGES, missing_distribution_packages
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=8, help="draws 1..N (default 8)")
+    ap.add_argument("--signatures", default=",".join(sg.SIGNATURES))
+    ap.add_argument("--side", type=int, default=384, help="the sources' width, as the validator's --heldout-side")
+    ap.add_argument("--cache", default="/tmp/banana100-component-variants", help="the chains, made once")
+    ap.add_argument("--out", default=str(results_path(__file__)))
+    args = ap.parse_args(argv)
+    if args.draws >= min(SIGNATURE_HELD_OUT):
+        ap.error(f"--draws {args.draws}: draws {', '.join(map(str, SIGNATURE_HELD_OUT))} hold the current version's "
+                 f"held-out figures; development looks below them")
+    signatures = args.signatures.split(",")
+    if unknown := [s for s in signatures if s not in sg.SIGNATURES]:
+        ap.error(f"unknown signature {unknown[0]!r}; choose from {', '.join(sg.SIGNATURES)}")
+    if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
+        ap.error(f"the draws' photographs need Debian's {', '.join(missing)} (apt-get install {' '.join(missing)})")
+    files = make_chains(Path(args.cache), SIGNATURE_DRAWS[:args.draws], signatures, args.side)
+    result = summarise(measure(files), signatures)
+    for sig, r in result.items():
+        print(f"{sig}, {next(iter(r['alone'].values()))['chains']} chains (AUC clean vs step 10, passed):")
+        for part in ("alone", "bare"):
+            print(f"  {part}: " + "; ".join(f"{n} {f['auc_clean_vs_step10']:.3f}, {f['passed']}"
+                                              for n, f in r[part].items()))
+    write_results(Path(args.out), {
+        "command": command_line("bench.detector.component_variants", argv or sys.argv[1:], {args.cache: "DIR"}),
+        "environment": environment(), "draws": [d.number for d in SIGNATURE_DRAWS[:args.draws]], "side": args.side,
+        "variants": {n: what for n, (what, _) in VARIANTS.items()},
+        "settings": {n: {"what": what, "bare_units": {k: list(v) for k, v in replaced.items()}}
+                     for n, (what, replaced) in SETTINGS.items()},
+        "signatures": result})
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""bench/detector/component_variants.py: the lab bench of issue 42's components reads what the detector reads, keeps
+to the development draws, and makes its chains once."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from banana100.metrics.detector import model
+
+
+def _disc_with_a_line(distance: float) -> torch.Tensor:
+    from bench.detector import crease_reach
+
+    base, r = crease_reach.disc()
+    luma = base + 30 * np.exp(-((r - (crease_reach.RADIUS + distance)) ** 2) / (2 * 0.6 ** 2))
+    rgb = np.repeat(np.clip(luma + 0.5, 0, 255).astype(np.uint8)[..., None], 3, axis=2)
+    return torch.from_numpy(rgb).permute(2, 0, 1)[None].float() / 255
+
+
+def test_the_bench_crease_is_the_detectors_and_a_form_is_restored_after_it():
+    from bench.detector import component_variants as cv
+
+    x = _disc_with_a_line(4)
+    detector = model.EditDamage()
+    with torch.inference_mode():
+        detector(x)
+        luma = model.luma_of(x * 255)
+        shipped = cv._crease(luma)
+        wide = cv._crease(luma, CREASE_REACH=6)
+    assert shipped == pytest.approx(float(detector.last_components["crease"][0]), abs=1e-6) and shipped > 0
+    assert wide != shipped and model.CREASE_REACH == 4  # the form was used, then put back
+
+
+def test_a_settings_bare_score_is_the_detectors_with_its_units_and_no_term_where_texture_is_not_measured():
+    from bench.detector import component_variants as cv
+
+    x = _disc_with_a_line(4)
+    detector = model.EditDamage()
+    with torch.inference_mode():
+        score = float(detector(x)[0])
+    row = {c: float(v[0]) for c, v in detector.last_components.items()}
+    assert cv.bare_score(row, {}) == pytest.approx(score)
+    row["simplification"] = 0.0  # not measured: no term whatever the offset
+    assert cv.bare_score(row, {"simplification": (-0.5, 0.25)}) == pytest.approx(cv.bare_score(row, {}))
+    row["simplification"] = -0.25
+    assert cv.bare_score(row, {"simplification": (-0.5, 0.25)}) == pytest.approx(cv.bare_score(row, {}) + 1.0)
+
+
+def test_the_held_out_draws_are_refused(capsys):
+    from banana100.metrics.detector.evidence import SIGNATURE_HELD_OUT
+    from bench.detector import component_variants as cv
+
+    with pytest.raises(SystemExit):
+        cv.main(["--draws", str(min(SIGNATURE_HELD_OUT))])
+    assert "held-out" in capsys.readouterr().err
+
+
+def test_a_draws_chains_are_made_once_and_scored(tmp_path, capsys):
+    from bench.detector import component_variants as cv
+    from bench.detector.validate_edit_damage import SIGNATURE_PACKAGES, missing_distribution_packages
+
+    if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
+        pytest.skip(f"the draws' photographs: Debian's {', '.join(missing)} is not installed")
+    args = ["--draws", "1", "--signatures", "creases", "--side", "128", "--cache", str(tmp_path / "c"),
+            "--out", str(tmp_path / "r.json")]
+    assert cv.main(args) == 0
+    assert "(18 made)" in capsys.readouterr().out
+    r = json.loads((tmp_path / "r.json").read_text())
+    alone, bare = r["signatures"]["creases"]["alone"], r["signatures"]["creases"]["bare"]
+    assert set(alone) == {*cv.ALONE, *cv.VARIANTS} and set(bare) == set(cv.SETTINGS)
+    assert all(f["chains"] == 18 and 0 <= f["passed"] <= 18 and 0 <= f["auc_clean_vs_step10"] <= 1
+               for f in (*alone.values(), *bare.values()))
+    assert alone["crease"]["auc_clean_vs_step10"] > 0.5  # the creases model's own component sees it
+    assert cv.main(args) == 0
+    assert "(0 made)" in capsys.readouterr().out  # the second run reads the kept chains
