@@ -1,12 +1,14 @@
 """The signatures' components and candidate forms of them on the development draws: issue 42's lab bench.
 
     nice python -m bench.detector.component_variants [--draws 8] [--cache DIR] [--out FILE]
-        [--signatures creases,speckles,simplified,jpeg] [--side 384]
+        [--signatures creases,speckles,simplified,jpeg] [--side 384] [--model-b 4]
 
 The chains of signature draws 1..N (evidence.SIGNATURE_DRAWS, their seeds and sources as the validator makes them:
 each was scored long ago, so none is held out any more; the held-out ones are SIGNATURE_HELD_OUT's, which this
 refuses) are made once into --cache (steps 0, 1, 5, 10 and 20 of each, one .npz a chain; about 4 minutes for eight
-draws, then reused). Each image is measured by the shipped detector and by each candidate of VARIANTS; then for
+draws, then reused); with --model-b N, also the chains of damage model B's draws 1..N (the validator's DRAWS:
+Nano Banana Pro's kind, which a candidate must not lose; their sources include ../shared's reference images where
+present). Each image is measured by the shipped detector and by each candidate of VARIANTS; then for
 every signature:
 
 - each component and candidate alone: ROC AUC clean vs step 10 across chains, and chains passing (steps 5, 10
@@ -117,6 +119,33 @@ def make_chains(cache: Path, draws, signatures, side: int) -> dict[str, Path]:
     return files
 
 
+MODEL_B = "model B"  # the chains of damage model B (bench/detector/damage_model_b.py), beside the signatures'
+
+
+def make_model_b_chains(cache: Path, draws: int, side: int) -> dict[str, Path]:
+    """{bN/model B/source: its .npz} of damage model B's draws 1..`draws` (the validator's DRAWS), made where absent."""
+    from bench.detector import damage_model_b
+    from bench.detector.validate_edit_damage import DRAWS, heldout_sources
+
+    files = {}
+    for n, (chain_seed, source_seed) in enumerate(list(DRAWS.values())[:draws], start=1):
+        i, made = 0, 0
+        for group, images in heldout_sources(side, source_seed).items():
+            for name, a in images.items():
+                f = cache / f"{side}px" / f"b{n}" / f"{name.replace(' ', '_')}.npz"
+                seed = chain_seed + i  # as the validator's heldout_chains: the draw's seed plus the chain's index
+                i += 1
+                files[f"b{n}/{MODEL_B}/{name}"] = f
+                if f.exists():
+                    continue
+                f.parent.mkdir(parents=True, exist_ok=True)
+                kept = damage_model_b.chain(a, seed=seed, steps=max(KEPT), keep=KEPT)
+                np.savez_compressed(f, group=group, **{f"step{k}": v for k, v in kept.items()})
+                made += 1
+        print(f"damage model B, draw {n}: {i} chains ({made} made)", flush=True)
+    return files
+
+
 def measure(files: dict[str, Path]) -> dict[str, dict[int, dict[str, float]]]:
     """{chain: {step: the shipped components and each candidate's value}}."""
     import torch
@@ -182,13 +211,14 @@ def summarise(measured: dict, signatures) -> dict:
 def main(argv=None) -> int:
     from banana100.metrics.detector.evidence import SIGNATURE_DRAWS, SIGNATURE_HELD_OUT
     from bench.detector import signatures as sg
-    from bench.detector.validate_edit_damage import SIGNATURE_PACKAGES, missing_distribution_packages
+    from bench.detector.validate_edit_damage import DRAWS, SIGNATURE_PACKAGES, missing_distribution_packages
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=8, help="draws 1..N (default 8)")
     ap.add_argument("--signatures", default=",".join(sg.SIGNATURES))
     ap.add_argument("--side", type=int, default=384, help="the sources' width, as the validator's --heldout-side")
     ap.add_argument("--cache", default="/tmp/banana100-component-variants", help="the chains, made once")
+    ap.add_argument("--model-b", type=int, default=4, help="also damage model B's draws 1..N (default 4; 0: none)")
     ap.add_argument("--out", default=str(results_path(__file__)))
     args = ap.parse_args(argv)
     if args.draws >= min(SIGNATURE_HELD_OUT):
@@ -199,8 +229,11 @@ def main(argv=None) -> int:
         ap.error(f"unknown signature {unknown[0]!r}; choose from {', '.join(sg.SIGNATURES)}")
     if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
         ap.error(f"the draws' photographs need Debian's {', '.join(missing)} (apt-get install {' '.join(missing)})")
+    if not 0 <= args.model_b <= len(DRAWS):
+        ap.error(f"--model-b {args.model_b}: damage model B has draws 1..{len(DRAWS)} under its seeds")
     files = make_chains(Path(args.cache), SIGNATURE_DRAWS[:args.draws], signatures, args.side)
-    result = summarise(measure(files), signatures)
+    files.update(make_model_b_chains(Path(args.cache), args.model_b, args.side))
+    result = summarise(measure(files), [*signatures, *([MODEL_B] if args.model_b else [])])
     for sig, r in result.items():
         print(f"{sig}, {next(iter(r['alone'].values()))['chains']} chains (AUC clean vs step 10, passed):")
         for part in ("alone", "bare"):
@@ -208,7 +241,8 @@ def main(argv=None) -> int:
                                               for n, f in r[part].items()))
     write_results(Path(args.out), {
         "command": command_line("bench.detector.component_variants", argv or sys.argv[1:], {args.cache: "DIR"}),
-        "environment": environment(), "draws": [d.number for d in SIGNATURE_DRAWS[:args.draws]], "side": args.side,
+        "environment": environment(), "draws": [d.number for d in SIGNATURE_DRAWS[:args.draws]],
+        "model_b_draws": list(range(1, args.model_b + 1)), "side": args.side,
         "variants": {n: what for n, (what, _) in VARIANTS.items()},
         "settings": {n: {"what": what, "bare_units": {k: list(v) for k, v in replaced.items()}}
                      for n, (what, replaced) in SETTINGS.items()},

@@ -67,7 +67,7 @@ def test_a_draws_chains_are_made_once_and_scored(tmp_path, capsys):
         pytest.skip(f"the draws' photographs: Debian's {', '.join(missing)} is not installed")
     args = ["--draws", "1", "--signatures", "creases", "--side", "128", "--cache", str(tmp_path / "c"),
             "--out", str(tmp_path / "r.json")]
-    assert cv.main(args) == 0
+    assert cv.main([*args, "--model-b", "0"]) == 0
     assert "(18 made)" in capsys.readouterr().out
     r = json.loads((tmp_path / "r.json").read_text())
     alone, bare = r["signatures"]["creases"]["alone"], r["signatures"]["creases"]["bare"]
@@ -75,5 +75,8 @@ def test_a_draws_chains_are_made_once_and_scored(tmp_path, capsys):
     assert all(f["chains"] == 18 and 0 <= f["passed"] <= 18 and 0 <= f["auc_clean_vs_step10"] <= 1
                for f in (*alone.values(), *bare.values()))
     assert alone["crease"]["auc_clean_vs_step10"] > 0.5  # the creases model's own component sees it
-    assert cv.main(args) == 0
-    assert "(0 made)" in capsys.readouterr().out  # the second run reads the kept chains
+    assert cv.main([*args, "--model-b", "1"]) == 0  # again, with damage model B's first draw
+    out = capsys.readouterr().out
+    assert "creases: 18 chains (0 made)" in out  # the second run reads the kept chains
+    model_b = json.loads((tmp_path / "r.json").read_text())["signatures"][cv.MODEL_B]["bare"]["shipped"]
+    assert model_b["chains"] >= 20 and f"draw 1: {model_b['chains']} chains ({model_b['chains']} made)" in out
