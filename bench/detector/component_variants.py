@@ -13,7 +13,10 @@ every signature:
 
 - each component and candidate alone: ROC AUC clean vs step 10 across chains, and chains passing (steps 5, 10
   and 20 all above step 1);
-- the bare score with the term settings of SETTINGS: the same two figures.
+- the bare score with the term settings of SETTINGS: the same two figures;
+- the four signature terms' (offset, unit) searched over UNIT_GRID, the other terms as shipped: the setting whose
+  weakest group (signature, or model B) reads the highest AUC, and the one whose signatures pooled do; what
+  weighing alone can reach on these draws, fitted to them (so an upper bound, not a candidate).
 
 A candidate that does better here is only a candidate: the verdict is a new draw, made after it is fixed and scored
 once (docs/edit-damage.md). What the candidates below showed is in docs/edit-damage.md ("Looked at after
@@ -88,6 +91,16 @@ SETTINGS = {
         "what bench.detector.fit_edit_damage's rule picks on its own data when simplification's offsets go down to "
         "-1 (in-fit pairs 0.927 -> 0.931, AUC 0.787 -> 0.792)",
         {"simplification": (-0.5, 0.25), "speckles": (0.0, 100.0), "blocking": (0.5, 0.25)}),
+}
+
+
+# the signature terms' (offset, unit) searched by `unit_search`, each around its shipped setting; simplification's term
+# kept at 0 where it is not measured, as in SETTINGS
+UNIT_GRID = {
+    "crease": ((0.0, 0.05), (0.0, 0.1), (0.0, 0.2), (0.0, 0.4), (0.1, 0.1), (0.2, 0.1)),
+    "speckles": tuple((o, u) for o in (0.0, 50.0, 100.0) for u in (50.0, 100.0, 200.0)),
+    "simplification": tuple((o, u) for o in (-0.5, -0.25, 0.0) for u in (0.125, 0.25, 0.5)),
+    "blocking": tuple((o, u) for o in (0.25, 0.5) for u in (0.125, 0.25, 0.5)),
 }
 
 
@@ -208,6 +221,55 @@ def summarise(measured: dict, signatures) -> dict:
     return out
 
 
+def unit_search(measured: dict, groups) -> dict:
+    """The UNIT_GRID settings' figures by group: the shipped one, the best on the weakest group's AUC and the best on
+    the signatures' pooled AUC (clean vs step 10)."""
+    import itertools
+
+    import torch
+
+    from banana100.metrics.detector import model
+    from banana100.metrics.detector.evidence import auc
+
+    chains = [c for c in measured if c.split("/")[1] in groups]
+    group = np.array([c.split("/")[1] for c in chains])
+    comp = {n: torch.tensor([[measured[c][k][n] for k in KEPT] for c in chains], dtype=torch.float64)
+            for n in model.COMPONENTS}
+    shipped_terms = model.term_tensors(comp)
+    base = sum(shipped_terms[t].numpy() for t in model.TERMS if t not in UNIT_GRID)
+    measured_texture = comp["simplification"].numpy() != 0
+
+    def term(name, offset, unit):
+        t = (comp[name].numpy() - offset).clip(min=0) / unit
+        return np.where(measured_texture, t, 0.0) if name == "simplification" else t
+
+    terms = {n: [term(n, *ou) for ou in options] for n, options in UNIT_GRID.items()}
+    i1, i5, i10, i20 = (KEPT.index(k) for k in (1, 5, 10, 20))
+    signatures = group != MODEL_B
+
+    def figures_of(score):
+        out = {}
+        for g in groups:
+            x = score[group == g]
+            out[g] = {"auc_clean_vs_step10": round(auc(list(x[:, 0]), list(x[:, i10])), 3),
+                      "passed": int(((x[:, i5] > x[:, i1]) & (x[:, i10] > x[:, i1]) & (x[:, i20] > x[:, i1])).sum()),
+                      "chains": len(x)}
+        out["signatures pooled"] = round(auc(list(score[signatures, 0]), list(score[signatures, i10])), 3)
+        return out
+
+    found = []
+    for idx in itertools.product(*(range(len(v)) for v in UNIT_GRID.values())):
+        f = figures_of(base + sum(terms[n][i] for n, i in zip(UNIT_GRID, idx, strict=True)))
+        found.append(({n: list(UNIT_GRID[n][i]) for n, i in zip(UNIT_GRID, idx, strict=True)}, f))
+    weakest = lambda f: min(f[g]["auc_clean_vs_step10"] for g in groups)  # noqa: E731
+    shipped = base + sum(shipped_terms[n].numpy() for n in UNIT_GRID)
+    best_weakest = max(found, key=lambda r: weakest(r[1]))
+    best_pooled = max(found, key=lambda r: r[1]["signatures pooled"])
+    return {"settings_searched": len(found), "shipped": figures_of(shipped),
+            "best_weakest_group": {"units": best_weakest[0], "figures": best_weakest[1]},
+            "best_signatures_pooled": {"units": best_pooled[0], "figures": best_pooled[1]}}
+
+
 def main(argv=None) -> int:
     from banana100.metrics.detector.evidence import SIGNATURE_DRAWS, SIGNATURE_HELD_OUT
     from bench.detector import signatures as sg
@@ -233,12 +295,20 @@ def main(argv=None) -> int:
         ap.error(f"--model-b {args.model_b}: damage model B has draws 1..{len(DRAWS)} under its seeds")
     files = make_chains(Path(args.cache), SIGNATURE_DRAWS[:args.draws], signatures, args.side)
     files.update(make_model_b_chains(Path(args.cache), args.model_b, args.side))
-    result = summarise(measure(files), [*signatures, *([MODEL_B] if args.model_b else [])])
+    groups = [*signatures, *([MODEL_B] if args.model_b else [])]
+    measured = measure(files)
+    result = summarise(measured, groups)
+    search = unit_search(measured, groups)
     for sig, r in result.items():
         print(f"{sig}, {next(iter(r['alone'].values()))['chains']} chains (AUC clean vs step 10, passed):")
         for part in ("alone", "bare"):
             print(f"  {part}: " + "; ".join(f"{n} {f['auc_clean_vs_step10']:.3f}, {f['passed']}"
                                               for n, f in r[part].items()))
+    for name in ("shipped", "best_weakest_group", "best_signatures_pooled"):
+        f = search[name] if name == "shipped" else search[name]["figures"]
+        units = "" if name == "shipped" else f" {search[name]['units']}"
+        print(f"units {name}{units}: " + "; ".join(f"{g} {f[g]['auc_clean_vs_step10']:.3f}, {f[g]['passed']}"
+                                                     for g in groups) + f"; signatures pooled {f['signatures pooled']:.3f}")
     write_results(Path(args.out), {
         "command": command_line("bench.detector.component_variants", argv or sys.argv[1:], {args.cache: "DIR"}),
         "environment": environment(), "draws": [d.number for d in SIGNATURE_DRAWS[:args.draws]],
@@ -246,7 +316,7 @@ def main(argv=None) -> int:
         "variants": {n: what for n, (what, _) in VARIANTS.items()},
         "settings": {n: {"what": what, "bare_units": {k: list(v) for k, v in replaced.items()}}
                      for n, (what, replaced) in SETTINGS.items()},
-        "signatures": result})
+        "signatures": result, "unit_search": search})
     print(f"written to {args.out}")
     return 0
 

@@ -78,5 +78,12 @@ def test_a_draws_chains_are_made_once_and_scored(tmp_path, capsys):
     assert cv.main([*args, "--model-b", "1"]) == 0  # again, with damage model B's first draw
     out = capsys.readouterr().out
     assert "creases: 18 chains (0 made)" in out  # the second run reads the kept chains
-    model_b = json.loads((tmp_path / "r.json").read_text())["signatures"][cv.MODEL_B]["bare"]["shipped"]
+    r = json.loads((tmp_path / "r.json").read_text())
+    model_b = r["signatures"][cv.MODEL_B]["bare"]["shipped"]
     assert model_b["chains"] >= 20 and f"draw 1: {model_b['chains']} chains ({model_b['chains']} made)" in out
+    # the units search's shipped setting is the bare score's, and the grid holds it, so its best is no worse
+    search, groups = r["unit_search"], ("creases", cv.MODEL_B)
+    assert all(search["shipped"][g] == r["signatures"][g]["bare"]["shipped"] for g in groups)
+    weakest = lambda f: min(f[g]["auc_clean_vs_step10"] for g in groups)  # noqa: E731
+    assert weakest(search["best_weakest_group"]["figures"]) >= weakest(search["shipped"])
+    assert all(tuple(v) in cv.UNIT_GRID[t] for t, v in search["best_signatures_pooled"]["units"].items())
