@@ -14,6 +14,10 @@ every signature:
 - each component and candidate alone: ROC AUC clean vs step 10 across chains, and chains passing (steps 5, 10
   and 20 all above step 1);
 - the bare score with the term settings of SETTINGS: the same two figures;
+- edit_damage_rel (told the source, against step 0) in the forms of TOLD_SETTINGS: AUC step 1 vs step 10, chains
+  passing;
+- how far the lattice's amplitude moves on the same content (a re-render alone) and at each group's first step
+  (edit_damage_rel's LATTICE_TOLERANCE);
 - the four signature terms' (offset, unit) searched over UNIT_GRID, the other terms as shipped: the setting whose
   weakest group (signature, or model B) reads the highest AUC, and the one whose signatures pooled do; what
   weighing alone can reach on these draws, fitted to them (so an upper bound, not a candidate).
@@ -45,25 +49,27 @@ CHECK_STEPS = (5, 10, 20)
 
 
 @contextlib.contextmanager
-def constants(**values):
-    """The detector's module constants set to `values` for the block (a candidate's form), then restored."""
-    from banana100.metrics.detector import model
+def constants(module=None, **values):
+    """`module`'s constants (default: the detector's model) set to `values` for the block (a candidate's form), then
+    restored."""
+    if module is None:
+        from banana100.metrics.detector import model as module
 
-    old = {k: getattr(model, k) for k in values}
+    old = {k: getattr(module, k) for k in values}
     for k, v in values.items():
-        setattr(model, k, v)
+        setattr(module, k, v)
     try:
         yield
     finally:
         for k, v in old.items():
-            setattr(model, k, v)
+            setattr(module, k, v)
 
 
 def _crease(luma, **form) -> float:
     """The bare `crease` of one luma plane (1, 1, H, W), under the constants `form`."""
     from banana100.metrics.detector import model
 
-    with constants(**form):
+    with constants(None, **form):
         smooth = model.gauss(luma, model.RESIDUAL_SIGMA)
         fine = model.gauss(luma, model.DOG_SIGMAS[0])
         edges = model.EditDamage._edges(smooth)
@@ -94,6 +100,12 @@ SETTINGS = {
 }
 
 
+# edit_damage_rel's forms: name -> (what it is, `relative`'s constants replaced)
+TOLD_SETTINGS = {
+    "shipped": ("version 12's", {}),
+    "lattice tolerance 0.1 (version 11)": ("the lattice's amplitude compared as grain's, beyond a tenth of the "
+                                           "source's own", {"LATTICE_TOLERANCE": 0.1}),
+}
 # the signature terms' (offset, unit) searched by `unit_search`, each around its shipped setting; simplification's term
 # kept at 0 where it is not measured, as in SETTINGS
 UNIT_GRID = {
@@ -159,29 +171,40 @@ def make_model_b_chains(cache: Path, draws: int, side: int) -> dict[str, Path]:
     return files
 
 
-def measure(files: dict[str, Path]) -> dict[str, dict[int, dict[str, float]]]:
-    """{chain: {step: the shipped components and each candidate's value}}."""
+def measure(files: dict[str, Path]) -> dict[str, dict[int, dict]]:
+    """{chain: {step: the statistics edit_damage_rel reads (the shipped components, the cast) and each candidate's
+    value}}."""
     import torch
 
     from banana100.metrics.detector import model
+    from banana100.metrics.detector.relative import StatsModel
 
-    detector = model.EditDamage()
+    stats_model = StatsModel("cpu")
     out = {}
     for n, (chain, f) in enumerate(files.items()):
         with np.load(f) as z:
             steps = {k: z[f"step{k}"] for k in KEPT}
-        out[chain] = {}
+        out[chain] = dict(zip(steps, stats_model(list(steps.values())), strict=True))
         for k, a in steps.items():
-            x = torch.from_numpy(a).permute(2, 0, 1)[None].float() / 255
+            luma = model.luma_of(torch.from_numpy(a).permute(2, 0, 1)[None].float())
             with torch.inference_mode():
-                detector(x)
-                row = {c: float(v[0]) for c, v in detector.last_components.items()}
-                luma = model.luma_of(x * 255)
-                row.update({v: fn(luma, model) for v, (_, fn) in VARIANTS.items()})
-            out[chain][k] = row
+                out[chain][k].update({v: fn(luma, model) for v, (_, fn) in VARIANTS.items()})
         if (n + 1) % 50 == 0:
             print(f"{n + 1} of {len(files)} chains measured", flush=True)
     return out
+
+
+def told_figures(chains: dict[str, dict[int, dict]], **form) -> dict:
+    """edit_damage_rel against step 0, under `relative`'s constants `form`: ROC AUC step 1 vs step 10 across chains,
+    and the chains passing."""
+    from banana100.metrics.detector import relative
+    from banana100.metrics.detector.evidence import auc
+
+    with constants(relative, **form):
+        told = {c: {k: relative.relative_score(st[k], st[0]) for k in KEPT if k} for c, st in chains.items()}
+    passed = [c for c, v in told.items() if all(v[k] > v[1] for k in CHECK_STEPS)]
+    return {"auc_step1_vs_step10": round(auc([v[1] for v in told.values()], [v[10] for v in told.values()]), 3),
+            "passed": len(passed), "chains": len(told)}
 
 
 def bare_score(row: dict[str, float], replaced: dict) -> float:
@@ -217,8 +240,40 @@ def summarise(measured: dict, signatures) -> dict:
                  for n in (*ALONE, *VARIANTS)}
         bare = {n: figures({c: {k: bare_score(st[k], replaced) for k in KEPT} for c, st in chains.items()})
                 for n, (_, replaced) in SETTINGS.items()}
-        out[sig] = {"alone": alone, "bare": bare}
+        told = {n: told_figures(chains, **form) for n, (_, form) in TOLD_SETTINGS.items()}
+        out[sig] = {"alone": alone, "bare": bare, "told the source": told}
     return out
+
+
+RERENDERS = 4  # re-renders alone of each source, for the move of a statistic on the same content
+
+
+def same_content_moves(files: dict[str, Path], measured: dict, name: str = "lattice_level", least: float = 0.3) -> dict:
+    """How far `name` moves on the same content: its ratio to the source's own after a re-render alone (RERENDERS
+    of each distinct source, signatures.rerender), and after each group's first step, over the sources where it is
+    at least `least` (quantiles 50, 90, 95, 99 %, and the largest)."""
+    from banana100.metrics.detector.relative import StatsModel
+    from bench.detector import signatures as sg
+
+    quantiles = lambda r: [round(float(q), 3) for q in np.quantile(r, (0.5, 0.9, 0.95, 0.99, 1.0))]  # noqa: E731
+    stats_model, ratios, seen = StatsModel("cpu"), [], set()
+    for chain, f in files.items():
+        own = measured[chain][0][name]
+        key = (chain.split("/")[-1], round(own, 6))  # one source drawn alike in several draws counts once
+        if own < least or key in seen:
+            continue
+        seen.add(key)
+        with np.load(f) as z:
+            source = z["step0"]
+        moved = stats_model([sg.rerender(source, np.random.default_rng(s)) for s in range(RERENDERS)])
+        ratios += [m[name] / own for m in moved]
+    first = {}
+    for chain, st in measured.items():
+        if st[0][name] >= least:
+            first.setdefault(chain.split("/")[1], []).append(st[1][name] / st[0][name])
+    return {"component": name, "least": least, "quantiles": [50, 90, 95, 99, 100],
+            "rerender_alone": {"ratios": len(ratios), "sources": len(seen), "quantiles_of_ratio": quantiles(ratios)},
+            "first_step": {g: {"chains": len(r), "quantiles_of_ratio": quantiles(r)} for g, r in first.items()}}
 
 
 def unit_search(measured: dict, groups) -> dict:
@@ -299,11 +354,17 @@ def main(argv=None) -> int:
     measured = measure(files)
     result = summarise(measured, groups)
     search = unit_search(measured, groups)
+    moves = same_content_moves(files, measured)
+    print(f"lattice_level over the source's own (quantiles 50-90-95-99-100 %): a re-render alone "
+          f"{moves['rerender_alone']['quantiles_of_ratio']}; the first step "
+          + "; ".join(f"{g} {m['quantiles_of_ratio']}" for g, m in moves["first_step"].items()))
     for sig, r in result.items():
         print(f"{sig}, {next(iter(r['alone'].values()))['chains']} chains (AUC clean vs step 10, passed):")
         for part in ("alone", "bare"):
             print(f"  {part}: " + "; ".join(f"{n} {f['auc_clean_vs_step10']:.3f}, {f['passed']}"
                                               for n, f in r[part].items()))
+        print("  told the source (AUC step 1 vs 10, passed): " + "; ".join(
+            f"{n} {f['auc_step1_vs_step10']:.3f}, {f['passed']}" for n, f in r["told the source"].items()))
     for name in ("shipped", "best_weakest_group", "best_signatures_pooled"):
         f = search[name] if name == "shipped" else search[name]["figures"]
         units = "" if name == "shipped" else f" {search[name]['units']}"
@@ -314,9 +375,10 @@ def main(argv=None) -> int:
         "environment": environment(), "draws": [d.number for d in SIGNATURE_DRAWS[:args.draws]],
         "model_b_draws": list(range(1, args.model_b + 1)), "side": args.side,
         "variants": {n: what for n, (what, _) in VARIANTS.items()},
+        "told_settings": {n: {"what": what, "constants": form} for n, (what, form) in TOLD_SETTINGS.items()},
         "settings": {n: {"what": what, "bare_units": {k: list(v) for k, v in replaced.items()}}
                      for n, (what, replaced) in SETTINGS.items()},
-        "signatures": result, "unit_search": search})
+        "signatures": result, "unit_search": search, "same_content_moves": moves})
     print(f"written to {args.out}")
     return 0
 

@@ -442,6 +442,26 @@ def test_told_the_source_a_statistic_that_moves_within_a_tenth_adds_nothing():
     assert added["simplification"] == pytest.approx(1.0 - np.log2(1.1))
 
 
+def test_told_the_source_the_contents_own_lattice_rescaled_by_a_fifth_adds_none_and_one_added_still_counts(stats):
+    """Version 12: the lattice's amplitude is also the content's own periodic part, which a halo or a flattening
+    rescales (a first step moved a drawn grid's by up to 40 %, a photograph's by 20 %): told the source, a lattice is
+    added beyond a quarter of the source's own (LATTICE_TOLERANCE; grain keeps a tenth). A grid an edit adds on top
+    of a photograph's own still counts from about 2 levels (before: about 1.5)."""
+    ref = {"grain": 1.0, "lattice_level": 1.0, "cast": (0.0, 0.0), "softness": 0.5, "crease_edges": 0.2,
+           "speckles": 100.0, "simplification": 0.3, "blocking": 0.1}
+    assert rel.relative_components({**ref, "lattice_level": 1.2}, ref)["lattice"] == 0  # version 11: 0.48 level
+    assert rel.relative_components({**ref, "grain": 1.2}, ref)["grain"] == pytest.approx(np.sqrt(1.2 ** 2 - 1.1 ** 2))
+    assert rel.relative_components({**ref, "lattice_level": 1.5}, ref)["lattice"] == pytest.approx(
+        np.sqrt(1.5 ** 2 - 1.25 ** 2))
+    from bench.detector.validate_edit_damage import grid
+
+    a = skimage.data.astronaut()
+    source, faint, added = stats([a, grid(a, 1.0), grid(a, 2.5)])
+    assert 0.5 < source["lattice_level"] < 1.0  # the photograph's own periodic part
+    assert rel.relative_terms(rel.relative_components(faint, source))["lattice"] == 0
+    assert rel.relative_terms(rel.relative_components(added, source))["lattice"] > 0.5
+
+
 def test_told_the_source_softness_is_not_compared_where_the_source_has_no_edge(stats):
     """A soft render without an edge of 1 level a pixel reads softness 0 ("not measured"); a JPEG of it has
     block edges, whose softness is measured: told the source, that is no blur added (on a soft-blob render at quality 36, 5.9 units)."""
