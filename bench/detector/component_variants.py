@@ -73,7 +73,7 @@ def _crease(luma, **form) -> float:
         smooth = model.gauss(luma, model.RESIDUAL_SIGMA)
         fine = model.gauss(luma, model.DOG_SIGMAS[0])
         edges = model.EditDamage._edges(smooth)
-        gx, gy = model._central_differences(smooth)
+        gx, gy = model.central_differences(smooth)
         return float(model.EditDamage._crease(fine, edges, gx, gy, edges.flatten().nonzero()[:, 0]))
 
 

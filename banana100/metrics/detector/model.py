@@ -334,7 +334,7 @@ def padded_difference(x: torch.Tensor, dim: int, span: int, at: int) -> torch.Te
     return out
 
 
-def _central_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def central_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(x[.., i + 1] - x[.., i - 1] along columns, the same along rows) of a (B, 1, H, W) image, 0 on the border."""
     return padded_difference(x, -1, 2, 1), padded_difference(x, -2, 2, 1)
 
@@ -504,7 +504,7 @@ class EditDamage(torch.nn.Module):
         # of the image); on a GPU the same sums over whole-image masks, which need no sync for a count
         edges = self._edges(smooth)
         points = edges.flatten().nonzero()[:, 0] if at_points else None
-        gx, gy = _central_differences(smooth)  # the edges' direction, for both creases
+        gx, gy = central_differences(smooth)  # the edges' direction, for both creases
         softness = self._softness(luma, edges, points)
         comps = {
             "grain": grain,
@@ -547,7 +547,7 @@ class EditDamage(torch.nn.Module):
         twice it), read along each one's gradient from its centre; twice the sum of the steps where that mean
         falls by more than CREASE_Z standard errors, per level of jump (0: monotone on average). `points` (the
         edges' flat indices, on CPU): read at the edge pixels instead of over the whole image (the same sums).
-        `gx`, `gy`: the smoothed luma's central differences (`_central_differences`)."""
+        `gx`, `gy`: the smoothed luma's central differences (`central_differences`)."""
         b, r = fine.shape[0], CREASE_REACH
         mag = (gx.pow(2) + gy.pow(2)).sqrt()  # twice the gradient: only its direction and its peaks are read
         h, w = fine.shape[-2:]
