@@ -34,6 +34,9 @@
     scored once, after it was fixed; skipped the same way when they are not installed.
     Part `seventh`: a seventh draw (SEVENTH_DRAW) on the renders made outside this repository (DISTRIBUTION_RENDERS:
     Debian's ukui-wallpapers and gnome-backgrounds), smooth gradients among them; skipped the same way.
+    Part `eighth`: an eighth draw (EIGHTH_DRAW) on the 25 photographs of the signature draws' packages (Plasma's and
+    Ubuntu's wallpapers, JPEGs with periodic content of their own), made after version 12 counted a lattice told the
+    source beyond a quarter of the source's own, and scored once; skipped the same way.
 (e) held out: the other editors' signatures (bench/detector/signatures.py), a part per draw (`signatures`,
     `signatures2`, ...: evidence.SIGNATURE_DRAWS), each signature's chains from drawn renders and photographs;
     from the thirteenth draw on, also every render of the draw's `outside` packages (DISTRIBUTION_RENDERS: Debian's
@@ -69,7 +72,8 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import (OUTSIDE_RENDERS, RENDER_DRAWS, RENDERS, SEVENTH_KEY, SIGNATURE_DRAWS,
+from banana100.metrics.detector.evidence import (EIGHTH_KEY, OUTSIDE_RENDERS, RENDER_DRAWS, RENDERS, SEVENTH_KEY,
+                                                 SIGNATURE_DRAWS,
                                                  signature_draw_of)
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
@@ -496,6 +500,12 @@ DISTRIBUTION_RENDERS = {
 
 RENDER_PACKAGES = tuple(dict.fromkeys(pkg for pkg, _ in DISTRIBUTION_RENDERS.values()))
 SEVENTH_PACKAGES = RENDER_PACKAGES  # part `seventh`'s sources beside its drawn ones
+# the photographs of (e)'s signature draws (a quarter of them each signature's)
+SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
+# part `eighth`: damage model B (a lattice among its damage) on the photographs whose own periodic part version 12's
+# told-the-source lattice tolerance concerns: all of the signature draws'
+EIGHTH_DRAW = (1800, 18)  # results key: EIGHTH_KEY
+EIGHTH_PACKAGES = SIGNATURE_PACKAGES
 
 
 def _distribution_files() -> dict[str, tuple[str, str]]:
@@ -549,10 +559,16 @@ def seventh_sources(side: int, source_seed: int = SEVENTH_DRAW[1]) -> dict[str, 
     return fresh_sources(side, source_seed, SEVENTH_PACKAGES)
 
 
+def eighth_sources(side: int, source_seed: int = EIGHTH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
+    """The sources of part `eighth`: drawn ones of their own seed, then the photographs of EIGHTH_PACKAGES."""
+    return fresh_sources(side, source_seed, EIGHTH_PACKAGES)
+
+
 # the parts of (d) on distribution images: part -> (results key, seeds, packages, sources)
 PHOTOGRAPH_PARTS = {"fresh": (FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
                     "sixth": (SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources),
-                    "seventh": (SEVENTH_KEY, SEVENTH_DRAW, SEVENTH_PACKAGES, seventh_sources)}
+                    "seventh": (SEVENTH_KEY, SEVENTH_DRAW, SEVENTH_PACKAGES, seventh_sources),
+                    "eighth": (EIGHTH_KEY, EIGHTH_DRAW, EIGHTH_PACKAGES, eighth_sources)}
 
 
 def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
@@ -579,7 +595,6 @@ def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source
 # development looks at the fit's sources and the development chains (bench/detector/dev_chains.py) only
 SIGNATURE_PARTS = {d.part: (d.key, (d.chain_seed, d.source_seed)) for d in SIGNATURE_DRAWS}
 SIGNATURE_SKIMAGE = ("chelsea", "hubble_deep_field", "coins")  # held out of the fit
-SIGNATURE_PACKAGES = ("plasma-workspace-wallpapers", "lomiri-wallpapers-16.04", "lomiri-wallpapers-20.04")
 
 
 def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DRAWS[0].source_seed,

@@ -15,17 +15,21 @@ VALIDATION = "edit_damage_validation.json"
 COST = "edit_damage_cost.json"
 
 # the held-out draws of bench/detector/validate_edit_damage.py (its DRAWS, then its parts `fresh` and `sixth` on
-# distribution photographs and `seventh` on distribution renders), by results key, in the order they were made
+# distribution photographs, `seventh` on distribution renders and `eighth` on photographs again), by results key, in
+# the order they were made
 FRESH_KEY = "heldout_chains_fifth_draw"
 SIXTH_KEY = "heldout_chains_sixth_draw"  # its part `sixth`: photographs found after the evenness refit
 SEVENTH_KEY = "heldout_chains_seventh_draw"  # its part `seventh`: renders made outside this repository
-PHOTOGRAPH_DRAWS = (FRESH_KEY, SIXTH_KEY)  # the draws on distribution photographs
+EIGHTH_KEY = "heldout_chains_eighth_draw"  # its part `eighth`: the signature draws' photographs, after version 12
+PHOTOGRAPH_DRAWS = (FRESH_KEY, SIXTH_KEY, EIGHTH_KEY)  # the draws on distribution photographs
 RENDER_DRAWS = (SEVENTH_KEY,)  # the draws on distribution renders; the others are the validator's DRAWS
 HELDOUT_DRAWS = {"heldout_chains": "First draw", "heldout_chains_second_draw": "Second draw",
                  "heldout_chains_third_draw": "Third draw", "heldout_chains_fourth_draw": "Fourth draw",
                  FRESH_KEY: "Fifth draw, other photographs",
                  SIXTH_KEY: "Sixth draw, photographs found after the evenness refit",
-                 SEVENTH_KEY: "Seventh draw, renders made outside this repository, smooth gradients among them"}
+                 SEVENTH_KEY: "Seventh draw, renders made outside this repository, smooth gradients among them",
+                 EIGHTH_KEY: "Eighth draw, photographs with periodic content of their own, after version 12's lattice "
+                             "tolerance"}
 
 
 @dataclass(frozen=True)

@@ -346,6 +346,9 @@ def test_the_fifth_draw_reads_the_distribution_photographs_by_package_and_says_a
     assert validate.FRESH_DRAW not in validate.DRAWS.values() and validate.FRESH_KEY not in validate.DRAWS
     assert validate.SIXTH_DRAW not in validate.DRAWS.values() and validate.SIXTH_KEY not in validate.DRAWS
     assert validate.SEVENTH_DRAW not in validate.DRAWS.values() and validate.SEVENTH_KEY not in validate.DRAWS
+    assert validate.EIGHTH_DRAW not in validate.DRAWS.values() and validate.EIGHTH_KEY not in validate.DRAWS
+    seeds = [validate.FRESH_DRAW, validate.SIXTH_DRAW, validate.SEVENTH_DRAW, validate.EIGHTH_DRAW]
+    assert len({s for pair in seeds for s in pair}) == 2 * len(seeds)  # each draw its own chain and source seeds
     (tmp_path / "wall").mkdir()
     Image.new("RGB", (1200, 800), (90, 120, 60)).save(tmp_path / "wall" / "meadow.jpg")
     monkeypatch.setattr(validate, "DISTRIBUTION_ROOT", tmp_path)
