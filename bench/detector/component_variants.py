@@ -90,7 +90,7 @@ VARIANTS = {
 # bare term settings: name -> (what it is, BARE_UNITS' entries replaced, simplification's term kept at 0 where it is
 # not measured whatever its offset: a uniform image must add nothing)
 SETTINGS = {
-    "shipped": ("version 11's", {}),
+    "shipped": ("the shipped units (versions 11 and 12 alike)", {}),
     "simplification from -0.5": ("the texture lost counted from -0.5 halvings (clean photographs read -0.1 to -1.8: "
                                  "the clamp at 0 hid the first steps' rise)", {"simplification": (-0.5, 0.25)}),
     "the fit's rule, offsets below 0": (
@@ -116,6 +116,16 @@ UNIT_GRID = {
 }
 
 
+def _kept(f: Path, group: str, make) -> bool:
+    """The chain's kept steps (make() -> {step: image}) written to `f` with its source group, unless `f` is there;
+    whether it was made."""
+    if f.exists():
+        return False
+    f.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(f, group=group, **{f"step{k}": v for k, v in make().items()})
+    return True
+
+
 def make_chains(cache: Path, draws, signatures, side: int) -> dict[str, Path]:
     """{draw/signature/source: its .npz}, made where absent (the validator's sources and chain seeds)."""
     from bench.detector import signatures as sg
@@ -134,12 +144,8 @@ def make_chains(cache: Path, draws, signatures, side: int) -> dict[str, Path]:
                     seed = d.chain_seed + 100 * j + i
                     i += 1
                     files[f"d{d.number}/{sig}/{name}"] = f
-                    if f.exists():
-                        continue
-                    f.parent.mkdir(parents=True, exist_ok=True)
-                    kept = sg.chain(a, sig, seed=seed, steps=max(KEPT), keep=KEPT)
-                    np.savez_compressed(f, group=group, **{f"step{k}": v for k, v in kept.items()})
-                    made += 1
+                    made += _kept(f, group, lambda a=a, sig=sig, seed=seed: sg.chain(a, sig, seed=seed, steps=max(KEPT),
+                                                                                      keep=KEPT))
             print(f"draw {d.number}, {sig}: {i} chains ({made} made)", flush=True)
     return files
 
@@ -161,12 +167,8 @@ def make_model_b_chains(cache: Path, draws: int, side: int) -> dict[str, Path]:
                 seed = chain_seed + i  # as the validator's heldout_chains: the draw's seed plus the chain's index
                 i += 1
                 files[f"b{n}/{MODEL_B}/{name}"] = f
-                if f.exists():
-                    continue
-                f.parent.mkdir(parents=True, exist_ok=True)
-                kept = damage_model_b.chain(a, seed=seed, steps=max(KEPT), keep=KEPT)
-                np.savez_compressed(f, group=group, **{f"step{k}": v for k, v in kept.items()})
-                made += 1
+                made += _kept(f, group, lambda a=a, seed=seed: damage_model_b.chain(a, seed=seed, steps=max(KEPT),
+                                                                                     keep=KEPT))
         print(f"damage model B, draw {n}: {i} chains ({made} made)", flush=True)
     return files
 
@@ -198,13 +200,10 @@ def told_figures(chains: dict[str, dict[int, dict]], **form) -> dict:
     """edit_damage_rel against step 0, under `relative`'s constants `form`: ROC AUC step 1 vs step 10 across chains,
     and the chains passing."""
     from banana100.metrics.detector import relative
-    from banana100.metrics.detector.evidence import auc
 
     with constants(relative, **form):
         told = {c: {k: relative.relative_score(st[k], st[0]) for k in KEPT if k} for c, st in chains.items()}
-    passed = [c for c, v in told.items() if all(v[k] > v[1] for k in CHECK_STEPS)]
-    return {"auc_step1_vs_step10": round(auc([v[1] for v in told.values()], [v[10] for v in told.values()]), 3),
-            "passed": len(passed), "chains": len(told)}
+    return figures(told, against=1)
 
 
 def bare_score(row: dict[str, float], replaced: dict) -> float:
@@ -220,17 +219,20 @@ def bare_score(row: dict[str, float], replaced: dict) -> float:
     return float(sum(terms.values()))
 
 
-def figures(values: dict[str, dict[int, float]]) -> dict:
-    """ROC AUC clean vs step 10 across chains, and the chains passing, of {chain: {step: value}}."""
+def figures(values: dict[str, dict[int, float]], against: int = 0) -> dict:
+    """ROC AUC of step `against` (0: the clean source; 1 told the source) vs step 10 across chains, and the chains
+    passing (CHECK_STEPS all above step 1), of {chain: {step: value}}."""
     from banana100.metrics.detector.evidence import auc
 
     passed = [c for c, v in values.items() if all(v[k] > v[1] for k in CHECK_STEPS)]
-    return {"auc_clean_vs_step10": round(auc([v[0] for v in values.values()], [v[10] for v in values.values()]), 3),
+    name = "auc_clean_vs_step10" if against == 0 else f"auc_step{against}_vs_step10"
+    return {name: round(auc([v[against] for v in values.values()], [v[10] for v in values.values()]), 3),
             "passed": len(passed), "chains": len(values)}
 
 
 def summarise(measured: dict, signatures) -> dict:
-
+    """By signature (or MODEL_B): each component and candidate alone, the bare score under SETTINGS, and told the
+    source under TOLD_SETTINGS."""
     out = {}
     for sig in signatures:
         chains = {c: st for c, st in measured.items() if c.split("/")[1] == sig}

@@ -541,34 +541,21 @@ def distribution_photographs(*packages: str) -> dict[str, dict[str, np.ndarray]]
 
 
 def fresh_sources(side: int, source_seed: int = FRESH_DRAW[1], packages=FRESH_PACKAGES) -> dict[str, dict[str, np.ndarray]]:
-    """The sources of part `fresh` (the fifth draw; `sixth_sources`: the sixth) by group: drawn ones of their
-    own seed, then the distribution photographs of `packages`, by package."""
+    """The sources of part `fresh` (the fifth draw; with other `packages`, of every part of PHOTOGRAPH_PARTS) by
+    group: drawn ones of their own seed, then the distribution photographs of `packages`, by package."""
     from banana100.synth import GENERATED_SOURCES, generated_source
 
     return {"generated": {n: generated_source(n, side, seed=source_seed) for n in GENERATED_SOURCES},
             **distribution_photographs(*packages)}
 
 
-def sixth_sources(side: int, source_seed: int = SIXTH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
-    """The sources of part `sixth`: drawn ones of their own seed, then the photographs of SIXTH_PACKAGES."""
-    return fresh_sources(side, source_seed, SIXTH_PACKAGES)
-
-
-def seventh_sources(side: int, source_seed: int = SEVENTH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
-    """The sources of part `seventh`: drawn ones of their own seed, then the renders of SEVENTH_PACKAGES."""
-    return fresh_sources(side, source_seed, SEVENTH_PACKAGES)
-
-
-def eighth_sources(side: int, source_seed: int = EIGHTH_DRAW[1]) -> dict[str, dict[str, np.ndarray]]:
-    """The sources of part `eighth`: drawn ones of their own seed, then the photographs of EIGHTH_PACKAGES."""
-    return fresh_sources(side, source_seed, EIGHTH_PACKAGES)
-
-
-# the parts of (d) on distribution images: part -> (results key, seeds, packages, sources)
-PHOTOGRAPH_PARTS = {"fresh": (FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES, fresh_sources),
-                    "sixth": (SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES, sixth_sources),
-                    "seventh": (SEVENTH_KEY, SEVENTH_DRAW, SEVENTH_PACKAGES, seventh_sources),
-                    "eighth": (EIGHTH_KEY, EIGHTH_DRAW, EIGHTH_PACKAGES, eighth_sources)}
+# the parts of (d) on distribution images: part -> (results key, seeds, packages, sources: (side, seed) -> the drawn
+# sources of that seed and the images of its packages)
+PHOTOGRAPH_PARTS = {part: (key, draw, packages, functools.partial(fresh_sources, packages=packages))
+                    for part, (key, draw, packages) in {"fresh": (FRESH_KEY, FRESH_DRAW, FRESH_PACKAGES),
+                                                        "sixth": (SIXTH_KEY, SIXTH_DRAW, SIXTH_PACKAGES),
+                                                        "seventh": (SEVENTH_KEY, SEVENTH_DRAW, SEVENTH_PACKAGES),
+                                                        "eighth": (EIGHTH_KEY, EIGHTH_DRAW, EIGHTH_PACKAGES)}.items()}
 
 
 def heldout_chains(steps: int, side: int, chain_seed: int = HELDOUT_SEED, source_seed: int = SOURCE_SEED,
