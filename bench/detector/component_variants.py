@@ -95,7 +95,8 @@ SETTINGS = {
                                  "the clamp at 0 hid the first steps' rise)", {"simplification": (-0.5, 0.25)}),
     "the fit's rule, offsets below 0": (
         "what bench.detector.fit_edit_damage's rule picks on its own data when simplification's offsets go down to "
-        "-1 (in-fit pairs 0.927 -> 0.931, AUC 0.787 -> 0.792)",
+        "-1 (--offsets simplification=-1,-0.5,0,0.5,1,1.5: bench/results/detector/"
+        "fit_edit_damage_simplification_below_0.json)",
         {"simplification": (-0.5, 0.25), "speckles": (0.0, 100.0), "blocking": (0.5, 0.25)}),
 }
 

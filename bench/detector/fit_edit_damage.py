@@ -4,7 +4,10 @@ score's units of the colour cast and the lattice (BARE_UNITS), and whether the g
 evenness.
 
     nice python -m bench.detector.fit_edit_damage [--side 256] [--steps 10] [--cache FILE.json]
-        [--out bench/results/detector/fit_edit_damage.json]
+        [--out bench/results/detector/fit_edit_damage.json] [--offsets TERM=A,B,...]
+
+--offsets searches other offsets for one signature's term than SIGNATURE_GRID's (repeatable; a lab question,
+not the shipped grid: `--offsets simplification=-1,-0.5,0,0.5,1,1.5` is docs/edit-damage.md's texture lost below 0).
 
 The fit data, and only these: chains of the simulated editor (settings FIT_SETTINGS, 10 steps, sources
 resized to `--side` px on the short side) from skimage.data images (FIT_SOURCES), the drawn sources
@@ -281,7 +284,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", help="a JSON file of the fit data's statistics: read when present, else written")
     ap.add_argument("--out", default=str(REPO / "bench/results/detector/fit_edit_damage.json"))
     ap.add_argument("--joint", action="store_true", help="also refit the earlier constants (else they are held)")
+    ap.add_argument("--offsets", action="append", default=[], metavar="TERM=A,B,...",
+                    help="search these offsets for one signature's term instead of SIGNATURE_GRID's (repeatable)")
     args = ap.parse_args(argv)
+    grid = signature_grid(args.offsets, ap.error)
     cache = read_cache(args.cache, ap.error) if args.cache and Path(args.cache).is_file() else {}
     # a cache of another source list (one written before the photographs joined, say) would fit the wrong
     # data under this run's name: its clean rows name their sources
@@ -312,7 +318,7 @@ def main(argv=None) -> int:
 
     base = _joint_fit(args, comp, y, pairs, n_comp, n_pairs) if args.joint else None
     held = SHIPPED if base is None else base
-    sig = fit_signatures(comp, y, pairs, held)
+    sig = fit_signatures(comp, y, pairs, held, grid)
     chosen_units = {**_units_of(held), **sig["units"]}
     n_score = ed.combine(n_comp, floor=(held[0] or math.inf, held[1] or math.inf), ratio=held[2:4], units=chosen_units,
                          even=held[7]).numpy()
@@ -327,6 +333,7 @@ def main(argv=None) -> int:
         "signatures": {t: list(u) if u[1] != math.inf else None for t, u in sig["units"].items()},
         "pair_share_in_fit": sig["pair_share"], "auc_in_fit": sig["auc"], "without_signatures_in_fit": sig["without"],
         "signature_family_pair_share": families, "signature_grid_size": sig["grid_size"], "grid_top": sig["top"],
+        "signature_grid": {t: {"offsets": list(o), "units": list(u)} for t, (o, u) in grid.items()},
         "noisy_base_pair_share": {"level": NOISY_BASE, "chosen": {f: round(pair_share(n_score, p), 3)
                                                                   for f, p in n_pairs.items()}},
         "n_clean": int((y == 0).sum()), "n_damaged": int(y.sum()), "n_pairs": len(pairs),
@@ -389,13 +396,27 @@ def _score(comp: dict, setting, units: dict) -> np.ndarray:
                       even=setting[7]).numpy()
 
 
-def fit_signatures(comp: dict, y: np.ndarray, pairs: np.ndarray, held) -> dict:
+def signature_grid(offsets: list[str], error) -> dict:
+    """SIGNATURE_GRID with `--offsets TERM=A,B,...` in place of a term's offsets (refused through `error`)."""
+    grid = dict(SIGNATURE_GRID)
+    for item in offsets:
+        term, _, values = item.partition("=")
+        if term not in grid:
+            error(f"--offsets {item}: no signature term {term!r}; one of {', '.join(grid)}")
+        try:
+            grid[term] = (tuple(float(v) for v in values.split(",")), grid[term][1])
+        except ValueError:
+            error(f"--offsets {item}: offsets are numbers separated by commas (simplification=-1,-0.5,0)")
+    return grid
+
+
+def fit_signatures(comp: dict, y: np.ndarray, pairs: np.ndarray, held, grid: dict = SIGNATURE_GRID) -> dict:
     """The four signatures' (offset, unit) by the fit's rule, the earlier constants `held`: first the share of
     ordered pairs in order, then the ROC AUC within 0.002, then the units nearest the stated ones and the
     largest offsets."""
     units = {**_units_of(held), **{t: (0.0, math.inf) for t in ed.SIGNATURE_TERMS}}
     base = _score(comp, held, units)
-    options = {t: [(o, u) for o in offs for u in us] + [(0.0, math.inf)] for t, (offs, us) in SIGNATURE_GRID.items()}
+    options = {t: [(o, u) for o in offs for u in us] + [(0.0, math.inf)] for t, (offs, us) in grid.items()}
     term = {t: [(comp[t].numpy() - o).clip(min=0) / u for o, u in opts] for t, opts in options.items()}
     names = list(options)
     shares = {}

@@ -205,3 +205,19 @@ def test_the_sensitivity_keeps_the_recorded_photograph_draws_when_their_photogra
     assert got["shipped"]["fifth_draw"] == {"all": 0.881} and got["shipped"]["sixth_draw"] == {"all": 0.95}
     assert got["shipped"]["n_chains"] == 2
     assert "fifth_draw" not in got["grain cap 6"] and "sixth_draw" not in got["grain cap 6"]
+
+
+def test_offsets_replace_one_terms_offsets_and_bad_ones_are_refused():
+    """--offsets TERM=A,B,... (a lab question: texture lost below 0) searches those offsets for that term only."""
+    def error(message):
+        raise SystemExit(message)
+
+    grid = fit.signature_grid(["simplification=-1,-0.5,0"], error)
+    assert grid["simplification"] == ((-1.0, -0.5, 0.0), fit.SIGNATURE_GRID["simplification"][1])
+    assert {t: g for t, g in grid.items() if t != "simplification"} == {
+        t: g for t, g in fit.SIGNATURE_GRID.items() if t != "simplification"}
+    assert fit.signature_grid([], error) == fit.SIGNATURE_GRID
+    with pytest.raises(SystemExit, match="no signature term 'grain'"):
+        fit.signature_grid(["grain=0,1"], error)
+    with pytest.raises(SystemExit, match="offsets are numbers"):
+        fit.signature_grid(["crease=0,a"], error)
