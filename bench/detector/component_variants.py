@@ -77,6 +77,32 @@ def _crease(luma, **form) -> float:
         return float(model.EditDamage._crease(fine, edges, gx, gy, edges.flatten().nonzero()[:, 0]))
 
 
+TEXTURED_COHERENCE = 0.5  # a tile whose gradients share one direction this much holds an edge or a ramp, not texture
+
+
+def _texture_lost_off_edges(luma) -> float:
+    """Texture lost, read on textured tiles only: -log2 of the median fine band's amplitude over the coarse band's
+    (model.DOG_SIGMAS, TEXTURE_SIGMAS) over the 16 px tiles with a coarse band of at least SIMPLIFY_STRUCTURE and
+    gradients (sigma 1.5 px) of coherence under TEXTURED_COHERENCE; 0 over fewer than SIMPLIFY_MIN_TILES. The
+    shipped component keeps edge tiles and looks for their fine band in the neighbours instead; a halo sharpens
+    edges, which lowers it."""
+    import torch
+    import torch.nn.functional as F
+
+    from banana100.metrics.detector import model
+
+    (a, b), (_, c) = model.DOG_SIGMAS, model.TEXTURE_SIGMAS
+    ga, gb, gc = (model.gauss(luma, s) for s in (a, b, c))
+    fine, coarse = (F.avg_pool2d(x * x, model.TILE) for x in (ga - gb, gb - gc))
+    gx, gy = model.central_differences(model.gauss(luma, 1.5))
+    jxx, jyy, jxy = (F.avg_pool2d(x, model.TILE) for x in (gx * gx, gy * gy, gx * gy))
+    coherence = torch.sqrt((jxx - jyy) ** 2 + 4 * jxy ** 2) / (jxx + jyy).clamp(min=1e-9)
+    textured = (coarse >= model.SIMPLIFY_STRUCTURE ** 2) & (coherence < TEXTURED_COHERENCE)
+    if int(textured.sum()) < model.SIMPLIFY_MIN_TILES:
+        return 0.0
+    return float(-torch.log2(torch.sqrt(fine[textured] / coarse[textured]).median()))
+
+
 # candidate -> (what it is, luma plane -> value)
 VARIANTS = {
     "crease half scale": ("the crease on the luma's 2x2 means: its window reaches 8 px (the damage model's line lies "
@@ -86,9 +112,12 @@ VARIANTS = {
     "crease reach 6": ("the crease's window 13 px", lambda luma, model: _crease(luma, CREASE_REACH=6)),
     "crease z 1": ("steps back beyond 1 standard error, not 2", lambda luma, model: _crease(luma, CREASE_Z=1.0)),
     "crease z 0": ("every step back of the mean profile", lambda luma, model: _crease(luma, CREASE_Z=0.0)),
+    "texture lost off edges": ("simplification read on textured tiles only (gradient coherence under 0.5), not on "
+                               "edges", lambda luma, model: _texture_lost_off_edges(luma)),
 }
-# bare term settings: name -> (what it is, BARE_UNITS' entries replaced, simplification's term kept at 0 where it is
-# not measured whatever its offset: a uniform image must add nothing)
+# bare term settings: name -> (what it is, BARE_UNITS' entries replaced[, components read as a candidate of VARIANTS
+# instead]); simplification's term kept at 0 where it is not measured whatever its offset: a uniform image must add
+# nothing
 SETTINGS = {
     "shipped": ("the shipped units (versions 11 and 12 alike)", {}),
     "simplification from -0.5": ("the texture lost counted from -0.5 halvings (clean photographs read -0.1 to -1.8: "
@@ -98,6 +127,8 @@ SETTINGS = {
         "-1 (--offsets simplification=-1,-0.5,0,0.5,1,1.5: bench/results/detector/"
         "fit_edit_damage_simplification_below_0.json)",
         {"simplification": (-0.5, 0.25), "speckles": (0.0, 100.0), "blocking": (0.5, 0.25)}),
+    "texture lost off edges": ("the shipped units, simplification read as VARIANTS' 'texture lost off edges'", {},
+                               {"simplification": "texture lost off edges"}),
 }
 
 
@@ -207,12 +238,14 @@ def told_figures(chains: dict[str, dict[int, dict]], **form) -> dict:
     return figures(told, against=1)
 
 
-def bare_score(row: dict[str, float], replaced: dict) -> float:
-    """The bare score of one image's components with BARE_UNITS' `replaced` entries."""
+def bare_score(row: dict[str, float], replaced: dict, read_as: dict | None = None) -> float:
+    """The bare score of one image's components with BARE_UNITS' `replaced` entries, and components `read_as` a
+    candidate of VARIANTS ({component: candidate})."""
     import torch
 
     from banana100.metrics.detector import model
 
+    row = {**row, **{k: row[v] for k, v in (read_as or {}).items()}}
     one = {k: torch.tensor(row[k], dtype=torch.float64) for k in model.COMPONENTS}
     terms = model.term_tensors(one, units={**model.BARE_UNITS, **replaced})
     if row["simplification"] == 0.0:  # not measured (fewer than SIMPLIFY_MIN_TILES structured tiles)
@@ -241,8 +274,8 @@ def summarise(measured: dict, signatures) -> dict:
             continue
         alone = {n: figures({c: {k: st[k][n] for k in KEPT} for c, st in chains.items()})
                  for n in (*ALONE, *VARIANTS)}
-        bare = {n: figures({c: {k: bare_score(st[k], replaced) for k in KEPT} for c, st in chains.items()})
-                for n, (_, replaced) in SETTINGS.items()}
+        bare = {n: figures({c: {k: bare_score(st[k], *setting[1:]) for k in KEPT} for c, st in chains.items()})
+                for n, setting in SETTINGS.items()}
         told = {n: told_figures(chains, **form) for n, (_, form) in TOLD_SETTINGS.items()}
         out[sig] = {"alone": alone, "bare": bare, "told the source": told}
     return out
@@ -379,8 +412,9 @@ def main(argv=None) -> int:
         "model_b_draws": list(range(1, args.model_b + 1)), "side": args.side,
         "variants": {n: what for n, (what, _) in VARIANTS.items()},
         "told_settings": {n: {"what": what, "constants": form} for n, (what, form) in TOLD_SETTINGS.items()},
-        "settings": {n: {"what": what, "bare_units": {k: list(v) for k, v in replaced.items()}}
-                     for n, (what, replaced) in SETTINGS.items()},
+        "settings": {n: {"what": what, "bare_units": {k: list(v) for k, v in replaced.items()},
+                         **({"read_as": read_as[0]} if read_as else {})}
+                     for n, (what, replaced, *read_as) in SETTINGS.items()},
         "signatures": result, "unit_search": search, "same_content_moves": moves})
     print(f"written to {args.out}")
     return 0

@@ -48,6 +48,23 @@ def test_a_settings_bare_score_is_the_detectors_with_its_units_and_no_term_where
     assert cv.bare_score(row, {"simplification": (-0.5, 0.25)}) == pytest.approx(cv.bare_score(row, {}))
     row["simplification"] = -0.25
     assert cv.bare_score(row, {"simplification": (-0.5, 0.25)}) == pytest.approx(cv.bare_score(row, {}) + 1.0)
+    row["texture lost off edges"] = 0.5  # a setting may read a component as a candidate: its term is 0.5 / 0.25
+    assert cv.bare_score(row, {}, {"simplification": "texture lost off edges"}) == pytest.approx(
+        cv.bare_score(row, {}) + 2.0)
+
+
+def test_texture_lost_off_edges_reads_a_flattened_texture_and_not_a_clean_edge():
+    """The candidate reads textured tiles only: a disc's clean edge has none (not measured, 0); noise texture
+    blurred reads its fine band lost."""
+    from scipy.ndimage import gaussian_filter
+
+    from bench.detector import component_variants as cv
+
+    assert cv._texture_lost_off_edges(model.luma_of(_disc_with_a_line(4) * 255)) == 0.0
+    texture = gaussian_filter(np.random.default_rng(0).normal(0, 30, (256, 256)), 1.0) + 128
+    lum = lambda a: torch.from_numpy(a)[None, None].float()  # noqa: E731
+    clean, flattened = (cv._texture_lost_off_edges(lum(a)) for a in (texture, gaussian_filter(texture, 1.5)))
+    assert flattened > clean + 0.5  # -1.43 -> -0.48 halvings
 
 
 def test_the_held_out_draws_are_refused(capsys):
