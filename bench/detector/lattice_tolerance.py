@@ -32,6 +32,7 @@ def main(argv=None) -> int:
     import skimage.data
 
     from banana100.metrics.detector import relative as rel
+    from bench.detector.component_variants import constants
     from bench.detector.validate_edit_damage import grid
 
     tolerances = {"version 12": rel.LATTICE_TOLERANCE, "version 11": VERSION_11}
@@ -42,13 +43,9 @@ def main(argv=None) -> int:
         source, *gridded = stats_model([photo, *(grid(photo, a) for a in AMPLITUDES)])
         row = {"own_lattice_level": round(source["lattice_level"], 3)}
         for label, tolerance in tolerances.items():
-            # relative_components reads the module's constant when called
-            shipped, rel.LATTICE_TOLERANCE = rel.LATTICE_TOLERANCE, tolerance
-            try:
+            with constants(rel, LATTICE_TOLERANCE=tolerance):  # relative_components reads it when called
                 row[label] = {f"{a:g} levels": round(rel.relative_terms(rel.relative_components(s, source))["lattice"], 3)
                               for a, s in zip(AMPLITUDES, gridded, strict=True)}
-            finally:
-                rel.LATTICE_TOLERANCE = shipped
         rows[name] = row
         print(f"{name} (own {row['own_lattice_level']:.2f} level): " + "; ".join(
             f"{label}: " + ", ".join(f"{k} {v:.2f}" for k, v in row[label].items()) for label in tolerances))
