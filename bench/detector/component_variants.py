@@ -23,7 +23,7 @@ every signature:
   weighing alone can reach on these draws, fitted to them (so an upper bound, not a candidate).
 
 A candidate that does better here is only a candidate: the verdict is a new draw, made after it is fixed and scored
-once (docs/edit-damage.md). What the candidates below showed is in docs/edit-damage.md ("Looked at after
+once (docs/edit-damage.md). What the candidates below showed is in docs/edit-damage-history.md ("Looked at after
 version 11").
 """
 

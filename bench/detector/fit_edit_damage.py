@@ -7,7 +7,7 @@ evenness.
         [--out bench/results/detector/fit_edit_damage.json] [--offsets TERM=A,B,...]
 
 --offsets searches other offsets for one signature's term than SIGNATURE_GRID's (repeatable; a lab question,
-not the shipped grid: `--offsets simplification=-1,-0.5,0,0.5,1,1.5` is docs/edit-damage.md's texture lost below 0).
+not the shipped grid: `--offsets simplification=-1,-0.5,0,0.5,1,1.5` is docs/edit-damage-history.md's texture lost below 0).
 
 The fit data, and only these: chains of the simulated editor (settings FIT_SETTINGS, 10 steps, sources
 resized to `--side` px on the short side) from skimage.data images (FIT_SOURCES), the drawn sources

@@ -6,7 +6,7 @@ Told the source, `edit_damage_rel` counts a lattice added beyond a share of the 
 (`relative.LATTICE_TOLERANCE`: a quarter since version 12, the tenth grain keeps before). On skimage's astronaut,
 coffee and chelsea (photographs whose own periodic part is 0.7-0.85 level), the validator's `grid` (a lattice of
 period 8 px) is added at 1 to 2.5 levels, and the told lattice term is read under each tolerance: from how many
-levels an added grid counts. No fit, no draw: the figures docs/edit-damage.md quotes for the choice.
+levels an added grid counts. No fit, no draw: the figures docs/edit-damage-history.md quotes for the choice.
 """
 
 from __future__ import annotations

@@ -426,8 +426,8 @@ def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) 
 
 # Seeds of the held-out chains and of the drawn sources. Development looked at other seeds (chain
 # seeds 0-13, drawn sources seed 0, which bench/detector/fit_edit_damage.py fits on) only. The first draw was
-# scored for each candidate form named in docs/edit-damage.md; the second was drawn after the fit's data
-# and form were fixed, and scored for the three last settings of its grid (docs/edit-damage.md).
+# scored for each candidate form named in docs/edit-damage-history.md; the second was drawn after the fit's data
+# and form were fixed, and scored for the three last settings of its grid (docs/edit-damage-history.md).
 # The third (seeds 300/3) was drawn after tid2013/I03 left the clean sources (DISTORTED_REFERENCES) and
 # scored once, for the shipped setting. The fourth (seeds 400/4) was drawn after the package photographs
 # (PACKAGE_PHOTOGRAPHS) joined the sources, and scored once, for the shipped setting; the first three were

@@ -1,5 +1,5 @@
 """bench/detector/lattice_tolerance.py: from how many levels a grid added once to a photograph counts told the
-source, under version 12's lattice tolerance and version 11's (the figures docs/edit-damage.md quotes)."""
+source, under version 12's lattice tolerance and version 11's (the figures docs/edit-damage-history.md quotes)."""
 
 from __future__ import annotations
 

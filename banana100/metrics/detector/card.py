@@ -19,6 +19,7 @@ from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAP
 from banana100.metrics.table import MetricSpec
 
 DOCS = "docs/edit-damage.md"
+RECORD = "docs/edit-damage-history.md"  # what changed, was drawn and was tried, version by version
 
 
 def _header(spec: MetricSpec) -> str:
@@ -230,7 +231,7 @@ def heldout(r: dict) -> str:
     lines = [f"{h.get('steps', 20)}-step chains of a second damage model (`bench/detector/damage_model_b.py`: shifts "
              "and crops, a lattice of period 5-12 px, grain correlated over 0.6-1.2 px, a magenta or blue drift, pasted "
              f"content; no JPEG), one per source ({h.get('side', '?')} px drawn sources; photographs at most 512 px); "
-             f"Nano Banana Pro's kind of damage. How each draw was made and how often it was looked at: {DOCS}. "
+             f"Nano Banana Pro's kind of damage. How each draw was made and how often it was looked at: {RECORD}. "
              "Every table is of today's sources, scored with the shipped detector."]
     for key, title in HELDOUT_DRAWS.items():
         d = r.get(key)
@@ -453,8 +454,8 @@ def _limitations(spec: MetricSpec) -> str:
   threshold on clean content like yours. `banana100 score` says so when `{spec.name}` is scored alone.
 - `edit_damage_rel` sees only what grows against the reference: an edit that removes grain or sharpens
   adds nothing, and content that differs from the reference's a lot can read as added damage.
-- The fitted constants, the stated units and their reasons, and how often the held-out draws were
-  looked at: {DOCS}."""
+- The fitted constants, the stated units and their reasons: {DOCS}; how often the held-out draws were
+  looked at, and what was tried and not shipped: {RECORD}."""
 
 
 def render(spec: MetricSpec) -> str:

@@ -51,7 +51,7 @@ TOLERANCE = 0.1
 # damage that changes the content's contrast rescales rather than adds to. Over the source's own: a re-render alone
 # 1.11 at the 95th percentile of sources, the first step of a signature that adds no lattice 1.08-1.18 there and
 # up to 1.33-1.43 (a flattened drawn grid, a halo on a photograph), which read as a lattice added at step 1 and
-# failed the chain (since version 12; bench/detector/component_variants.py, docs/edit-damage.md)
+# failed the chain (since version 12; bench/detector/component_variants.py, docs/edit-damage-history.md)
 LATTICE_TOLERANCE = 0.25
 
 
