@@ -346,7 +346,7 @@ def take(flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return flat.index_select(0, index.reshape(-1)).view(index.shape)
 
 
-def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """A (B, 1, H, W) plane's bilinear values at points: image indices, and fractional rows and columns (any
     shape the indices broadcast against), clamped to the frame as grid_sample's border padding. In place where
     it can: on the whole-image path (a GPU's) each plane it holds is the batch's size, and the index is int64."""
@@ -370,10 +370,10 @@ def _bilinear_at(plane: torch.Tensor, image: torch.Tensor, y: torch.Tensor, x: t
 
 def _bilinear_grid(plane: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """A (B, 1, H, W) plane's bilinear values at fractional rows and columns of shape (B, 1, H, W, ...), by the
-    same arithmetic as `_bilinear_at` (grid_sample's normalised coordinates round differently, and a threshold can
+    same arithmetic as `bilinear_at` (grid_sample's normalised coordinates round differently, and a threshold can
     flip)."""
     image = torch.arange(plane.shape[0], device=plane.device).view(-1, *([1] * (y.ndim - 1)))
-    return _bilinear_at(plane, image, y, x)
+    return bilinear_at(plane, image, y, x)
 
 
 def _window_sum(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
@@ -562,7 +562,7 @@ class EditDamage(torch.nn.Module):
         else:
             image, y, x = points // (h * w), (points // w % h).to(fine.dtype), (points % w).to(fine.dtype)
             at = lambda plane: take(plane.flatten(), points)  # noqa: E731
-            sample = lambda plane, sy, sx: _bilinear_at(plane, image, sy, sx)  # noqa: E731
+            sample = lambda plane, sy, sx: bilinear_at(plane, image, sy, sx)  # noqa: E731
             total = lambda t: torch.zeros(b, dtype=torch.float64, device=t.device).index_add_(  # noqa: E731
                 0, image, t.to(torch.float64))
         m0 = at(mag)
