@@ -534,11 +534,11 @@ def test_fine_periodic_content_has_no_unbounded_grain_and_a_grid_still_counts(st
 
 
 def test_colour_edges_blurred_by_saving_as_jpeg_again_and_again_count_told_the_source(stats):
-    """edit_damage_rel's colour_softness (since version 11): JPEG codes colour at half resolution, so each save blurs
-    colour edges, where a re-render blurs luma and colour alike. Astronaut saved five times at quality 50, shifted a
-    pixel between saves (so that no save repeats the last): colour edges blur far more than luma's, and the told-
-    the-source score rises save after save; a grey image has no colour edge (0, not compared); the bare detector
-    neither measures it nor changes."""
+    """edit_damage_rel's colour_softness (since version 11; over 0.2 since version 13): JPEG codes colour at half
+    resolution, so each save blurs colour edges, where a re-render blurs luma and colour alike. Astronaut saved five
+    times at quality 50, shifted a pixel between saves (so that no save repeats the last): colour edges blur far more
+    than luma's, and the told-the-source score rises save after save; a grey image has no colour edge (0, not
+    compared); the bare detector neither measures it nor changes."""
     x = skimage.data.astronaut()
     saves = [x]
     for _ in range(5):
@@ -549,7 +549,8 @@ def test_colour_edges_blurred_by_saving_as_jpeg_again_and_again_count_told_the_s
     assert colour[1] - colour[0] > 2 * (s[1]["softness"] - s[0]["softness"])
     added = [rel.relative_components(t, s[0])["colour_softness"] for t in s]
     assert added[0] == 0 and 0 < added[1] < added[5]
-    assert rel.relative_terms(rel.relative_components(s[5], s[0]))["colour_softness"] == added[5] / 0.1
+    # over twice softness's unit since version 13: the eye resolves colour at about half the luma's resolution
+    assert rel.relative_terms(rel.relative_components(s[5], s[0]))["colour_softness"] == pytest.approx(added[5] / 0.2)
     grey = _grey(skimage.data.camera().astype(float))
     g = stats([grey, _jpeg(grey, 30)])
     assert g[0]["colour_softness"] == 0 and rel.relative_components(g[1], g[0])["colour_softness"] == 0
