@@ -118,3 +118,7 @@ def test_a_draws_chains_are_made_once_and_scored(tmp_path, capsys):
     weakest = lambda f: min(f[g]["auc_clean_vs_step10"] for g in groups)  # noqa: E731
     assert weakest(search["best_weakest_group"]["figures"]) >= weakest(search["shipped"])
     assert all(tuple(v) in cv.UNIT_GRID[t] for t, v in search["best_signatures_pooled"]["units"].items())
+    # read as the candidate, the search's shipped setting is the bare score with that candidate in the component's place
+    ceiling = r["unit_search_candidates"]
+    assert ceiling["read_as"] == cv.CEILING_READ_AS == {"simplification": "texture lost off edges"}
+    assert all(ceiling["shipped"][g] == r["signatures"][g]["bare"]["texture lost off edges"] for g in groups)
