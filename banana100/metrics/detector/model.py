@@ -879,14 +879,19 @@ class EditDamage(torch.nn.Module):
         zero = torch.zeros(luma.shape[0], dtype=torch.float64, device=luma.device)
         centre_cb, centre_cr = zero, zero
         # twice: first around neutral with a doubled radius, then around that first estimate, so
-        # that a strong tint does not push the greys out of the set that measures it
+        # that a strong tint does not push the greys out of the set that measures it. The first estimate moves the
+        # centre only from MIN_NEUTRAL_SHARE of the pixels (since version 14): a handful of greys is no estimate of a
+        # tint, and a uniform dark purple (GNOME's vnc-d) whose one pixel in 16,384 fell inside the first radius was
+        # re-centred onto its whole colour, which then read as a cast of 30 levels (0 the step before and after).
+        # Moved by the share's weight instead, a JPEG's drifting greys (GNOME's truchet) lost the cast step by step
         for radius in (2 * NEUTRAL_CHROMA, NEUTRAL_CHROMA):
             dcb = cb - centre_cb.view(-1, 1, 1, 1).to(cb.dtype)
             dcr = cr - centre_cr.view(-1, 1, 1, 1).to(cr.dtype)
             neutral = ((dcb.pow(2) + dcr.pow(2)) < radius ** 2) & unclipped
             n = neutral.sum((1, 2, 3), dtype=torch.float64)
-            centre_cb = (cb * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
-            centre_cr = (cr * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1)
+            estimate = n >= MIN_NEUTRAL_SHARE * luma[0].numel()
+            centre_cb = torch.where(estimate, (cb * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1), zero)
+            centre_cr = torch.where(estimate, (cr * neutral).sum((1, 2, 3), dtype=torch.float64) / n.clamp(min=1), zero)
         share = n / luma[0].numel()
         weight = ((share - MIN_NEUTRAL_SHARE) / (FULL_NEUTRAL_SHARE - MIN_NEUTRAL_SHARE)).clamp(0, 1)
         return torch.stack([centre_cb, centre_cr], 1) * weight[:, None]

@@ -429,6 +429,23 @@ def test_the_cast_does_not_jump_when_a_few_greys_cross_the_threshold(stats):
     assert above["colour_cast"] < 0.1 * full["colour_cast"] and full["colour_cast"] > 5
 
 
+def test_a_few_greys_do_not_recentre_the_cast_onto_a_uniform_colour(stats):
+    """A uniform dark purple (GNOME's vnc-d: 37, 31, 49) reads chroma about 30 levels off neutral, outside the first
+    pass's radius. Before version 14 one near-grey pixel in it became the first pass's estimate, the second pass
+    centred there took in every pixel, and the cast read 30 levels (0 without that pixel); the first estimate now
+    moves the centre only from MIN_NEUTRAL_SHARE of the pixels, so a handful of greys moves nothing. A real tint on
+    greys is still read."""
+    img = np.empty((256, 256, 3), np.uint8)
+    img[...] = (37, 31, 49)
+    flecked = img.copy()
+    flecked[100:102, 100:102] = (37, 31, 45)  # one 2x2 mean just inside the first radius (read on 2x2 means)
+    tinted = np.full((256, 256, 3), 120, np.uint8)
+    tinted[..., 1] = 132  # greys tinted green
+    plain, speck, tint = stats([img, flecked, tinted])
+    assert plain["colour_cast"] == 0 and speck["colour_cast"] < 0.5
+    assert tint["colour_cast"] > 5
+
+
 def test_told_the_source_a_statistic_that_moves_within_a_tenth_adds_nothing():
     """A statistic moves by up to a tenth on the same content (a crop, a shift): told the source, what rises by
     less adds nothing, so that the first step's small move on a smooth source is not read as damage."""
