@@ -210,7 +210,7 @@ SETTINGS = {
 
 # edit_damage_rel's forms: name -> (what it is, `relative`'s constants replaced)
 TOLD_SETTINGS = {
-    "shipped": ("version 13's", {}),
+    "shipped": ("the shipped one (version 14's)", {}),
     "lattice tolerance 0.1 (version 11)": ("the lattice's amplitude compared as grain's, beyond a tenth of the "
                                            "source's own", {"LATTICE_TOLERANCE": 0.1}),
     "colour softness unit 0.1 (version 12)": ("colour edges blurred over softness's unit, not twice it",
