@@ -104,7 +104,6 @@ def _texture_lost_off_edges(luma) -> float:
 
 
 BUMP_REACH = 8  # px each side: the mean profile read this far across the contours
-BUMP_SIGMA = 1.5  # px along the profile: what varies faster than this is a line's, not an edge's shoulder
 BUMP_FROM = 3  # px from the contour's centre: nearer, the edge's own transition
 
 
@@ -145,7 +144,7 @@ def _profiles(luma, reach: int):
     return profile.T.double(), jump.double()
 
 
-def _crease_bump(luma, sides: bool = True) -> float:
+def _crease_bump(luma) -> float:
     """A line at one distance from every contour, whatever the distance: the jump-weighted mean profile across the
     contours out to BUMP_REACH px; on each side, from BUMP_FROM px out, what stands off a quadratic through that
     side's points beyond CREASE_Z standard errors, twice its sum per level of jump, weighed by how many profiles

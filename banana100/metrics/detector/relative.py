@@ -110,8 +110,8 @@ def relative_components(stats: dict, ref: dict) -> dict[str, float]:
 REL_TERMS = (*ed.TERMS, *ed.REL_ONLY_UNITS)
 # colour edges blurred count half as much as the luma's (since version 13): the eye resolves colour at about half the
 # luma's resolution, which is why JPEG and video code it at half (4:2:0), so the same blur is about half as visible.
-# At softness's unit, a JPEG's first save blurred colour edges by as much as ten steps of creases added damage
-# (bench/detector/component_variants.py, told settings; docs/edit-damage.md)
+# At softness's unit the first save's colour blur lifted JPEG chains' step 1 above many of the other signatures'
+# step 10 (bench/detector/component_variants.py, told settings; docs/edit-damage.md)
 COLOUR_SOFTNESS_UNIT = 2 * ed.UNITS["softness"][1]
 # each relative term's stated unit: the lattice's is that of its amplitude; colour edges', COLOUR_SOFTNESS_UNIT
 REL_UNITS = {**{n: ed.UNITS[n][1] for n in ed.TERMS}, "lattice": ed.UNITS["lattice_level"][1],
