@@ -256,76 +256,102 @@ def _count(n: int, plural: str) -> str:
     return f"{n} {plural[:-1] if n == 1 and plural.endswith('s') else plural}"
 
 
-# signatures()'s figures as the note words them
-_FIGURE = {"bare_passed": lambda v: f"{v['bare_passed']}/{v['n']}", "bare_auc": lambda v: f"{v['bare_auc']:.2f}",
-           "rel_passed": lambda v: f"{v['rel_passed']}/{v['n']}", "rel_auc": lambda v: f"{v['rel_auc']:.2f}"}
+# the note's table: one row a kind of damage, figures as "0.72, 29/38" (AUC, chains passed)
+NOTE_HEAD = ("damage (editor)", "alone", "told the source", "alone, missed on")
+MODEL_B_WORDS = "noise, lattice, tint (Nano Banana Pro)"  # damage model B: Nano Banana Pro's kind (the card)
+NOTE_WIDTH = 110  # the note's prose is wrapped here; the table keeps its rows whole
 
 
-def signatures_text(r: dict) -> str:
-    """Per signature, over the held-out draws (held_out_signature_draws), in one line for `score`'s note:
-    "creases (Nano Banana 2 Fast) alone 8/18 and 10/18 chains, AUC 0.61 and 0.54 (missed in the last: 4
-    renders, 4 photographs), told the source 17/18 and 18/18, AUC 0.93 and 0.95; ..." ("" before any was
-    measured)."""
+def _cell(auc: float, passed: int, n: int) -> str:
+    return f"{auc:.2f}, {passed}/{n}"
+
+
+def signature_rows(r: dict) -> list[tuple[str, str, str, str]]:
+    """Per signature, over the held-out draws (held_out_signature_draws; several draws' cells joined by "; "), a
+    row of the note's table (NOTE_HEAD): "creases (Nano Banana 2 Fast)", "0.72, 29/38", "0.93, 37/38", "1 render, 3
+    photographs" (the groups of the chains alone failed, in the last draw); [] before any was measured."""
     keys = held_out_signature_draws(r)
     draws = [signatures(r, k) for k in keys]
-
-    def each(sig, field):
-        return " and ".join(_FIGURE[field](d[sig]) for d in draws if sig in d)
-
-    def missed(sig):
-        m = missed_by_group(r, sig, "bare", keys[-1])
-        where = " in the last" if len(keys) > 1 else ""
-        return f" (missed{where}: {', '.join(_count(n, GROUP_WORDS.get(g, g)) for g, n in m.items())})" if m else ""
-
-    return "; ".join(
-        f"{s} ({draws[-1][s]['editor']}) alone {each(s, 'bare_passed')} chains, AUC {each(s, 'bare_auc')}{missed(s)}, "
-        f"told the source {each(s, 'rel_passed')}, AUC {each(s, 'rel_auc')}"
-        for s in (draws[-1] if draws else {}) if s != "pooled")
+    rows = []
+    for s in draws[-1] if draws else {}:
+        if s == "pooled":
+            continue
+        alone = "; ".join(_cell(d[s]["bare_auc"], d[s]["bare_passed"], d[s]["n"]) for d in draws if s in d)
+        told = "; ".join(_cell(d[s]["rel_auc"], d[s]["rel_passed"], d[s]["n"]) for d in draws if s in d)
+        missed = missed_by_group(r, s, "bare", keys[-1])
+        rows.append((f"{s} ({draws[-1][s]['editor']})", alone, told,
+                     ", ".join(_count(n, GROUP_WORDS.get(g, g)) for g, n in missed.items())))
+    return rows
 
 
-def heldout_note() -> str:
-    """The bare score's clean-vs-step-10 AUC on the held-out draws of Nano Banana Pro's kind, one a draw, and by
-    kind of source where measured: "0.90, 0.88 and 0.99; 1.00 on drawn sources and 0.85-0.98 on photographs"."""
+def model_b_row(r: dict) -> tuple[str, str, str, str] | None:
+    """Nano Banana Pro's kind over every held-out draw measured (HELDOUT_DRAWS), a row of the note's table: the
+    AUCs' span and the chains passed summed, alone and told the source; None before any was measured."""
+    draws = [d["all"] for d in map(r.get, HELDOUT_DRAWS) if d and "all" in d]
+    if not draws:
+        return None
+
+    def cell(kind: str, auc_key: str) -> str:
+        parts = [d[kind] for d in draws if kind in d]
+        n = sum(p["n_chains"] for p in parts)
+        return f"{span([p[auc_key] for p in parts])}, {n - sum(p['n_failed'] for p in parts)}/{n}" if parts else ""
+
+    return (MODEL_B_WORDS, cell("bare", "auc_clean_vs_step10"),
+            cell("relative", "auc_step1_vs_step10"), "")
+
+
+def aligned(rows: list[tuple[str, ...]], indent: str = "  ") -> str:
+    """Rows as columns two spaces apart, the last one ragged."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+
+
+def faint_auc(r: dict) -> float | None:
+    """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins (None if not measured)."""
     try:
-        r = results()
-        by_source = heldout_by_source(r)
-        return (heldout_aucs_text(r) + (f"; {by_source}" if by_source else "")) or "not measured"
-    except (OSError, KeyError, ValueError):
-        return "not measured"
+        return float(r["clean_vs_step5"]["pooled_auc"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
-def signatures_note() -> str:
-    """Per other editor's signature, the bare score's chains passed and AUC."""
-    try:
-        r = results()
-        text, keys = signatures_text(r), held_out_signature_draws(r)
-    except (OSError, KeyError, ValueError, TypeError):
-        text, keys = "", []
-    names = " and ".join(signature_draw_of(k).name for k in keys)
-    return (f"per signature, chains passed and AUC on the {names} signature draw{'s' if len(keys) > 1 else ''}: {text}"
-            if text else "the other editors' signatures: not measured")
-
-
-def faint_note() -> str:
-    """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins."""
-    try:
-        return f"step-5 stand-ins: {results()['clean_vs_step5']['pooled_auc']:.2f}"
-    except (OSError, KeyError, ValueError, TypeError):
-        return "step-5 stand-ins: not measured"
+# what the bare score is worth alone, in a sentence; {where}: where its figures are
+ALONE_GIST = ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images, faint "
+              "damage and some editors' signatures far less{where}; within a chain, or with --reference, "
+              "edit_damage_rel measures the damage added since the source")
 
 
 def alone_warning() -> str:
     """alone_note's gist, for the log when scoring starts (the figures come once, under `score`'s table)."""
-    return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images, faint "
-            "damage and some editors' signatures far less (the figures: the note under `score`'s table, the "
-            "metric card, docs/edit-damage.md); within a chain, or with --reference, edit_damage_rel measures the "
-            "damage added since the source")
+    return ALONE_GIST.format(where=" (the figures: the note under `score`'s table, the metric card, "
+                                   "docs/edit-damage.md)")
 
 
 def alone_note() -> str:
     """What the bare score is worth on its own, measured: said where a user sees it scored alone (the note under
-    `score`'s table; its log says alone_warning)."""
-    return ("edit_damage is scored without a reference: alone it tells clean from strongly damaged images "
-            f"(clean vs step 10 ROC AUC on held-out chains of Nano Banana Pro's kind, one figure a draw: "
-            f"{heldout_note()}; {signatures_note()}), faint damage far less ({faint_note()}; docs/edit-damage.md); "
-            "within a chain, or with --reference, edit_damage_rel measures the damage added since the source")
+    `score`'s table; its log says alone_warning). Prose wrapped at NOTE_WIDTH, then a table of the held-out figures
+    a row a kind of damage, then Nano Banana Pro's kind draw by draw."""
+    import textwrap
+
+    try:
+        r = results()
+        rows, b, faint = signature_rows(r), model_b_row(r), faint_auc(r)
+        names = " and ".join(signature_draw_of(k).name for k in held_out_signature_draws(r)) if rows else ""
+    except (OSError, KeyError, ValueError, TypeError):
+        rows, b, faint, names = [], None, None, ""
+    wrap = lambda text: textwrap.fill(text, NOTE_WIDTH)  # noqa: E731
+    said = [wrap(ALONE_GIST.format(where=" (docs/edit-damage.md)") + ".")]
+    table = [*([b] if b else []), *rows,
+             *([("faint damage (step-5 stand-ins)", f"{faint:.2f}", "", "")] if faint is not None else [])]
+    if not table:
+        return said[0] + " Its validation was not measured here."
+    draws = f", the other editors' signatures on the {names} signature draw" if names else ""
+    said.append(wrap(f"Held out, each cell ROC AUC and chains passed (alone: clean vs step 10; told the source: step 1 "
+                     f"vs step 10; a chain passes where steps 5, 10 and 20 all score above step 1){draws}:"))
+    said.append(aligned([NOTE_HEAD, *table]))
+    if b:
+        by_source = heldout_by_source(r)
+        said.append(wrap(f"Nano Banana Pro's kind alone, one AUC for each of its {len(heldout_aucs(r))} draws: "
+                         f"{heldout_aucs_text(r)}"
+                         + (f"; {by_source}" if by_source else "") + "."))
+    return "\n".join(said)

@@ -379,17 +379,16 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     s = evidence.signatures(r)
     assert s["creases"] == {"editor": "Nano Banana 2 Fast", "n": 17, "bare_passed": 15, "bare_auc": 0.934,
                             "rel_passed": 17, "rel_auc": 0.99, "own_auc": None, "best": ("crease", 0.97)}
-    assert evidence.signatures_text(r) == ("creases (Nano Banana 2 Fast) alone 15/17 chains, AUC 0.93, told the source "
-                                           "17/17, AUC 0.99")
+    assert evidence.signature_rows(r) == [("creases (Nano Banana 2 Fast)", "0.93, 15/17", "0.99, 17/17", "")]
     # what is missed, by source group, from the chains that failed
     r[evidence.SIGNATURE_KEY]["creases"][evidence.PHOTOGRAPHS] = {"bare": {"failed_chains": ["Grey", "coins"]},
                                                                   "relative": {"failed_chains": []}}
     assert evidence.missed_by_group(r, "creases", "bare") == {evidence.PHOTOGRAPHS: 2}
-    assert "AUC 0.93 (missed: 2 photographs), told" in evidence.signatures_text(r)
+    assert evidence.signature_rows(r)[0][3] == "2 photographs"
     section = dc.signatures_section(r)
     assert "| creases (Nano Banana 2 Fast) | 17 | 15/17 | 0.934 | `crease` 0.97 | 17/17 | 0.990 | n/a |" in section
     assert dc.MISSES["creases"] in section and "Duplicated objects" in section and "out of scope" in section
-    assert evidence.signatures({}) == {} and evidence.signatures_text({}) == ""
+    assert evidence.signatures({}) == {} and evidence.signature_rows({}) == []
     # once later draws are measured, the note quotes them (the first became development data), each figure per draw
     later = {evidence.signature_draw(2).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 10, 0.61, 1, 0.93)}},
              evidence.signature_draw(3).key: {**r[evidence.SIGNATURE_KEY], "creases": {
@@ -400,9 +399,8 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     assert "the third draw's (chain seeds from 700" in both and "| draw | creases: bare, told |" in both
     assert "| first | 0.93, 0.99 |" in both and "| third | 0.54, 0.95 |" in both
     assert both.count("- A second draw (chain seeds from 700") == 1
-    assert evidence.signatures_text({**r, **later}) == (
-        "creases (Nano Banana 2 Fast) alone 8/18 and 10/18 chains, AUC 0.61 and 0.54 (missed in the last: 1 render), "
-        "told the source 17/18 and 18/18, AUC 0.93 and 0.95")
+    assert evidence.signature_rows({**r, **later}) == [  # missed: in the last draw
+        ("creases (Nano Banana 2 Fast)", "0.61, 8/18; 0.54, 10/18", "0.93, 17/18; 0.95, 18/18", "1 render")]
     # the draw no choice of the current version saw, once measured, is the one quoted
     fourth = {**later, evidence.signature_draw(4).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 4, 0.8, 2, 0.9)}}}
     fifth = {**fourth, evidence.signature_draw(5).key: {**r[evidence.SIGNATURE_KEY], "creases": {"all": fig(18, 5, 0.7, 1, 0.9)}}}
@@ -420,9 +418,7 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     after = {**first, **{evidence.signature_draw(n).key: {**r[evidence.SIGNATURE_KEY], "creases": {
         "all": fig(18, 2, 0.75, 1, 0.9)}} for n in held[1:]}}
     assert evidence.held_out_signature_draws({**r, **after}) == [evidence.signature_draw(n).key for n in held]
-    each = " and ".join(["15/18", *["16/18"] * (len(held) - 1)])
-    aucs = " and ".join(["0.82", *["0.75"] * (len(held) - 1)])
-    assert evidence.signatures_text({**r, **after}).startswith(f"creases (Nano Banana 2 Fast) alone {each} chains, AUC {aucs}")
+    assert evidence.signature_rows({**r, **after})[0][1] == "; ".join(["0.82, 15/18", *["0.75, 16/18"] * (len(held) - 1)])
     # beside the told-the-source AUC, the same AUC by the chains' own damage (no detector): chain a's step 10 (2)
     # is above its own step 1 (1) but below chain b's (3): 3 of the 4 pairs in order
     rms = {"a": {"1": 1.0, "10": 2.0}, "b": {"1": 3.0, "10": 4.0}}
@@ -433,10 +429,37 @@ def test_the_card_and_the_note_say_per_signature_what_the_detector_catches_and_h
     assert evidence.signatures(owned)["pooled"]["own_auc"] == 0.75  # pooled: every signature's chains
     assert "| 17/17 | 0.990 | 0.750 |" in dc.signatures_section(owned) and dc.OWN_DAMAGE in dc.signatures_section(owned)
     assert "Not measured yet" in dc.signatures_section({})
-    # the recorded draw reaches the note under `score`'s table, every signature named
-    recorded = evidence.signatures(evidence.results())
+    # the recorded draw reaches the note under `score`'s table, a row each signature, with its figures
+    recorded = evidence.results()
+    recorded = evidence.signatures(recorded, evidence.held_out_signature_draws(recorded)[-1])
+    note = evidence.alone_note().splitlines()
+    for sig, v in recorded.items():
+        if sig != "pooled":
+            row = next(line for line in note if line.startswith(f"  {sig} ("))
+            assert f"{v['bare_auc']:.2f}, {v['bare_passed']}/{v['n']}" in row
+            assert f"{v['rel_auc']:.2f}, {v['rel_passed']}/{v['n']}" in row
+
+
+def test_the_note_sums_nano_banana_pros_kind_over_its_draws_and_invents_nothing_unmeasured(monkeypatch):
+    """The note's first row: damage model B's held-out draws together (the AUCs' span, chains passed summed),
+    alone and told the source; with no validation data, the note says so and quotes no figure."""
+    from banana100.metrics.detector import evidence
+
+    def draw(n, failed, auc, rel_auc):
+        return {"all": {"bare": {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc},
+                        "relative": {"n_chains": n, "n_failed": 0, "auc_step1_vs_step10": rel_auc}}}
+
+    keys = list(evidence.HELDOUT_DRAWS)
+    r = {keys[0]: draw(28, 5, 0.909, 1.0), keys[1]: draw(20, 1, 0.985, 0.964)}
+    assert evidence.model_b_row(r) == (evidence.MODEL_B_WORDS, "0.91-0.98, 42/48", "0.96-1.00, 48/48", "")
+    assert evidence.model_b_row({}) is None
+    monkeypatch.setattr(evidence, "results", lambda name=evidence.VALIDATION: r)
     note = evidence.alone_note()
-    assert all(f"{sig} (" in note for sig in recorded if sig != "pooled")
+    assert f"  {evidence.MODEL_B_WORDS}  0.91-0.98, 42/48  0.96-1.00, 48/48" in note
+    assert "one AUC for each of its 2 draws: 0.91 and 0.98" in note
+    monkeypatch.setattr(evidence, "results", lambda name=evidence.VALIDATION: {})
+    note = evidence.alone_note()
+    assert note.endswith("Its validation was not measured here.") and "0." not in note
 
 
 def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photographs_are_missing(
