@@ -80,7 +80,8 @@ from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
 
 REFERENCE_IMAGES = SHARED / "reference-images"
-MAX_SIDE = 512  # larger images are shrunk (Lanczos) first: same content, bounded time
+RECORD_MAX_SIDE = 512  # larger images are shrunk (Lanczos) first: same content, bounded time
+MAX_SIDE = RECORD_MAX_SIDE  # this process's (main's --max-side)
 
 
 def as_rgb(a: np.ndarray) -> np.ndarray:
@@ -92,6 +93,15 @@ def as_rgb(a: np.ndarray) -> np.ndarray:
         alpha = a[..., 3:4] / 255.0
         a = (a[..., :3] * alpha + 255 * (1 - alpha)).round().astype(np.uint8)
     return _fit(np.ascontiguousarray(a[..., :3]))
+
+
+def _set_max_side(side: int) -> None:
+    """MAX_SIDE for this process (the command line's --max-side), read by _fit at each call; the renders decoded
+    at another size are forgotten."""
+    global MAX_SIDE
+    if side != MAX_SIDE:
+        _decoded_renders.cache_clear()
+    MAX_SIDE = side
 
 
 def _fit(a: np.ndarray) -> np.ndarray:
@@ -609,7 +619,7 @@ def signature_sources(signature: str, side: int, source_seed: int = SIGNATURE_DR
 def _decoded_renders(root: Path, packages: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The renders of `packages` (DISTRIBUTION_RENDERS' order), decoded once a process: a draw's four signatures
     read the same 20 (about 5 s of decoding each time). `root`: the DISTRIBUTION_ROOT they are read from (the
-    cache's key: set another, and they are read again)."""
+    cache's key: set another, and they are read again; another MAX_SIDE empties it)."""
     return {n: a for by_package in distribution_photographs(*packages).values() for n, a in by_package.items()}
 
 
@@ -741,10 +751,17 @@ def main(argv=None) -> int:
     ap.add_argument("--damage-scale", type=float, default=1.0,
                     help="(e)'s damage this many times coarser (bench/detector/signatures.py); needs another --out")
     ap.add_argument("--signatures", default=None, help="(e)'s signatures, comma-separated (default: all)")
+    ap.add_argument("--max-side", type=int, default=RECORD_MAX_SIDE,
+                    help=f"photographs and renders read from files shrunk to at most this many px (default {RECORD_MAX_SIDE}; "
+                         "with --heldout-side, every source of a draw at another size); needs another --out")
     args = ap.parse_args(argv)
-    if (args.damage_scale != 1.0 or args.signatures) and Path(args.out).resolve() == DEFAULT_OUT.resolve():
-        # a draw at another scale or of some signatures only is no figure of record: it must not replace one
-        ap.error("--damage-scale and --signatures write a draw of their own: give --out another file")
+    if ((args.damage_scale != 1.0 or args.signatures or args.max_side != RECORD_MAX_SIDE)
+            and Path(args.out).resolve() == DEFAULT_OUT.resolve()):
+        # a draw at another scale or size, or of some signatures only, is no figure of record: it must not replace one
+        ap.error("--damage-scale, --max-side and --signatures write a draw of their own: give --out another file")
+    if args.max_side < 64:
+        ap.error(f"--max-side {args.max_side}: the detector measures images of at least 64 px")
+    _set_max_side(args.max_side)
     scorer = MetricScorer("edit_damage", device="cpu", batch_size=8)
     out_path = Path(args.out)
     result = json.loads(out_path.read_text()) if out_path.is_file() else {}

@@ -318,10 +318,24 @@ def test_a_damage_scale_draws_the_same_specks_coarser_and_fewer():
 def test_a_draw_at_another_scale_or_of_some_signatures_never_replaces_the_figures_of_record(capsys):
     from bench.detector import validate_edit_damage as validate
 
-    for extra in (["--damage-scale", "2"], ["--signatures", "creases"]):
+    for extra in (["--damage-scale", "2"], ["--signatures", "creases"], ["--max-side", "768"]):
         with pytest.raises(SystemExit):
             validate.main(["--part", "signatures3", *extra])
         assert "give --out another file" in capsys.readouterr().err
+
+
+def test_max_side_sizes_the_sources_read_from_files_and_the_default_restores_the_record_side():
+    """--max-side (a draw at the editors' own sizes, beside --heldout-side): a large photograph is shrunk to it, and
+    set back (each run of main sets it), the figures of record's side again."""
+    from bench.detector import validate_edit_damage as validate
+
+    big = np.zeros((900, 1200, 3), np.uint8)
+    try:
+        validate._set_max_side(768)
+        assert validate._fit(big).shape == (576, 768, 3)
+    finally:
+        validate._set_max_side(validate.RECORD_MAX_SIDE)
+    assert validate._fit(big).shape == (384, 512, 3)
 
 
 def test_scores_of_version_2_are_refused_not_mixed_for_both_scores(tmp_path, capsys):
