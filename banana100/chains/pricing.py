@@ -85,12 +85,18 @@ class ModelPrice:
 
 
 @lru_cache(maxsize=None)
-def load_pricing() -> dict[str, ModelPrice]:
+def _pricing_data() -> dict:
+    """pricing.yaml as read (both price lists' one source), or a SettingError naming the file."""
     ref = resources.files("banana100.generation").joinpath("pricing.yaml")
     try:
-        data = yaml.safe_load(ref.read_text(encoding="utf-8"))
+        return yaml.safe_load(ref.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise SettingError(f"{PRICING_FILE}: not valid YAML ({e})") from None
+
+
+@lru_cache(maxsize=None)
+def load_pricing() -> dict[str, ModelPrice]:
+    data = _pricing_data()
     out = {}
     for model, raw in (data.get("models") or {}).items():
         try:
@@ -161,11 +167,7 @@ class ImagePrice:
 
 @lru_cache(maxsize=None)
 def load_image_pricing() -> dict[str, ImagePrice]:
-    ref = resources.files("banana100.generation").joinpath("pricing.yaml")
-    try:
-        data = yaml.safe_load(ref.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise SettingError(f"{PRICING_FILE}: not valid YAML ({e})") from None
+    data = _pricing_data()
     out = {}
     for model, raw in (data.get("image_models") or {}).items():
         try:

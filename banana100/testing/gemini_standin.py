@@ -31,61 +31,34 @@ import hashlib
 import io
 import json
 import re
-import threading
 import time
-from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 from PIL import Image
 
-from banana100.testing.loopback import request_body
+from banana100.imageio import encode_png
+from banana100.testing.loopback import LoopbackServer, request_body
 
 _PATH = re.compile(r"^/(?P<version>[^/]+)/models/(?P<model>[^/:]+):generateContent$")
 THOUGHT_TEXT = "**Examining the image**\n\nI see a gradient; I will reproduce it exactly, with no alterations."
 
 
-def _png(rgb: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
-class StandIn:
+class StandIn(LoopbackServer):
     """Start with `StandIn(...)`, use `.base_url`, stop with `.close()` (or as a context manager)."""
 
     def __init__(self, latency_s: float = 0.0, noise: bool = True, api_key: str | None = None):
         self.latency_s = latency_s
         self.noise = noise
         self.api_key = api_key
-        self.lock = threading.Lock()
-        self.faults: deque = deque()
+        super().__init__()
         self.rules: list = []
         self.requests: list[dict] = []  # info of every request, in arrival order
         self.responses: list[str] = []  # what each request got ("ok", "http_429", ...)
         self.keys_seen: set[str] = set()
         self.inflight = 0
         self.max_inflight = 0
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        server.daemon_threads = True
-        self.server = server
-        self.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def script(self, specs) -> None:
-        with self.lock:
-            self.faults.extend(specs)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        self.base_url = self._serve(self._handler())
 
     # -- answering -----------------------------------------------------------------------
 
@@ -218,7 +191,7 @@ class StandIn:
             data = base64.b64encode(out[: len(out) // 2]).decode()
         if spec.get("bad_base64"):
             data = "!!not-base64!!" + data[:50]
-        draft = base64.b64encode(_png(np.zeros((8, 8, 3), np.uint8))).decode()
+        draft = base64.b64encode(encode_png(np.zeros((8, 8, 3), np.uint8))).decode()
         parts = [
             thought,
             {"inlineData": {"mimeType": "image/png", "data": draft}, "thought": True},  # an interim thought image
@@ -235,7 +208,7 @@ class StandIn:
             rgb = np.asarray(im.convert("RGB")).astype(np.int16)
         rng = np.random.default_rng(int(info["seed"] or 0))
         rgb = np.clip(rgb + rng.integers(-2, 3, rgb.shape), 0, 255).astype(np.uint8)
-        return _png(rgb)
+        return encode_png(rgb)
 
 
 def _b64(text: str) -> bytes:

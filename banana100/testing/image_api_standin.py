@@ -37,16 +37,15 @@ import hashlib
 import io
 import itertools
 import json
-import threading
 import time
-from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 from PIL import Image
 
-from banana100.testing.loopback import request_body
+from banana100.imageio import encode_png
+from banana100.testing.loopback import LoopbackServer, request_body
 
 
 def _multipart(ctype: str, body: bytes) -> list[tuple[str, bytes]]:
@@ -62,21 +61,14 @@ def _multipart(ctype: str, body: bytes) -> list[tuple[str, bytes]]:
     return out
 
 
-def _png(rgb: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
-class ImageAPIStandIn:
+class ImageAPIStandIn(LoopbackServer):
     """Start with `ImageAPIStandIn()`, use `.openai_url`, `.xai_url`, `.bfl_url`; stop with `.close()`."""
 
     def __init__(self, latency_s: float = 0.0, noise: bool = True, pending_polls: int = 1):
         self.latency_s = latency_s
         self.noise = noise
         self.pending_polls = pending_polls
-        self.lock = threading.Lock()
-        self.faults: deque = deque()
+        super().__init__()
         self.rules: list = []
         self.requests: list[dict] = []
         self.responses: list[str] = []
@@ -84,28 +76,8 @@ class ImageAPIStandIn:
         self.stored: dict[str, bytes] = {}  # OpenAI response id -> its image (previous_response_id)
         self.jobs: dict[str, dict] = {}  # BFL job id -> {"polls", "image", "spec"}
         self._ids = itertools.count(1)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        server.daemon_threads = True
-        self.server = server
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        self.base = base
+        base = self.base = self._serve(self._handler())
         self.openai_url, self.xai_url, self.bfl_url = f"{base}/v1", f"{base}/xai/v1", f"{base}/bfl"
-        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def script(self, specs) -> None:
-        with self.lock:
-            self.faults.extend(specs)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def asked(self, api: str) -> list[dict]:
         """The requests made to one api (e.g. "openai_edit"), in arrival order."""
@@ -213,7 +185,7 @@ class ImageAPIStandIn:
             rgb = np.asarray(im.convert("RGB")).astype(np.int16)
         seed = int.from_bytes(hashlib.sha256(raw + (prompt or "").encode()).digest()[:8], "big")
         rng = np.random.default_rng(seed)
-        return _png(np.clip(rgb + rng.integers(-2, 3, rgb.shape), 0, 255).astype(np.uint8))
+        return encode_png(np.clip(rgb + rng.integers(-2, 3, rgb.shape), 0, 255).astype(np.uint8))
 
     def _image_b64(self, raw: bytes, prompt: str | None, spec: dict) -> str:
         out = self._out(raw, prompt)

@@ -2,7 +2,40 @@
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port), started by `_serve(handler class)` and stopped by `close()`
+    or leaving a `with` block; `script([...])` queues fault specs that requests consume one each, in order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.faults: deque = deque()
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> str:
+        """Start answering with `handler` in a daemon thread; the server's base URL."""
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def script(self, specs) -> None:
+        with self.lock:
+            self.faults.extend(specs)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def request_body(handler: BaseHTTPRequestHandler) -> bytes | None:
