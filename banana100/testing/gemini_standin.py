@@ -52,10 +52,6 @@ class StandIn(LoopbackServer):
         self.noise = noise
         self.api_key = api_key
         super().__init__()
-        self.rules: list = []
-        self.requests: list[dict] = []  # info of every request, in arrival order
-        self.responses: list[str] = []  # what each request got ("ok", "http_429", ...)
-        self.keys_seen: set[str] = set()
         self.inflight = 0
         self.max_inflight = 0
         self.base_url = self._serve(self._handler())
@@ -135,16 +131,7 @@ class StandIn(LoopbackServer):
             "images_in": images_in,
             "history_problems": _history_problems(contents),
         }
-        with self.lock:
-            self.keys_seen.add(key)
-            spec = self.faults.popleft() if self.faults else None
-            if spec is None:
-                for pred, rule in self.rules:
-                    if pred(info):
-                        spec = rule
-                        break
-            spec = dict(spec or {})
-            self.requests.append(info)
+        spec = self._take_spec(info, key)
         status, payload, headers, delay = self._respond(spec, raw, info, key)
         if status == 200 and "usageMetadata" in payload:  # each image sent is billed as input
             payload["usageMetadata"]["promptTokenCount"] = 560 * max(images_in, 1) + 20 * ((len(contents) + 1) // 2)

@@ -69,10 +69,6 @@ class ImageAPIStandIn(LoopbackServer):
         self.noise = noise
         self.pending_polls = pending_polls
         super().__init__()
-        self.rules: list = []
-        self.requests: list[dict] = []
-        self.responses: list[str] = []
-        self.keys_seen: set[str] = set()
         self.stored: dict[str, bytes] = {}  # OpenAI response id -> its image (previous_response_id)
         self.jobs: dict[str, dict] = {}  # BFL job id -> {"polls", "image", "spec"}
         self._ids = itertools.count(1)
@@ -154,16 +150,7 @@ class ImageAPIStandIn(LoopbackServer):
                 info["width"], info["height"] = im.size
             info["sha256"] = hashlib.sha256(raw).hexdigest()
         info["key"] = key
-        with self.lock:
-            self.keys_seen.add(key)
-            spec = self.faults.popleft() if self.faults else None
-            if spec is None:
-                for pred, rule in self.rules:
-                    if pred(info):
-                        spec = rule
-                        break
-            self.requests.append(info)
-        return dict(spec or {})
+        return self._take_spec(info, key)
 
     def _note(self, spec: dict, status: int) -> None:
         with self.lock:

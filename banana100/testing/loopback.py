@@ -9,11 +9,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class LoopbackServer:
     """A threaded HTTP server on 127.0.0.1 (a free port), started by `_serve(handler class)` and stopped by `close()`
-    or leaving a `with` block; `script([...])` queues fault specs that requests consume one each, in order."""
+    or leaving a `with` block. Each request takes a fault spec (`_take_spec`): the next of those `script([...])`
+    queued, else the first of `rules` ((predicate of the request's info, spec) pairs) whose predicate holds."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.faults: deque = deque()
+        self.rules: list = []
+        self.requests: list[dict] = []  # info of every request, in arrival order
+        self.responses: list[str] = []  # what each request got ("ok", "http_429", ...)
+        self.keys_seen: set[str] = set()
+
+    def _take_spec(self, info: dict, key: str) -> dict:
+        """The request's fault spec ({} for none), the request and its API key recorded."""
+        with self.lock:
+            self.keys_seen.add(key)
+            spec = self.faults.popleft() if self.faults else None
+            if spec is None:
+                spec = next((rule for pred, rule in self.rules if pred(info)), None)
+            self.requests.append(info)
+        return dict(spec or {})
 
     def _serve(self, handler: type[BaseHTTPRequestHandler]) -> str:
         """Start answering with `handler` in a daemon thread; the server's base URL."""
