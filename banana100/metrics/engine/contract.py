@@ -185,6 +185,22 @@ class Scorer(abc.ABC):
         record, for a scorer that finds its reference there). An image below the metric's minimum
         size, or with no defined score, is an `errors` entry; the others are scored."""
 
+    def measure_large_enough(self, arrays: Sequence[np.ndarray], names: Sequence[str],
+                             run: Callable[[list[np.ndarray], list[str]], Scores]) -> Scores:
+        """`run(arrays, names)` on the images of at least the metric's minimum size, the scores in input order; each
+        smaller image an `errors` entry (ImageTooSmallError), so that one small image costs no other its score."""
+        names = list(names)
+        small: dict[int, Banana100Error] = {}
+        for i, (a, name) in enumerate(zip(arrays, names, strict=True)):
+            try:
+                check_size(self.spec, a, name)
+            except ImageTooSmallError as e:
+                small[i] = e
+        ok = [i for i in range(len(names)) if i not in small]
+        out = Scores.gather(len(names), [(ok, run([arrays[i] for i in ok], [names[i] for i in ok]))])
+        out.errors.update(small)
+        return out
+
     def measure_images(self, images: Sequence[ImageLike]) -> Scores:
         """`measure` of paths, bytes, PIL images or arrays. Every file's size is checked by its
         header before any work (a missing, unreadable or too small file raises at once); a file

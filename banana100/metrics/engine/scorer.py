@@ -256,17 +256,7 @@ class MetricScorer(Scorer):
         """Scores of HxWx3 uint8 arrays (`Scorer.measure`): same-size groups uploaded once, a chunk
         ahead of the model (`feed.measure_arrays`); an image below the metric's minimum size is an
         `errors` entry (ImageTooSmallError), as is one with no defined score."""
-        names = list(names)
-        small: dict[int, Banana100Error] = {}
-        for i, (a, name) in enumerate(zip(arrays, names, strict=True)):
-            try:
-                check_size(self.spec, a, name)
-            except ImageTooSmallError as e:
-                small[i] = e
-        ok = [i for i in range(len(names)) if i not in small]
-        out = Scores.gather(len(names), [(ok, feed.measure_arrays(self, [arrays[i] for i in ok], [names[i] for i in ok]))])
-        out.errors.update(small)
-        return out
+        return self.measure_large_enough(arrays, names, lambda a, n: feed.measure_arrays(self, a, n))
 
     def measure_uploaded(self, batch: Uploaded, names: Sequence[str]) -> Scores:
         """Scores of a batch of same-size images already on this scorer's device

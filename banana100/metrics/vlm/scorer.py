@@ -188,17 +188,7 @@ class VLMScorer(Scorer):
     def measure(self, arrays: Sequence[np.ndarray], names: Sequence[str], records=None) -> Scores:
         """Scores of HxWx3 uint8 arrays in input order. An answer without a score is an
         AnswerParseError for that image (an `errors` entry), as is an image below the minimum size."""
-        names, small = list(names), {}
-        for i, (a, name) in enumerate(zip(arrays, names, strict=True)):
-            try:
-                check_size(self.spec, a, name)
-            except Banana100Error as e:
-                small[i] = e
-        ok = [i for i in range(len(names)) if i not in small]
-        out = Scores.gather(len(names), [(ok, self._measure([arrays[i] for i in ok], [names[i] for i in ok],
-                                                            [arrays[i].shape[:2] for i in ok]))])
-        out.errors.update(small)
-        return out
+        return self.measure_large_enough(arrays, names, lambda a, n: self._measure(a, n, [x.shape[:2] for x in a]))
 
     def _measure(self, images: list, names: list[str], sizes: list) -> Scores:
         failed: dict[int, Banana100Error] = {}
