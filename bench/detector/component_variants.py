@@ -103,76 +103,6 @@ def _texture_lost_off_edges(luma) -> float:
     return float(-torch.log2(torch.sqrt(fine[textured] / coarse[textured]).median()))
 
 
-BUMP_REACH = 8  # px each side: the mean profile read this far across the contours
-BUMP_FROM = 3  # px from the contour's centre: nearer, the edge's own transition
-
-
-def _profiles(luma, reach: int):
-    """The contours' profiles (jump-oriented, levels) at 2 reach + 1 points a pixel apart along their gradients, as
-    the shipped crease finds them (gradient peaks of the sigma-2 luma among the strongest edges, jumping
-    CREASE_MIN_JUMP across 2 CREASE_REACH + 1 px and across twice it, the whole window inside the frame), on the
-    sigma-0.5 luma; and their jumps across the shipped window."""
-    import torch
-
-    from banana100.metrics.detector import model
-
-    smooth, fine = model.gauss(luma, model.RESIDUAL_SIGMA), model.gauss(luma, model.DOG_SIGMAS[0])
-    edges = model.EditDamage._edges(smooth)
-    gx, gy = model.central_differences(smooth)
-    mag = (gx * gx + gy * gy).sqrt()
-    h, w = luma.shape[-2:]
-    points = edges.flatten().nonzero()[:, 0]
-    image = torch.zeros_like(points)
-    y, x = (points // w).to(luma.dtype), (points % w).to(luma.dtype)
-    m0 = model.take(mag.flatten(), points)
-    ny, nx = model.take(gy.flatten(), points) / m0.clamp(min=1e-12), model.take(gx.flatten(), points) / m0.clamp(min=1e-12)
-    along = lambda plane, t: model.bilinear_at(plane, image, y + t * ny, x + t * nx)  # noqa: E731
-    ahead, behind = along(mag, 1.0), along(mag, -1.0)
-    peak = (m0 >= ahead) & (m0 >= behind) & (m0 > 0)
-    curve = ahead - 2 * m0 + behind
-    centre = torch.where(curve < 0, 0.5 * (behind - ahead) / curve.clamp(max=-1e-12), torch.zeros_like(curve))
-    centre = centre.clamp(-0.5, 0.5)
-    r = model.CREASE_REACH
-    inside = lambda t: ((y + t * ny).clamp(0, h - 1) == y + t * ny) & ((x + t * nx).clamp(0, w - 1) == x + t * nx)  # noqa: E731
-    jump = along(fine, centre + r) - along(fine, centre - r)
-    wide = along(fine, centre + 2 * r) - along(fine, centre - 2 * r)
-    keep = (peak & inside(centre - reach) & inside(centre + reach) & (jump >= model.CREASE_MIN_JUMP)
-            & (wide >= model.CREASE_MIN_JUMP))
-    y, x, ny, nx, centre, jump, image = (t[keep] for t in (y, x, ny, nx, centre, jump, image))
-    steps = torch.arange(-reach, reach + 1, dtype=luma.dtype)[:, None]
-    profile = model.bilinear_at(fine, image, y + (centre + steps) * ny, x + (centre + steps) * nx)
-    return profile.T.double(), jump.double()
-
-
-def _crease_bump(luma) -> float:
-    """A line at one distance from every contour, whatever the distance: the jump-weighted mean profile across the
-    contours out to BUMP_REACH px; on each side, from BUMP_FROM px out, what stands off a quadratic through that
-    side's points beyond CREASE_Z standard errors, twice its sum per level of jump, weighed by how many profiles
-    there are as the shipped crease. An edge's shoulder and an object's end vary slowly along the profile; a line
-    beside the contours does not."""
-    import torch
-
-    from banana100.metrics.detector import model
-
-    profiles, jump = _profiles(luma, BUMP_REACH)
-    if len(jump) == 0:
-        return 0.0
-    t = torch.arange(-BUMP_REACH, BUMP_REACH + 1, dtype=torch.float64)
-    bump = 0.0
-    wsum = jump.sum()
-    for side in (t <= -BUMP_FROM, t >= BUMP_FROM):
-        u = t[side]
-        basis = torch.stack([torch.ones_like(u), u, u * u], 1)
-        hat = basis @ torch.linalg.pinv(basis)  # the quadratic's fit, a linear map of the side's points
-        off = profiles[:, side] - profiles[:, side] @ hat.T
-        mean = off.sum(0) / wsum
-        error = ((off - mean * jump[:, None]) ** 2).sum(0).sqrt() / wsum * (model.CREASE_DEPENDENT ** 0.5)
-        bump += float(2 * (mean.abs() - model.CREASE_Z * error).clamp(min=0).sum())
-    n = len(jump) / model.CREASE_DEPENDENT
-    weight = min(max((n - model.CREASE_FEW) / (model.CREASE_ENOUGH - model.CREASE_FEW), 0.0), 1.0)
-    return bump * weight
-
-
 # candidate -> (what it is, luma plane -> value)
 VARIANTS = {
     "crease half scale": ("the crease on the luma's 2x2 means: its window reaches 8 px (the damage model's line lies "
@@ -184,10 +114,6 @@ VARIANTS = {
     "crease z 0": ("every step back of the mean profile", lambda luma, model: _crease(luma, CREASE_Z=0.0)),
     "texture lost off edges": ("simplification read on textured tiles only (gradient coherence under 0.5), not on "
                                "edges", lambda luma, model: _texture_lost_off_edges(luma)),
-    "crease bump": ("a line at one distance from every contour, whatever the distance: the mean profile across the "
-                    "contours out to 8 px, on each side from 3 px out what stands off a quadratic beyond 2 standard "
-                    "errors",
-                    lambda luma, model: _crease_bump(luma)),
 }
 # bare term settings: name -> (what it is, BARE_UNITS' entries replaced[, components read as a candidate of VARIANTS
 # instead]); simplification's term kept at 0 where it is not measured whatever its offset: a uniform image must add
@@ -203,7 +129,6 @@ SETTINGS = {
         {"simplification": (-0.5, 0.25), "speckles": (0.0, 100.0), "blocking": (0.5, 0.25)}),
     "texture lost off edges": ("the shipped units, simplification read as VARIANTS' 'texture lost off edges'", {},
                                {"simplification": "texture lost off edges"}),
-    "crease bump": ("the shipped units, the crease read as VARIANTS' 'crease bump'", {}, {"crease": "crease bump"}),
 }
 
 
