@@ -15,7 +15,7 @@ import pytest
 
 from banana100.chains.budget import CALLS_FILE, ledger_totals
 from banana100.chains.editors import make_editor
-from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.chains.manifest import MANIFEST_NAME, read_manifest
 from banana100.chains.runner import generate_chains
 from banana100.chains.store import STOPPED_FILE, read_stopped
 from banana100.cli import main as cli_main
@@ -24,6 +24,7 @@ from banana100.testing.image_api_standin import ImageAPIStandIn
 from banana100.testing.runfolder import write_source
 
 from fixtures.repopaths import REPO
+from fixtures.runs import check_chains
 from kill_harness import kill_after, on_disk
 
 KINDS = {
@@ -70,24 +71,6 @@ def run(ed, sources, out, steps=2, repeats=1, setting="replicate", **kw):
 
 def asked(server, kind):
     return server.asked(KINDS[kind]["api"])
-
-
-def check_chains(out: Path, n_chains: int, steps: int) -> dict:
-    """Every chain complete, contiguous, linked by sha256, each image as recorded; nothing half-written."""
-    records = read_manifest(out)
-    assert len(records) == n_chains * (steps + 1)
-    chains: dict = {}
-    for r in records:
-        chains.setdefault(r["chain_id"], []).append(r)
-    for recs in chains.values():
-        recs.sort(key=lambda r: r["step"])
-        assert [r["step"] for r in recs] == list(range(steps + 1))
-        parent = None
-        for r in recs:
-            assert sha256_bytes((out / r["image"]).read_bytes()) == r["sha256"] and r["parent_sha256"] == parent
-            parent = r["sha256"]
-    assert not list(out.glob("*/.step_*"))
-    return chains
 
 
 @pytest.mark.parametrize("kind", ALL)

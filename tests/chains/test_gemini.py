@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from banana100.errors import BudgetExceeded, RunStopped
 from banana100.chains.editors.gemini import FAST_MODEL, GeminiEditor, api_seed
 from banana100.chains.editors.simulated import SimulatedEditor
 from banana100.imageio import load_rgb
-from banana100.chains.manifest import MANIFEST_NAME, read_manifest, sha256_bytes
+from banana100.chains.manifest import read_manifest
 from banana100.chains.pricing import price_for
 from banana100.chains.runner import generate_chains
 from banana100.chains.step import step_seed
@@ -35,6 +34,7 @@ from banana100.testing.runfolder import write_source
 from banana100.testing.gemini_standin import StandIn
 
 from fixtures.repopaths import REPO
+from fixtures.runs import check_chains
 from kill_harness import kill_after, on_disk
 KEY = "AIzaSy-TEST-ONLY-KEY-b4n4n4-0123456789"
 PRO = "gemini-3-pro-image-preview"
@@ -77,27 +77,6 @@ def records_of(out, cid):
 
 def seed_of(cid, step, retry=0, base=0):
     return api_seed(step_seed(base, cid, step), retry)
-
-
-def check_chains(out: Path, n_chains: int, steps: int):
-    """Every chain complete, contiguous, linked by sha256, each image decodable and as recorded."""
-    records = read_manifest(out)
-    lines = [x for x in (out / MANIFEST_NAME).read_text().splitlines() if x.strip()]
-    assert len(lines) == len(records) == n_chains * (steps + 1)
-    chains = {}
-    for r in records:
-        chains.setdefault(r["chain_id"], []).append(r)
-    for recs in chains.values():
-        recs.sort(key=lambda r: r["step"])
-        assert [r["step"] for r in recs] == list(range(steps + 1))
-        parent = None
-        for r in recs:
-            data = (out / r["image"]).read_bytes()
-            assert sha256_bytes(data) == r["sha256"] and r["parent_sha256"] == parent
-            assert load_rgb(data).shape[:2] == (r["height"], r["width"])
-            parent = r["sha256"]
-    assert not list(out.glob("*/.step_*"))  # no temporary or pending files left
-    return chains
 
 
 # -- the happy path --------------------------------------------------------------------------

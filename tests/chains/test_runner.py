@@ -30,6 +30,7 @@ from banana100.chains.settings import Setting, get_setting
 from banana100.testing.runfolder import write_source
 
 from fixtures.repopaths import REPO
+from fixtures.runs import check_chains
 REPLICA = "Produce an exact replica of the provided image, with no alterations."
 
 
@@ -46,23 +47,12 @@ def by_chain(records):
 
 def check_run(out: Path, n_chains: int, steps: int, setting="replicate", seed=0) -> dict:
     """Every invariant of a finished run folder; returns the records by chain."""
-    records = read_manifest(out)
-    lines = [line for line in (out / MANIFEST_NAME).read_text().splitlines() if line.strip()]
-    assert len(lines) == len(records) == n_chains * (steps + 1)  # no duplicate lines at all
-    chains = by_chain(records)
-    assert len(chains) == n_chains
+    chains = check_chains(out, n_chains, steps)  # complete, linked, as recorded
     s = get_setting(setting)
     for cid, recs in chains.items():
-        assert [r["step"] for r in recs] == list(range(steps + 1))
-        parent = None
         for r in recs:
             assert set(r) <= set(FIELD_NAMES)
-            data = (out / r["image"]).read_bytes()
-            assert sha256_bytes(data) == r["sha256"]
             assert r["image"] == f"{cid}/step_{r['step']:03d}.png"
-            assert r["parent_sha256"] == parent
-            rgb = load_rgb(data)
-            assert (r["height"], r["width"]) == rgb.shape[:2]
             assert (r["editor"], r["model"], r["setting"]) == ("simulated", "simulated-v1", setting)
             if r["step"] == 0:
                 assert r["prompt"] is None and r["seed"] is None
@@ -73,7 +63,6 @@ def check_run(out: Path, n_chains: int, steps: int, setting="replicate", seed=0)
                 assert r["finish_reason"] == "STOP" and r["attempts"] == 1
                 assert json.loads(r["editor_info"])["simulated"] is True
                 assert isinstance(r["latency_s"], float)
-            parent = r["sha256"]
     return chains
 
 
