@@ -61,6 +61,7 @@ def run(args) -> None:
     from banana100.metrics.athand import metrics_at_hand
     from banana100.metrics.resolve import parse_metrics, resolve
     from banana100.scoring import DEFAULT_METRICS, ScoreRun, Source
+    from banana100.scoring.store import check_out
 
     # errors come first and alone: the options, then the sources, and only then the line about
     # default metrics left out (their files may be fetched now)
@@ -75,6 +76,7 @@ def run(args) -> None:
             raise UsageError(f"--backend native: {', '.join(plain)} ha{'s' if len(plain) == 1 else 've'} no native "
                              "backend (only the six hand-crafted metrics do); leave --backend out to score each "
                              "metric with its default backend")
+    check_out(Path(args.out))  # an option too: refused before the metrics' files are looked for or fetched
     source = Source.of(args.source if len(args.source) > 1 else args.source[0])  # walked once, checked
     if metrics is None:
         metrics = metrics_at_hand(DEFAULT_METRICS)

@@ -265,7 +265,9 @@ def check_out(out: Path) -> None:
     if out.is_dir():
         raise UsageError(f"{out}: is a folder; --out is the scores file to write (e.g. {out / 'scores.parquet'})")
     if out.suffix != ".parquet":
-        raise UsageError(f"{out}: the scores file must end in .parquet")
+        # the file is resumable and typed (Parquet); a table for a spreadsheet comes on stdout instead
+        raise UsageError(f"{out}: the scores file must end in .parquet (e.g. {out.with_suffix('.parquet')}); for CSV "
+                         f"or JSON add --format csv or --format json, and the rows also go to stdout")
     if not out.exists() and not out.is_symlink():
         return
     try:

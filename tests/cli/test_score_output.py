@@ -64,6 +64,16 @@ def test_the_table_says_how_weak_edit_damage_is_alone(images, tmp_path, capsys):
     assert "note:" not in table("--reference", str(images / "0.png"))  # edit_damage_rel beside it
 
 
+def test_a_csv_out_is_refused_before_any_work_and_says_how_to_get_csv(images, tmp_path, capsys, monkeypatch):
+    """Before the default metrics' files are looked for (or fetched, online): the one line is the error."""
+    monkeypatch.setenv("BANANA100_WEIGHTS", str(tmp_path / "no-weights"))
+    status = main(["score", str(images), "--out", str(tmp_path / "s.csv"), "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and len(err) == 1
+    assert "s.csv: the scores file must end in .parquet" in err[0] and "--format csv" in err[0]
+    assert [p.name for p in tmp_path.iterdir()] == [images.name]  # nothing written beside the images
+
+
 def test_csv_and_json_put_the_rows_alone_on_stdout(images, tmp_path, capsys):
     got = _score(images, tmp_path, capsys, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(got.out)))
