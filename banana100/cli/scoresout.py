@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import TextIO
 
+from banana100.texttable import columns
+
 #: the columns --format csv|json writes: what identifies the image, then its score
 ROW_COLUMNS = ("image", "chain_id", "step", "metric", "score", "lower_better", "error")
 
@@ -47,7 +49,7 @@ def summary_table(rows: list[dict], metrics: list[str]) -> str:
         stats = [f"{v:.4f}" for v in (sum(scores) / len(scores), min(scores), max(scores))] if scores else ["-"] * 3
         better = ("lower" if mine[0]["lower_better"] else "higher") if mine else "?"
         lines.append((m, str(len(scores)), str(len(mine) - len(scores)), *stats, better))
-    table = _aligned(lines, left=(0, len(head) - 1))
+    table = "\n".join(columns(lines, right=range(1, len(head) - 1)))
     from banana100.metrics.detector import evidence
     from banana100.metrics.detector import relative as edit_damage_rel
 
@@ -88,17 +90,9 @@ def breakdown(rows: list[dict], metric: str) -> str:
     names = tuple(terms[0])  # the bare score's ed.TERMS; the relative score's rel.REL_TERMS (its own too)
     head = ("image", "score", *names)
     lines = [head] + [(_label(r), f"{r['score']:.2f}", *(f"{t[n]:.2f}" for n in names)) for r, t in zip(rows, terms, strict=True)]
-    body = _aligned(lines, left=(0,))
+    body = "\n".join(columns(lines, right=range(1, len(head))))
     return (f"\n\n{metric}, each score and {what} (they add up to it; the components are in the scores file):"
             f"\n{body}{tail}{older}")
-
-
-def _aligned(lines: list[tuple[str, ...]], left: tuple[int, ...]) -> str:
-    """Rows of cells as text columns two spaces apart: the columns `left` flush left, the others (numbers)
-    flush right; no trailing blanks."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return "\n".join("  ".join(cell.ljust(w) if i in left else cell.rjust(w)
-                                for i, (cell, w) in enumerate(zip(line, widths, strict=True))).rstrip() for line in lines)
 
 
 def _label(row: dict) -> str:

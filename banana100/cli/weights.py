@@ -20,6 +20,7 @@ from banana100.cli.common import EXIT_DATA, EXIT_OK, HelpFormatter
 from banana100.errors import UsageError, WeightsChecksumError, WeightsNotFoundError
 from banana100.metrics import weights
 from banana100.metrics.table import METRICS, WeightFile, get_metric
+from banana100.texttable import columns
 
 
 def _metrics(names: list[str]) -> list[str]:
@@ -97,10 +98,8 @@ def cmd_list(args) -> int:
     for r in rows:
         where = r["path"] if r["state"] == "ok" else r["state"]
         table.append((r["file"], _size(_real_size(r)), ",".join(r["metrics"]), _short_licence(r["licence"]), where))
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
-    for i, row in enumerate(table):
-        print("  ".join(cell.ljust(w) if k != 1 else cell.rjust(w) for k, (cell, w) in enumerate(zip(row[:4], widths, strict=True)))
-              + "  " + row[4])
+    for i, line in enumerate(columns(table, right=(1,))):
+        print(line)
         if args.verbose and i:
             r = rows[i - 1]
             check = r["sha256"] or (f"{r['sha256_prefix']}..." if r["sha256_prefix"] else "not pinned")

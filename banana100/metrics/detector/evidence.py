@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from banana100.texttable import columns
+
 DETECTOR_DATA = Path(__file__).with_name("data")
 VALIDATION = "edit_damage_validation.json"
 COST = "edit_damage_cost.json"
@@ -300,13 +302,6 @@ def model_b_row(r: dict) -> tuple[str, str, str, str] | None:
             cell("relative", "auc_step1_vs_step10"), "")
 
 
-def aligned(rows: list[tuple[str, ...]], indent: str = "  ") -> str:
-    """Rows as columns two spaces apart, the last one ragged."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
-
-
 def faint_auc(r: dict) -> float | None:
     """The bare score's clean-vs-damaged AUC on the validator's faint step-5 stand-ins (None if not measured)."""
     try:
@@ -348,7 +343,7 @@ def alone_note() -> str:
     draws = f", the other editors' signatures on the {names} signature draw" if names else ""
     said.append(wrap(f"Held out, each cell ROC AUC and chains passed (alone: clean vs step 10; told the source: step 1 "
                      f"vs step 10; a chain passes where steps 5, 10 and 20 all score above step 1){draws}:"))
-    said.append(aligned([NOTE_HEAD, *table]))
+    said += columns([NOTE_HEAD, *table], indent="  ")
     if b:
         by_source = heldout_by_source(r)
         said.append(wrap(f"Nano Banana Pro's kind alone, one AUC for each of its {len(heldout_aucs(r))} draws: "
