@@ -1,7 +1,7 @@
 """Validate the edit_damage detector on what this toolkit does not make; write every figure.
 
     nice python -m bench.detector.validate_edit_damage [--out banana100/metrics/detector/data/edit_damage_validation.json]
-        [--part ladders,clean,protocol,heldout,fresh,sixth,seventh,signatures,signatures2,...]
+        [--part ladders,clean,protocol,heldout,fresh,sixth,seventh,signatures,signatures2,...,other_metrics]
         [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
         [--damage-scale 1 --signatures creases,speckles,simplified,jpeg]  # (e) only; write those to another --out
 
@@ -42,6 +42,10 @@
     from the thirteenth draw on, also every render of the draw's `outside` packages (DISTRIBUTION_RENDERS: Debian's
     ukui-wallpapers and gnome-backgrounds), made outside this repository. Skipped the same way when a package is
     not installed.
+    Part `other_metrics` (not run by default): the chains of the last held-out signature draw
+    (evidence.SIGNATURE_HELD_OUT) made again and scored by the paper's hand-crafted metrics (OTHER_METRICS, or
+    --other-metrics; NIQE, BRISQUE and IL-NIQE need their parameter files: BANANA100_WEIGHTS=../shared/iqa-params),
+    each in its own worse direction: the card sets them beside edit_damage on the same chains.
 
 Nothing is tuned here: the detector's constants are fixed in banana100/metrics/detector/model.py
 and edit_damage_rel.py.
@@ -72,8 +76,8 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import (EIGHTH_KEY, OUTSIDE_RENDERS, RENDER_DRAWS, RENDERS, SEVENTH_KEY,
-                                                 SIGNATURE_DRAWS,
+from banana100.metrics.detector.evidence import (EIGHTH_KEY, OTHER_METRICS_KEY, OUTSIDE_RENDERS, RENDER_DRAWS, RENDERS,
+                                                 SEVENTH_KEY, SIGNATURE_DRAWS, SIGNATURE_HELD_OUT, signature_draw,
                                                  signature_draw_of)
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
@@ -409,24 +413,42 @@ def _bare(stats: dict) -> float:
     return sum(ed.terms(stats).values())
 
 
-def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) -> dict:
-    """Protocol and AUCs of the bare and the relative score over chains ({chain: {step: stats}})."""
+def metric_figures(score: dict[str, dict[int, float]], lower_better: bool = True, clean: bool = True,
+                   check_steps=(5, 10, 20)) -> dict:
+    """The protocol and the AUCs across chains of one score ({chain: {step: score}}, `lower_better` as the metric
+    reads): chains failed, and ROC AUC step 1 vs step 10 and, with `clean`, step 0 vs step 10, each with the
+    worse score counted as the higher."""
     from banana100.protocol import sensitivity
 
+    worse = {c: {k: v if lower_better or v is None else -v for k, v in d.items()} for c, d in score.items()}
+    flat = [(c, k, v) for c, d in score.items() for k, v in d.items() if k >= 1]
+    p = sensitivity([v for _, _, v in flat], [k for _, k, _ in flat], [c for c, _, _ in flat], lower_better=lower_better,
+                    check_steps=check_steps)
+    out = {"n_chains": p["n_chains"], "n_failed": p["n_failed"], "mean_rho": p["mean_rho"],
+           "failed_chains": [c["chain_id"] for c in p["per_chain"] if c["passed"] is False]}
+    if p["n_incomplete"]:  # a metric that gives some image no score (None): those chains neither pass nor fail
+        out.update(n_incomplete=p["n_incomplete"], incomplete_chains=p["incomplete_chains"])
+
+    def auc_of(a: int, b: int) -> float:  # across chains, those with both steps scored
+        both = [d for d in worse.values() if d[a] is not None and d[b] is not None]
+        return auc([d[a] for d in both], [d[b] for d in both])
+
+    # across chains: does step 10 of any chain score worse than step 1 of any other?
+    out["auc_step1_vs_step10"] = auc_of(1, 10)
+    out["scores"] = {c: {str(k): v for k, v in d.items()} for c, d in score.items()}
+    if clean:  # one image alone: the clean source against a step-10 copy of another
+        out["auc_clean_vs_step10"] = auc_of(0, 10)
+    return out
+
+
+def _chain_figures(chains: dict[str, dict[int, dict]], check_steps=(5, 10, 20)) -> dict:
+    """Protocol and AUCs of the bare and the relative score over chains ({chain: {step: stats}})."""
     out = {}
     for kind in ("bare", "relative"):
         score = {c: {k: (_bare(s) if kind == "bare" else rel.relative_score(s, st[0])) for k, s in st.items()}
                  for c, st in chains.items()}
-        flat = [(c, k, v) for c, d in score.items() for k, v in d.items() if k >= 1]
-        p = sensitivity([v for _, _, v in flat], [k for _, k, _ in flat], [c for c, _, _ in flat], lower_better=True,
-                        check_steps=check_steps)
-        out[kind] = {"n_chains": p["n_chains"], "n_failed": p["n_failed"], "mean_rho": p["mean_rho"],
-                     "failed_chains": [c["chain_id"] for c in p["per_chain"] if c["passed"] is False],
-                     # across chains: does step 10 of any chain score above step 1 of any other?
-                     "auc_step1_vs_step10": auc([d[1] for d in score.values()], [d[10] for d in score.values()]),
-                     "scores": {c: {str(k): v for k, v in d.items()} for c, d in score.items()}}
-        if kind == "bare":  # one image alone: the clean source against a step-10 copy of another
-            out[kind]["auc_clean_vs_step10"] = auc([d[0] for d in score.values()], [d[10] for d in score.values()])
+        out[kind] = metric_figures(score, clean=kind == "bare", check_steps=check_steps)
+        if kind == "bare":
             out[kind]["auc_clean_vs_step10_ci95"] = auc_interval([d[0] for d in score.values()],
                                                                  [d[10] for d in score.values()])
             out[kind]["auc_clean_vs_step10_components"] = {
@@ -623,6 +645,18 @@ def _decoded_renders(root: Path, packages: tuple[str, ...]) -> dict[str, np.ndar
     return {n: a for by_package in distribution_photographs(*packages).values() for n, a in by_package.items()}
 
 
+def signature_chains(sig: str, steps: int, side: int, chain_seed: int, source_seed: int, outside: tuple[str, ...] = (),
+                     model=None, chain=None, scale: float = 1.0) -> tuple[dict[str, dict[int, dict]], dict[str, str]]:
+    """One signature's chains of a draw, measured by `model` (heldout_chains'): its held-out sources
+    (signature_sources), a chain's seed the draw's plus 100 x the signature's index plus the chain's; `chain` (source,
+    seed, steps) -> {step: image} makes one (default: the signature's damage model `scale` times coarser)."""
+    from bench.detector import signatures as sg
+
+    chain = chain or (lambda a, seed, n: sg.chain(a, sig, seed=seed, steps=n, scale=scale))
+    return heldout_chains(steps, side, chain_seed + 100 * sg.SIGNATURES.index(sig), source_seed, model=model,
+                          sources=lambda side_, seed_: signature_sources(sig, side_, seed_, outside), chain=chain)
+
+
 def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].chain_seed,
                     source_seed: int = SIGNATURE_DRAWS[0].source_seed, scale: float = 1.0, signatures=None,
                     outside: tuple[str, ...] = ()) -> dict:
@@ -647,9 +681,7 @@ def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].
             growth.append(sg.damage_growth(images, sig, seed, n))
             return images
 
-        chains, group_of = heldout_chains(
-            steps, side, chain_seed + 100 * j, source_seed, model=model,
-            sources=lambda side_, seed_, sig=sig: signature_sources(sig, side_, seed_, outside), chain=make)
+        chains, group_of = signature_chains(sig, steps, side, chain_seed, source_seed, outside, model=model, chain=make)
         grown = dict(zip(chains, growth, strict=True))
         flat = [c for c, g in grown.items() if not sg.damage_grows(g)]  # detector-free: the premise fails
         out[sig] = {"all": _chain_figures(chains),
@@ -667,6 +699,59 @@ def part_signatures(steps: int, side: int, chain_seed: int = SIGNATURE_DRAWS[0].
     out["pooled"] = {"all": _chain_figures(pooled)}
     for g in dict.fromkeys(pooled_groups.values()):
         out["pooled"][g] = _chain_figures({c: st for c, st in pooled.items() if pooled_groups[c] == g})
+    return out
+
+
+# the paper's hand-crafted metrics: PIQE needs no file, NIQE, BRISQUE and IL-NIQE the parameter files ../shared holds
+OTHER_METRICS = ("piqe", "niqe", "brisque", "ilniqe")
+
+
+def _scored_by(scorers: list[MetricScorer]):
+    """heldout_chains' `model` for other metrics: a list of images -> [{metric: score}] in order, None where the
+    metric defines no score (NIQE on a nearly uniform image); any other error is raised."""
+    import warnings
+
+    from banana100.errors import ScoreUndefinedError
+    from banana100.metrics.native import FlatRegionWarning
+
+    def measure(images: list[np.ndarray]) -> list[dict[str, float | None]]:
+        names = [f"image {i}" for i in range(len(images))]
+        per = {}
+        with warnings.catch_warnings():  # a flat render's warning a step: their cards say what it means
+            warnings.simplefilter("ignore", FlatRegionWarning)
+            for s in scorers:
+                scored = s.measure(images, names)
+                if other := [e for e in scored.errors.values() if not isinstance(e, ScoreUndefinedError)]:
+                    raise other[0]
+                per[s.name] = scored.scores
+        return [{m: v[i] for m, v in per.items()} for i in range(len(images))]
+
+    return measure
+
+
+def part_other_metrics(steps: int, side: int, key: str, metrics=OTHER_METRICS) -> dict:
+    """The held-out signature draw `key`'s chains (made again, as part_signatures makes them) scored by `metrics`:
+    per signature and pooled, each metric's protocol and AUCs (metric_figures), read in its own worse direction, for
+    the card to set edit_damage's beside them. Every scorer is built first, so a missing parameter file stops it
+    before any chain is made."""
+    from bench.detector import signatures as sg
+    from banana100.metrics.table import get_metric
+
+    draw = signature_draw_of(key)
+    scorers = [MetricScorer(m, device="cpu", batch_size=8) for m in metrics]
+    model = _scored_by(scorers)
+    lower = {s.name: get_metric(s.name).lower_better for s in scorers}
+    out, pooled = {"draw": key, "metrics": [s.name for s in scorers], "steps": steps, "side": side}, {m: {} for m in lower}
+    for sig in sg.SIGNATURES:
+        chains, _ = signature_chains(sig, steps, side, draw.chain_seed, draw.source_seed, draw.outside, model=model)
+        out[sig] = {}
+        for m, lower_better in lower.items():
+            score = {c: {k: st[k][m] for k in st} for c, st in chains.items()}
+            out[sig][m] = metric_figures(score, lower_better)
+            pooled[m].update({f"{sig}/{c}": d for c, d in score.items()})
+        print(f"(e) by other metrics, {sig}, {len(chains)} chains, AUC clean vs step 10: " + ", ".join(
+            f"{m} {f['auc_clean_vs_step10']:.3f}" for m, f in out[sig].items()), flush=True)
+    out["pooled"] = {m: metric_figures(score, lower[m]) for m, score in pooled.items()}
     return out
 
 
@@ -751,6 +836,9 @@ def main(argv=None) -> int:
     ap.add_argument("--damage-scale", type=float, default=1.0,
                     help="(e)'s damage this many times coarser (bench/detector/signatures.py); needs another --out")
     ap.add_argument("--signatures", default=None, help="(e)'s signatures, comma-separated (default: all)")
+    ap.add_argument("--other-metrics", default=",".join(OTHER_METRICS),
+                    help="part other_metrics' metrics (default: %(default)s; NIQE, BRISQUE and IL-NIQE need their "
+                         "parameter files: BANANA100_WEIGHTS=../shared/iqa-params)")
     ap.add_argument("--max-side", type=int, default=RECORD_MAX_SIDE,
                     help=f"photographs and renders read from files shrunk to at most this many px (default {RECORD_MAX_SIDE}; "
                          "with --heldout-side, every source of a draw at another size); needs another --out")
@@ -798,6 +886,10 @@ def main(argv=None) -> int:
             result[key] = part_signatures(args.chain_steps, args.heldout_side, *seeds, scale=args.damage_scale,
                                           signatures=args.signatures.split(",") if args.signatures else None,
                                           outside=outside)
+    if "other_metrics" in parts:  # not a default part: it needs the metrics' parameter files
+        key = signature_draw(max(SIGNATURE_HELD_OUT)).key
+        result[OTHER_METRICS_KEY] = part_other_metrics(args.chain_steps, args.heldout_side, key,
+                                                       args.other_metrics.split(","))
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

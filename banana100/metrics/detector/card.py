@@ -14,9 +14,9 @@ from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
                                                  OUTSIDE_RENDERS, SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
-                                                 heldout_aucs_text, heldout_by_source, results, signature_draw_of,
-                                                 signatures)
-from banana100.metrics.table import MetricSpec
+                                                 heldout_aucs_text, heldout_by_source, other_metrics, results,
+                                                 signature_draw_of, signatures, span)
+from banana100.metrics.table import MetricSpec, get_metric
 
 DOCS = "docs/edit-damage.md"
 RECORD = "docs/edit-damage-history.md"  # what changed, was drawn and was tried, version by version
@@ -302,6 +302,7 @@ def signatures_section(r: dict) -> str:
     missed = [f"{sig}: bare {_failed(d, sig, 'bare')}; told the source {_failed(d, sig, 'relative')}"
               for sig in s if sig != "pooled"]
     marked = any(d[sig].get("no_damage_growth") for sig in s if sig != "pooled")
+    lines += _beside_other_metrics(r, key, s)
     lines += ["", "The chains that failed the protocol: " + "; ".join(missed) + "." + (
         " Marked *: the chain's own damage did not grow after step 1 (detector-free: its RMS difference from the "
         "same chain re-rendered without the signature, `damage_rms` in the results, rose by at most a tenth), so "
@@ -311,6 +312,32 @@ def signatures_section(r: dict) -> str:
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
     return "\n".join(lines + _every_draw(r))
+
+
+def _beside_other_metrics(r: dict, key: str, s: dict) -> list[str]:
+    """The draw's chains scored alone by edit_damage and by the paper's hand-crafted metrics (the validator's part
+    `other_metrics`), a row a signature; [] where that part did not score this draw."""
+    others = other_metrics(r, key)
+    if not others:
+        return []
+    metrics = list(others["pooled"])
+    names = [get_metric(m).display_name for m in metrics]
+    lines = ["", "Alone beside the paper's hand-crafted metrics on the same chains (each cell AUC clean vs step 10, "
+             "then chains passed; each metric read in its own direction, a higher PIQE, NIQE, BRISQUE or IL-NIQE "
+             "being worse; the validator's part `other_metrics`, with the metrics' parameter files):", "",
+             "| signature | `edit_damage` | " + " | ".join(names) + " |", "| --- " * (len(metrics) + 2) + "|"]
+    def cell(f: dict | None) -> str:
+        if f is None:
+            return "n/a"
+        return f"{f['auc']:.2f}, {f['passed']}/{f['n']}" + (f" ({f['unscored']} unscored)" if f["unscored"] else "")
+
+    for sig, v in s.items():
+        cells = [cell(others.get(sig, {}).get(m)) for m in metrics]
+        lines.append(f"| {sig} | {v['bare_auc']:.2f}, {v['bare_passed']}/{v['n']} | " + " | ".join(cells) + " |")
+    if any(f["unscored"] for by_metric in others.values() for f in by_metric.values()):
+        lines += ["", "Unscored: chains with a step the metric gives no score (NIQE on a nearly uniform image), "
+                      "neither passed nor failed; its AUC is over the chains scored at both steps."]
+    return lines
 
 
 # what the own-damage column is, and why the told-the-source AUC is read against it
@@ -377,6 +404,16 @@ def cost(r: dict) -> str:
             "a machine shared with other jobs: ratios, not seconds):\n\n" + "\n".join(lines) + "\n\n" + verdict)
 
 
+def others_pooled(others: dict[str, dict]) -> str:
+    """The hand-crafted metrics' pooled figures on a signature draw's chains (evidence.other_metrics' "pooled"), as
+    "PIQE, NIQE, BRISQUE and IL-NIQE on the same chains: 0.47-0.53, 53-68 chains passed"."""
+    names = [get_metric(m).display_name for m in others]
+    named = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    passed = [f["passed"] for f in others.values()]
+    count = f"{min(passed)}-{max(passed)}" if min(passed) != max(passed) else f"{passed[0]}"
+    return f"{named} on the same chains: {span([f['auc'] for f in others.values()])}, {count} chains passed"
+
+
 def alone(r: dict) -> str:
     """What the bare score is worth alone and against a reference, in the measured figures."""
     h, c = r.get("heldout_chains", {}).get("all"), r.get("clean_vs_step5")
@@ -385,6 +422,7 @@ def alone(r: dict) -> str:
                 "`python -m bench.detector.validate_edit_damage` for the figures); use `references=` where you can.")
     held = held_out_signature_draws(r)  # the draw no choice of the version shipped saw (the first before any)
     sig = signatures(r, held[-1]).get("pooled") if held else None
+    others = other_metrics(r, held[-1]).get("pooled", {}) if held else {}
     aucs, by_source = heldout_aucs_text(r), heldout_by_source(r)
     every = min(heldout_aucs(r)) >= FILTER_AUC
     verdict = (f"at or above the {FILTER_AUC} a filter needs on every one, though its 95 % intervals reach below it"
@@ -396,6 +434,7 @@ def alone(r: dict) -> str:
             + (f"; by source, {by_source}" if by_source else "")
             + (f"; on the other editors' signatures (e), held out, {sig['bare_auc']:.2f}, {sig['bare_passed']} of "
                f"{sig['n']} chains passed" if sig else "")
+            + (f" (the paper's {others_pooled(others)})" if others else "")
             + ". An image's own grain, periodic content, tint, softness, texture or compression still reads as "
             f"damage. Against a reference, `edit_damage_rel` failed {h['relative']['n_failed']} of "
             f"{h['relative']['n_chains']} chains of (d)'s first draw (AUC step 1 vs 10: "

@@ -135,6 +135,9 @@ SIGNATURE_KEY = SIGNATURE_DRAWS[0].key
 # versions 12's tolerance and 13's colour unit were chosen on draws 1-8 as development data,
 # bench/detector/component_variants.py, after the told-the-source figures of every draw had been read)
 SIGNATURE_HELD_OUT = (17,)
+# the validator's part `other_metrics`: the last held-out signature draw's chains scored by the paper's hand-crafted
+# metrics ({"draw": its key, "metrics": [...], signature or "pooled": {metric: figures}})
+OTHER_METRICS_KEY = "signature_chains_by_other_metrics"
 
 
 def signature_draw(number: int) -> SignatureDraw:
@@ -236,6 +239,20 @@ def signatures(r: dict, key: str = SIGNATURE_KEY) -> dict[str, dict]:
                     "rel_passed": rel["n_chains"] - rel["n_failed"], "rel_auc": rel["auc_step1_vs_step10"],
                     "own_auc": own_damage_auc(own), "best": (best, comps[best]) if best else None}
     return out
+
+
+def other_metrics(r: dict, key: str) -> dict[str, dict[str, dict]]:
+    """The draw `key`'s chains scored by the paper's hand-crafted metrics (the validator's part `other_metrics`): per
+    signature, then "pooled", {metric: {"n", "passed", "unscored" (chains with a step the metric gives no score),
+    "auc" (clean vs step 10, the metric read in its own worse direction)}}; {} where that part scored another draw,
+    or none."""
+    d = r.get(OTHER_METRICS_KEY) or {}
+    if d.get("draw") != key:
+        return {}
+    return {sig: {m: {"n": f["n_chains"], "passed": f["n_chains"] - f["n_failed"] - f.get("n_incomplete", 0),
+                      "unscored": f.get("n_incomplete", 0), "auc": f["auc_clean_vs_step10"]}
+                  for m, f in by_metric.items()}
+            for sig, by_metric in d.items() if isinstance(by_metric, dict)}
 
 
 def missed_by_group(r: dict, sig: str, kind: str, key: str = SIGNATURE_KEY) -> dict[str, int]:

@@ -478,6 +478,46 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
     assert "part fresh skipped" in said and "apt-get install mate-backgrounds plasma-workspace-wallpapers" in said
 
 
+def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_chains_only():
+    """Issue 42 compared the bare score with BRISQUE, PIQE and NIQE: the card's (e) sets it beside them on the
+    held-out draw's chains (the validator's part `other_metrics`), and never another draw's scores beside it."""
+    from banana100.metrics.detector import card as dc
+    from banana100.metrics.detector import evidence
+
+    def fig(n, failed, auc):
+        return {"bare": {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc, "auc_step1_vs_step10": 0.5},
+                "relative": {"n_chains": n, "n_failed": 0, "auc_step1_vs_step10": 0.9}}
+
+    def other(n, failed, auc):
+        return {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc, "auc_step1_vs_step10": 0.4}
+
+    draw = {"steps": 20, "side": 384, "seeds": {"chains": 700, "drawn_sources": 7}, "editors": {"creases": "X"},
+            "creases": {"all": fig(17, 2, 0.934)}, "pooled": {"all": fig(17, 2, 0.934)}}
+    scored = {"draw": evidence.SIGNATURE_KEY, "metrics": ["piqe", "brisque"],
+              "creases": {"piqe": other(17, 9, 0.412), "brisque": other(17, 4, 0.6)},
+              "pooled": {"piqe": other(17, 9, 0.412), "brisque": other(17, 4, 0.6)}}
+    r = {evidence.SIGNATURE_KEY: draw, evidence.OTHER_METRICS_KEY: scored}
+    assert evidence.other_metrics(r, evidence.SIGNATURE_KEY)["creases"]["piqe"] == {"n": 17, "passed": 8,
+                                                                                   "unscored": 0, "auc": 0.412}
+    section = dc.signatures_section(r)
+    assert "| signature | `edit_damage` | PIQE | BRISQUE |" in section and "Unscored" not in section
+    assert "| creases | 0.93, 15/17 | 0.41, 8/17 | 0.60, 13/17 |" in section and "| pooled | 0.93, 15/17 |" in section
+    # the card's gist quotes them pooled beside the bare score's
+    assert dc.others_pooled(evidence.other_metrics(r, evidence.SIGNATURE_KEY)["pooled"]) == (
+        "PIQE and BRISQUE on the same chains: 0.41-0.60, 8-13 chains passed")
+    # chains with a step the metric gives no score neither pass nor fail, and say so
+    scored["creases"]["brisque"] = {**other(17, 4, 0.6), "n_incomplete": 2}
+    assert "| 0.60, 11/17 (2 unscored) |" in dc.signatures_section(r) and "Unscored:" in dc.signatures_section(r)
+    # scores of another draw are not set beside this one's
+    elsewhere = {**r, evidence.OTHER_METRICS_KEY: {**scored, "draw": evidence.signature_draw(2).key}}
+    assert evidence.other_metrics(elsewhere, evidence.SIGNATURE_KEY) == {} and "PIQE" not in dc.signatures_section(elsewhere)
+    # the record's comparison, where there is one, is of the draw the card quotes
+    record = evidence.results()
+    if evidence.OTHER_METRICS_KEY in record:
+        assert evidence.other_metrics(record, evidence.held_out_signature_draws(record)[-1]), (
+            "the hand-crafted metrics scored another draw: rerun the validator's part other_metrics")
+
+
 def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():
     """A fall is a wrong answer, not a weak one: the card names the images (JPEG's blocking is damage now,
     so its ladder counts too), and the held-out package photographs get their own column."""

@@ -263,6 +263,47 @@ def test_the_signature_part_scores_every_signature_by_source_group_and_pooled(mo
         c: p["seed"] for c, p in out["speckles"]["params"].items()}
 
 
+def test_the_other_metrics_part_scores_the_held_out_draws_chains_by_each_metric_in_its_own_direction(monkeypatch):
+    """The validator's part `other_metrics` on stand-in sources: each signature's chains scored by another metric,
+    protocol and AUCs per signature and pooled; a metric whose parameter file is missing stops it before any chain
+    is made."""
+    from bench.detector import signatures as sg
+    from bench.detector import validate_edit_damage as validate
+    from banana100.errors import WeightsNotFoundError
+    from banana100.metrics.detector import evidence
+
+    made = []
+
+    def sources(signature, side, seed, outside=()):
+        made.append(signature)
+        return {evidence.RENDERS: {"render": _smooth(side, seed=seed), "render 2": _smooth(side, seed=seed + 1)}}
+
+    monkeypatch.setattr(validate, "signature_sources", sources)
+    key = evidence.signature_draw(evidence.SIGNATURE_HELD_OUT[-1]).key
+    with pytest.raises(WeightsNotFoundError, match="niqe"):
+        validate.part_other_metrics(steps=20, side=128, key=key, metrics=["piqe", "niqe"])
+    assert made == []
+    out = validate.part_other_metrics(steps=20, side=128, key=key, metrics=["piqe"])
+    assert out["draw"] == key and out["metrics"] == ["piqe"] and made == list(sg.SIGNATURES)
+    for sig in sg.SIGNATURES:
+        f = out[sig]["piqe"]
+        assert f["n_chains"] == 2 and set(f["scores"]) == {"render", "render 2"}
+        assert set(f["scores"]["render"]) == {"0", "1", "5", "10", "20"} and 0 <= f["auc_clean_vs_step10"] <= 1
+    assert out["pooled"]["piqe"]["n_chains"] == 2 * len(sg.SIGNATURES)
+    # a metric read in its own direction: a score that falls step after step is damage where higher is better
+    falling = {c: {k: 10.0 - k - i for k in (0, 1, 5, 10, 20)} for i, c in enumerate("ab")}
+    up = validate.metric_figures(falling, lower_better=False)
+    assert up["n_failed"] == 0 and up["auc_clean_vs_step10"] == 1.0
+    down = validate.metric_figures(falling, lower_better=True)
+    assert down["n_failed"] == 2 and down["auc_clean_vs_step10"] == 0.0
+    # a step with no score (None: NIQE on a nearly uniform image) leaves its chain neither passed nor failed, and
+    # out of the AUCs that need that step
+    falling["b"][10] = None
+    holed = validate.metric_figures(falling, lower_better=False)
+    assert holed["n_failed"] == 0 and holed["n_incomplete"] == 1 and holed["incomplete_chains"] == ["b"]
+    assert holed["auc_clean_vs_step10"] == 1.0 and "n_incomplete" not in up
+
+
 def test_damage_growth_is_the_chains_own_damage_against_its_re_rendered_twin():
     """Detector-free: speckles pile up step after step; creases on a render with no contour add nothing (the
     twin has the same crops and shifts, so re-rendering alone reads 0)."""
