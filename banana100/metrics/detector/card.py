@@ -334,6 +334,12 @@ def _beside_other_metrics(r: dict, key: str, s: dict) -> list[str]:
     for sig, v in s.items():
         cells = [cell(others.get(sig, {}).get(m)) for m in metrics]
         lines.append(f"| {sig} | {v['bare_auc']:.2f}, {v['bare_passed']}/{v['n']} | " + " | ".join(cells) + " |")
+    lines += ["", "Told the source, each metric's change since the chain's source, step 1 vs step 10 across chains (AUC; "
+              "its chains passed are those above: subtracting the source's score keeps a chain's order):", "",
+              "| signature | `edit_damage_rel` | " + " | ".join(names) + " |", "| --- " * (len(metrics) + 2) + "|"]
+    for sig, v in s.items():
+        told = [f"{others[sig][m]['told_auc']:.2f}" if m in others.get(sig, {}) else "n/a" for m in metrics]
+        lines.append(f"| {sig} | {v['rel_auc']:.2f}, {v['rel_passed']}/{v['n']} | " + " | ".join(told) + " |")
     if any(f["unscored"] for by_metric in others.values() for f in by_metric.values()):
         lines += ["", "Unscored: chains with a step the metric gives no score (NIQE on a nearly uniform image), "
                       "neither passed nor failed; its AUC is over the chains scored at both steps."]

@@ -244,13 +244,23 @@ def signatures(r: dict, key: str = SIGNATURE_KEY) -> dict[str, dict]:
 def other_metrics(r: dict, key: str) -> dict[str, dict[str, dict]]:
     """The draw `key`'s chains scored by the paper's hand-crafted metrics (the validator's part `other_metrics`): per
     signature, then "pooled", {metric: {"n", "passed", "unscored" (chains with a step the metric gives no score),
-    "auc" (clean vs step 10, the metric read in its own worse direction)}}; {} where that part scored another draw,
-    or none."""
+    "auc" (clean vs step 10), "told_auc" (step 1 vs step 10 of the metric's change since the chain's source, as
+    edit_damage_rel's is read), each read in the metric's own worse direction}}; {} where that part scored another
+    draw, or none."""
+    from banana100.metrics.table import get_metric
+
     d = r.get(OTHER_METRICS_KEY) or {}
     if d.get("draw") != key:
         return {}
+
+    def since_source(f: dict, lower_better: bool) -> float:
+        sign = 1 if lower_better else -1
+        rows = [v for v in f["scores"].values() if all(v.get(k) is not None for k in ("0", "1", "10"))]
+        return auc([sign * (v["1"] - v["0"]) for v in rows], [sign * (v["10"] - v["0"]) for v in rows])
+
     return {sig: {m: {"n": f["n_chains"], "passed": f["n_chains"] - f["n_failed"] - f.get("n_incomplete", 0),
-                      "unscored": f.get("n_incomplete", 0), "auc": f["auc_clean_vs_step10"]}
+                      "unscored": f.get("n_incomplete", 0), "auc": f["auc_clean_vs_step10"],
+                      "told_auc": since_source(f, get_metric(m).lower_better)}
                   for m, f in by_metric.items()}
             for sig, by_metric in d.items() if isinstance(by_metric, dict)}
 

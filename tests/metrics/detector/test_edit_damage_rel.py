@@ -489,7 +489,11 @@ def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_c
                 "relative": {"n_chains": n, "n_failed": 0, "auc_step1_vs_step10": 0.9}}
 
     def other(n, failed, auc):
-        return {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc, "auc_step1_vs_step10": 0.4}
+        # two chains: since its source a's score rises 1 at step 1 and 2 at step 10, b's 3 and 4: b's step 10 is
+        # above both steps 1, a's only above its own (3 of 4 pairs)
+        scores = {"a": {"0": 10.0, "1": 11.0, "10": 12.0}, "b": {"0": 50.0, "1": 53.0, "10": 54.0}}
+        return {"n_chains": n, "n_failed": failed, "auc_clean_vs_step10": auc, "auc_step1_vs_step10": 0.4,
+                "scores": scores}
 
     draw = {"steps": 20, "side": 384, "seeds": {"chains": 700, "drawn_sources": 7}, "editors": {"creases": "X"},
             "creases": {"all": fig(17, 2, 0.934)}, "pooled": {"all": fig(17, 2, 0.934)}}
@@ -497,11 +501,13 @@ def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_c
               "creases": {"piqe": other(17, 9, 0.412), "brisque": other(17, 4, 0.6)},
               "pooled": {"piqe": other(17, 9, 0.412), "brisque": other(17, 4, 0.6)}}
     r = {evidence.SIGNATURE_KEY: draw, evidence.OTHER_METRICS_KEY: scored}
-    assert evidence.other_metrics(r, evidence.SIGNATURE_KEY)["creases"]["piqe"] == {"n": 17, "passed": 8,
-                                                                                   "unscored": 0, "auc": 0.412}
+    assert evidence.other_metrics(r, evidence.SIGNATURE_KEY)["creases"]["piqe"] == {
+        "n": 17, "passed": 8, "unscored": 0, "auc": 0.412, "told_auc": 0.75}
     section = dc.signatures_section(r)
     assert "| signature | `edit_damage` | PIQE | BRISQUE |" in section and "Unscored" not in section
     assert "| creases | 0.93, 15/17 | 0.41, 8/17 | 0.60, 13/17 |" in section and "| pooled | 0.93, 15/17 |" in section
+    # told the source: edit_damage_rel beside each metric's change since the chain's source
+    assert "| signature | `edit_damage_rel` | PIQE | BRISQUE |" in section and "| creases | 0.90, 17/17 | 0.75 | 0.75 |" in section
     # the card's gist quotes them pooled beside the bare score's
     assert dc.others_pooled(evidence.other_metrics(r, evidence.SIGNATURE_KEY)["pooled"]) == (
         "PIQE and BRISQUE on the same chains: 0.41-0.60, 8-13 chains passed")
