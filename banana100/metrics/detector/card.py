@@ -15,7 +15,7 @@ from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
                                                  OUTSIDE_RENDERS, SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
                                                  heldout_aucs_text, heldout_by_source, other_metrics, results,
-                                                 signature_draw_of, signatures, span)
+                                                 others_pooled, signature_draw_of, signatures)
 from banana100.metrics.table import MetricSpec, get_metric
 
 DOCS = "docs/edit-damage.md"
@@ -410,16 +410,6 @@ def cost(r: dict) -> str:
             "a machine shared with other jobs: ratios, not seconds):\n\n" + "\n".join(lines) + "\n\n" + verdict)
 
 
-def others_pooled(others: dict[str, dict]) -> str:
-    """The hand-crafted metrics' pooled figures on a signature draw's chains (evidence.other_metrics' "pooled"), as
-    "PIQE, NIQE, BRISQUE and IL-NIQE on the same chains: 0.47-0.53, 53-68 chains passed"."""
-    names = [get_metric(m).display_name for m in others]
-    named = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-    passed = [f["passed"] for f in others.values()]
-    count = f"{min(passed)}-{max(passed)}" if min(passed) != max(passed) else f"{passed[0]}"
-    return f"{named} on the same chains: {span([f['auc'] for f in others.values()])}, {count} chains passed"
-
-
 def alone(r: dict) -> str:
     """What the bare score is worth alone and against a reference, in the measured figures."""
     h, c = r.get("heldout_chains", {}).get("all"), r.get("clean_vs_step5")
@@ -440,7 +430,7 @@ def alone(r: dict) -> str:
             + (f"; by source, {by_source}" if by_source else "")
             + (f"; on the other editors' signatures (e), held out, {sig['bare_auc']:.2f}, {sig['bare_passed']} of "
                f"{sig['n']} chains passed" if sig else "")
-            + (f" (the paper's {others_pooled(others)})" if others else "")
+            + (f" (on the same chains the paper's {others_pooled(others)})" if others else "")
             + ". An image's own grain, periodic content, tint, softness, texture or compression still reads as "
             f"damage. Against a reference, `edit_damage_rel` failed {h['relative']['n_failed']} of "
             f"{h['relative']['n_chains']} chains of (d)'s first draw (AUC step 1 vs 10: "

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from banana100.metrics.table import get_metric
 from banana100.texttable import columns
 
 DETECTOR_DATA = Path(__file__).with_name("data")
@@ -247,8 +248,6 @@ def other_metrics(r: dict, key: str) -> dict[str, dict[str, dict]]:
     "auc" (clean vs step 10), "told_auc" (step 1 vs step 10 of the metric's change since the chain's source, as
     edit_damage_rel's is read), each read in the metric's own worse direction}}; {} where that part scored another
     draw, or none."""
-    from banana100.metrics.table import get_metric
-
     d = r.get(OTHER_METRICS_KEY) or {}
     if d.get("draw") != key:
         return {}
@@ -263,6 +262,17 @@ def other_metrics(r: dict, key: str) -> dict[str, dict[str, dict]]:
                       "told_auc": since_source(f, get_metric(m).lower_better)}
                   for m, f in by_metric.items()}
             for sig, by_metric in d.items() if isinstance(by_metric, dict)}
+
+
+def others_pooled(others: dict[str, dict]) -> str:
+    """The hand-crafted metrics' pooled figures on a signature draw's chains (evidence.other_metrics' "pooled"), as
+    "PIQE, NIQE, BRISQUE and IL-NIQE: 0.47-0.53, 53-68 of 149 chains passed"."""
+    names = [get_metric(m).display_name for m in others]
+    named = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    passed = [f["passed"] for f in others.values()]
+    count = f"{min(passed)}-{max(passed)}" if min(passed) != max(passed) else f"{passed[0]}"
+    n = max(f["n"] for f in others.values())
+    return f"{named}: {span([f['auc'] for f in others.values()])}, {count} of {n} chains passed"
 
 
 def missed_by_group(r: dict, sig: str, kind: str, key: str = SIGNATURE_KEY) -> dict[str, int]:
@@ -358,9 +368,11 @@ def alone_note() -> str:
     try:
         r = results()
         rows, b, faint = signature_rows(r), model_b_row(r), faint_auc(r)
-        names = " and ".join(signature_draw_of(k).name for k in held_out_signature_draws(r)) if rows else ""
+        held = held_out_signature_draws(r)
+        names = " and ".join(signature_draw_of(k).name for k in held) if rows else ""
+        others = other_metrics(r, held[-1]).get("pooled", {}) if rows else {}
     except (OSError, KeyError, ValueError, TypeError):
-        rows, b, faint, names = [], None, None, ""
+        rows, b, faint, names, others = [], None, None, "", {}
     wrap = lambda text: textwrap.fill(text, NOTE_WIDTH)  # noqa: E731
     said = [wrap(ALONE_GIST.format(where=" (docs/edit-damage.md)") + ".")]
     table = [*([b] if b else []), *rows,
@@ -371,6 +383,9 @@ def alone_note() -> str:
     said.append(wrap(f"Held out, each cell ROC AUC and chains passed (alone: clean vs step 10; told the source: step 1 "
                      f"vs step 10; a chain passes where steps 5, 10 and 20 all score above step 1){draws}:"))
     said += columns([NOTE_HEAD, *table], indent="  ")
+    if others:
+        said.append(wrap(f"The same signature chains pooled, scored alone by the paper's {others_pooled(others)} "
+                         "(the metric card's (e))."))
     if b:
         by_source = heldout_by_source(r)
         said.append(wrap(f"Nano Banana Pro's kind alone, one AUC for each of its {len(heldout_aucs(r))} draws: "

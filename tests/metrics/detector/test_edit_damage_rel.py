@@ -478,7 +478,7 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
     assert "part fresh skipped" in said and "apt-get install mate-backgrounds plasma-workspace-wallpapers" in said
 
 
-def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_chains_only():
+def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_chains_only(monkeypatch):
     """Issue 42 compared the bare score with BRISQUE, PIQE and NIQE: the card's (e) sets it beside them on the
     held-out draw's chains (the validator's part `other_metrics`), and never another draw's scores beside it."""
     from banana100.metrics.detector import card as dc
@@ -509,8 +509,11 @@ def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_c
     # told the source: edit_damage_rel beside each metric's change since the chain's source
     assert "| signature | `edit_damage_rel` | PIQE | BRISQUE |" in section and "| creases | 0.90, 17/17 | 0.75 | 0.75 |" in section
     # the card's gist quotes them pooled beside the bare score's
-    assert dc.others_pooled(evidence.other_metrics(r, evidence.SIGNATURE_KEY)["pooled"]) == (
-        "PIQE and BRISQUE on the same chains: 0.41-0.60, 8-13 chains passed")
+    assert evidence.others_pooled(evidence.other_metrics(r, evidence.SIGNATURE_KEY)["pooled"]) == (
+        "PIQE and BRISQUE: 0.41-0.60, 8-13 of 17 chains passed")
+    # and so does the note under `score`'s table
+    monkeypatch.setattr(evidence, "results", lambda name=evidence.VALIDATION: r)
+    assert "scored alone by the paper's PIQE and BRISQUE: 0.41-0.60, 8-13 of 17 chains passed" in evidence.alone_note().replace("\n", " ")
     # chains with a step the metric gives no score neither pass nor fail, and say so
     scored["creases"]["brisque"] = {**other(17, 4, 0.6), "n_incomplete": 2}
     assert "| 0.60, 11/17 (2 unscored) |" in dc.signatures_section(r) and "Unscored:" in dc.signatures_section(r)
