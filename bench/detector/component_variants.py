@@ -67,14 +67,20 @@ def constants(module=None, **values):
 
 def _crease(luma, **form) -> float:
     """The bare `crease` of one luma plane (1, 1, H, W), under the constants `form`."""
-    from banana100.metrics.detector import model
+    from banana100.metrics.detector import filters, model
 
     with constants(None, **form):
-        smooth = model.gauss(luma, model.RESIDUAL_SIGMA)
-        fine = model.gauss(luma, model.DOG_SIGMAS[0])
+        smooth = filters.gauss(luma, model.RESIDUAL_SIGMA)
+        fine = filters.gauss(luma, model.DOG_SIGMAS[0])
         edges = model.EditDamage._edges(smooth)
-        gx, gy = model.central_differences(smooth)
+        gx, gy = filters.central_differences(smooth)
         return float(model.EditDamage._crease(fine, edges, gx, gy, edges.flatten().nonzero()[:, 0]))
+
+
+def _means_2x2(luma):
+    from banana100.metrics.detector import filters
+
+    return filters.means_2x2(luma)
 
 
 TEXTURED_COHERENCE = 0.5  # a tile whose gradients share one direction this much holds an edge or a ramp, not texture
@@ -89,12 +95,12 @@ def _texture_lost_off_edges(luma) -> float:
     import torch
     import torch.nn.functional as F
 
-    from banana100.metrics.detector import model
+    from banana100.metrics.detector import filters, model
 
     (a, b), (_, c) = model.DOG_SIGMAS, model.TEXTURE_SIGMAS
-    ga, gb, gc = (model.gauss(luma, s) for s in (a, b, c))
+    ga, gb, gc = (filters.gauss(luma, s) for s in (a, b, c))
     fine, coarse = (F.avg_pool2d(x * x, model.TILE) for x in (ga - gb, gb - gc))
-    gx, gy = model.central_differences(model.gauss(luma, 1.5))
+    gx, gy = filters.central_differences(filters.gauss(luma, 1.5))
     jxx, jyy, jxy = (F.avg_pool2d(x, model.TILE) for x in (gx * gx, gy * gy, gx * gy))
     coherence = torch.sqrt((jxx - jyy) ** 2 + 4 * jxy ** 2) / (jxx + jyy).clamp(min=1e-9)
     textured = (coarse >= model.SIMPLIFY_STRUCTURE ** 2) & (coherence < TEXTURED_COHERENCE)
@@ -107,7 +113,7 @@ def _texture_lost_off_edges(luma) -> float:
 VARIANTS = {
     "crease half scale": ("the crease on the luma's 2x2 means: its window reaches 8 px (the damage model's line lies "
                           "5.8-6.8 px off strong edges: bench.detector.crease_reach)",
-                          lambda luma, model: _crease(model.means_2x2(luma))),
+                          lambda luma, model: _crease(_means_2x2(luma))),
     "crease reach 3": ("the crease's window 7 px", lambda luma, model: _crease(luma, CREASE_REACH=3)),
     "crease reach 6": ("the crease's window 13 px", lambda luma, model: _crease(luma, CREASE_REACH=6)),
     "crease z 1": ("steps back beyond 1 standard error, not 2", lambda luma, model: _crease(luma, CREASE_Z=1.0)),
@@ -215,7 +221,7 @@ def measure(files: dict[str, Path]) -> dict[str, dict[int, dict]]:
     value}}."""
     import torch
 
-    from banana100.metrics.detector import model
+    from banana100.metrics.detector import filters, model
     from banana100.metrics.detector.relative import StatsModel
 
     stats_model = StatsModel("cpu")
@@ -225,7 +231,7 @@ def measure(files: dict[str, Path]) -> dict[str, dict[int, dict]]:
             steps = {k: z[f"step{k}"] for k in KEPT}
         out[chain] = dict(zip(steps, stats_model(list(steps.values())), strict=True))
         for k, a in steps.items():
-            luma = model.luma_of(torch.from_numpy(a).permute(2, 0, 1)[None].float())
+            luma = filters.luma_of(torch.from_numpy(a).permute(2, 0, 1)[None].float())
             with torch.inference_mode():
                 out[chain][k].update({v: fn(luma, model) for v, (_, fn) in VARIANTS.items()})
         if (n + 1) % 50 == 0:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from banana100.metrics.detector import model
+from banana100.metrics.detector import filters, model
 
 
 def _disc_with_a_line(distance: float) -> torch.Tensor:
@@ -28,7 +28,7 @@ def test_the_bench_crease_is_the_detectors_and_a_form_is_restored_after_it():
     detector = model.EditDamage()
     with torch.inference_mode():
         detector(x)
-        luma = model.luma_of(x * 255)
+        luma = filters.luma_of(x * 255)
         shipped = cv._crease(luma)
         wide = cv._crease(luma, CREASE_REACH=6)
     assert shipped == pytest.approx(float(detector.last_components["crease"][0]), abs=1e-6) and shipped > 0
@@ -60,7 +60,7 @@ def test_texture_lost_off_edges_reads_a_flattened_texture_and_not_a_clean_edge()
 
     from bench.detector import component_variants as cv
 
-    assert cv._texture_lost_off_edges(model.luma_of(_disc_with_a_line(4) * 255)) == 0.0
+    assert cv._texture_lost_off_edges(filters.luma_of(_disc_with_a_line(4) * 255)) == 0.0
     texture = gaussian_filter(np.random.default_rng(0).normal(0, 30, (256, 256)), 1.0) + 128
     lum = lambda a: torch.from_numpy(a)[None, None].float()  # noqa: E731
     clean, flattened = (cv._texture_lost_off_edges(lum(a)) for a in (texture, gaussian_filter(texture, 1.5)))

@@ -9,6 +9,7 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 from banana100.metrics.engine.scorer import to_tensor
+from banana100.metrics.detector import filters
 from banana100.metrics.detector import model as ed
 
 
@@ -101,10 +102,10 @@ def test_the_cpu_paths_equal_the_convolution_and_the_batch():
 
     x = torch.rand(2, 1, 70, 90) * 255
     for sigma in (0.5, 2.5, 6.0):
-        k = ed.gauss_kernel(sigma, x.device, x.dtype)
+        k = filters.gauss_kernel(sigma, x.device, x.dtype)
         r = k.numel() // 2
         padded = F.pad(x, (r, r, 0, 0), mode="reflect")
-        torch.testing.assert_close(ed.separable_taps(padded, k, -1), F.conv2d(padded, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(filters.separable_taps(padded, k, -1), F.conv2d(padded, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
     m = ed.build()
     batch = torch.stack([to_tensor(a) for a in chain_images(3, 96)])
     torch.testing.assert_close(m(batch), m._measure(batch, at_points=False), rtol=1e-6, atol=1e-5)
@@ -117,27 +118,27 @@ def test_the_filter_summed_in_strips_of_rows_equals_whole_planes(monkeypatch):
     import torch.nn.functional as F
 
     x = torch.rand(2, 1, 61, 83) * 255
-    k = ed.gauss_kernel(2.5, x.device, x.dtype)
+    k = filters.gauss_kernel(2.5, x.device, x.dtype)
     r = k.numel() // 2
     across, down = F.pad(x, (r, r, 0, 0), mode="reflect"), F.pad(x, (0, 0, r, r), mode="reflect")
-    whole = ed.separable_taps(across, k, -1), ed.separable_taps(down, k, 2)
-    monkeypatch.setattr(ed, "STRIP_BYTES", 2 * 83 * 4 * 7)  # 7 rows of the batch a strip: 61 = 8 x 7 + 5
-    strips = ed.separable_taps(across, k, -1), ed.separable_taps(down, k, 2)
+    whole = filters.separable_taps(across, k, -1), filters.separable_taps(down, k, 2)
+    monkeypatch.setattr(filters, "STRIP_BYTES", 2 * 83 * 4 * 7)  # 7 rows of the batch a strip: 61 = 8 x 7 + 5
+    strips = filters.separable_taps(across, k, -1), filters.separable_taps(down, k, 2)
     assert all(torch.equal(a, b) for a, b in zip(whole, strips, strict=True))
     torch.testing.assert_close(strips[0], F.conv2d(across, k.view(1, 1, 1, -1)), rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(strips[1], F.conv2d(down, k.view(1, 1, -1, 1)), rtol=1e-5, atol=1e-4)
     with pytest.raises(ValueError, match="last two dimensions"):
-        ed.separable_taps(x, k, 1)
+        filters.separable_taps(x, k, 1)
 
 
 def test_the_cast_s_two_by_two_means_are_avg_pool_s_numbers():
-    """The cast reads 2x2 means (ed.means_2x2, for speed): bit for bit avg_pool2d's, odd sides cut as it cuts
+    """The cast reads 2x2 means (filters.means_2x2, for speed): bit for bit avg_pool2d's, odd sides cut as it cuts
     them, and a batch of three channels."""
     import torch.nn.functional as F
 
     for shape in [(1, 3, 64, 64), (2, 3, 131, 257), (1, 3, 7, 4)]:
         x = torch.rand(*shape) * 255
-        assert torch.equal(ed.means_2x2(x), F.avg_pool2d(x, 2)), shape
+        assert torch.equal(filters.means_2x2(x), F.avg_pool2d(x, 2)), shape
 
 
 def test_the_cpu_s_allocation_saving_forms_give_the_plain_forms_numbers():
@@ -150,28 +151,28 @@ def test_the_cpu_s_allocation_saving_forms_give_the_plain_forms_numbers():
 
     x = torch.rand(2, 1, 61, 83) * 255
     for sigma in (0.5, 2.5, 6.0):
-        k = ed.gauss_kernel(sigma, x.device, x.dtype)
+        k = filters.gauss_kernel(sigma, x.device, x.dtype)
         r = k.numel() // 2
-        plain = ed.separable_taps(F.pad(ed.separable_taps(F.pad(x, (r, r, 0, 0), mode="reflect"), k, -1),
+        plain = filters.separable_taps(F.pad(filters.separable_taps(F.pad(x, (r, r, 0, 0), mode="reflect"), k, -1),
                                         (0, 0, r, r), mode="reflect"), k, -2)
-        assert torch.equal(ed.gauss(x, sigma), plain), sigma
+        assert torch.equal(filters.gauss(x, sigma), plain), sigma
     few = torch.rand(1, 1, 12, 83) * 255  # 12 rows, a radius of 18: replicated
-    k = ed.gauss_kernel(6.0, few.device, few.dtype)
-    plain = ed.separable_taps(F.pad(ed.separable_taps(F.pad(few, (18, 18, 0, 0), mode="reflect"), k, -1),
+    k = filters.gauss_kernel(6.0, few.device, few.dtype)
+    plain = filters.separable_taps(F.pad(filters.separable_taps(F.pad(few, (18, 18, 0, 0), mode="reflect"), k, -1),
                                     (0, 0, 18, 18), mode="replicate"), k, -2)
-    assert torch.equal(ed.gauss(few, 6.0), plain)
+    assert torch.equal(filters.gauss(few, 6.0), plain)
     with pytest.raises(ValueError, match="out has shape"):
-        ed.separable_taps(x, k, -1, out=torch.empty(2, 1, 61, 5))
+        filters.separable_taps(x, k, -1, out=torch.empty(2, 1, 61, 5))
     flat = x.flatten()
     index = torch.randint(0, flat.numel(), (40, 11))
-    assert torch.equal(ed.take(flat, index), flat[index])
-    assert torch.equal(ed.padded_difference(x, -1, 2, 1), F.pad(x[..., 2:] - x[..., :-2], (1, 1, 0, 0)))
-    assert torch.equal(ed.padded_difference(x, -2, 1, 0), F.pad(x[..., 1:, :] - x[..., :-1, :], (0, 0, 0, 1)))
+    assert torch.equal(filters.take(flat, index), flat[index])
+    assert torch.equal(filters.padded_difference(x, -1, 2, 1), F.pad(x[..., 2:] - x[..., :-2], (1, 1, 0, 0)))
+    assert torch.equal(filters.padded_difference(x, -2, 1, 0), F.pad(x[..., 1:, :] - x[..., :-1, :], (0, 0, 0, 1)))
     for shape in [(2, 64, 80), (1, 512, 512), (3, 17, 1000)]:
         plane = torch.randn(*shape) * 40
         buffer = torch.empty(shape, dtype=torch.float64)
-        assert torch.equal(ed.float64_total(plane, buffer), plane.sum((1, 2), dtype=torch.float64)), shape
-        assert torch.equal(ed.float64_total(plane * plane, buffer), (plane * plane).sum((1, 2), dtype=torch.float64))
+        assert torch.equal(filters.float64_total(plane, buffer), plane.sum((1, 2), dtype=torch.float64)), shape
+        assert torch.equal(filters.float64_total(plane * plane, buffer), (plane * plane).sum((1, 2), dtype=torch.float64))
 
 
 @pytest.mark.parametrize("shape", [(64, 64), (65, 200), (200, 71), (256, 256)])
