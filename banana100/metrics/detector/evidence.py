@@ -371,6 +371,8 @@ def alone_note() -> str:
         held = held_out_signature_draws(r)
         names = " and ".join(signature_draw_of(k).name for k in held) if rows else ""
         others = other_metrics(r, held[-1]).get("pooled", {}) if rows else {}
+        pooled = signatures(r, held[-1]).get("pooled") if others else None
+        others = others if pooled else {}
     except (OSError, KeyError, ValueError, TypeError):
         rows, b, faint, names, others = [], None, None, "", {}
     wrap = lambda text: textwrap.fill(text, NOTE_WIDTH)  # noqa: E731
@@ -384,7 +386,8 @@ def alone_note() -> str:
                      f"vs step 10; a chain passes where steps 5, 10 and 20 all score above step 1){draws}:"))
     said += columns([NOTE_HEAD, *table], indent="  ")
     if others:
-        said.append(wrap(f"The same signature chains pooled, scored alone by the paper's {others_pooled(others)} "
+        said.append(wrap(f"Those signature chains pooled, alone: edit_damage {pooled['bare_auc']:.2f}, "
+                         f"{pooled['bare_passed']} of {pooled['n']} chains passed; the paper's {others_pooled(others)} "
                          "(the metric card's (e))."))
     if b:
         by_source = heldout_by_source(r)

@@ -513,7 +513,8 @@ def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_c
         "PIQE and BRISQUE: 0.41-0.60, 8-13 of 17 chains passed")
     # and so does the note under `score`'s table
     monkeypatch.setattr(evidence, "results", lambda name=evidence.VALIDATION: r)
-    assert "scored alone by the paper's PIQE and BRISQUE: 0.41-0.60, 8-13 of 17 chains passed" in evidence.alone_note().replace("\n", " ")
+    assert ("pooled, alone: edit_damage 0.93, 15 of 17 chains passed; the paper's PIQE and BRISQUE: 0.41-0.60, 8-13 of "
+            "17 chains passed") in evidence.alone_note().replace("\n", " ")
     # chains with a step the metric gives no score neither pass nor fail, and say so
     scored["creases"]["brisque"] = {**other(17, 4, 0.6), "n_incomplete": 2}
     assert "| 0.60, 11/17 (2 unscored) |" in dc.signatures_section(r) and "Unscored:" in dc.signatures_section(r)
