@@ -1,7 +1,7 @@
 """Validate the edit_damage detector on what this toolkit does not make; write every figure.
 
     nice python -m bench.detector.validate_edit_damage [--out banana100/metrics/detector/data/edit_damage_validation.json]
-        [--part ladders,clean,protocol,heldout,fresh,sixth,seventh,signatures,signatures2,...,other_metrics]
+        [--part ladders,clean,protocol,heldout,fresh,sixth,seventh,signatures,signatures2,...,other_metrics,other_metrics_model_b]
         [--chain-steps 20] [--chain-side 256] [--heldout-side 384]
         [--damage-scale 1 --signatures creases,speckles,simplified,jpeg]  # (e) only; write those to another --out
 
@@ -45,7 +45,8 @@
     Part `other_metrics` (not run by default): the chains of the last held-out signature draw
     (evidence.SIGNATURE_HELD_OUT) made again and scored by the paper's hand-crafted metrics (OTHER_METRICS, or
     --other-metrics; NIQE, BRISQUE and IL-NIQE need their parameter files: BANANA100_WEIGHTS=../shared/iqa-params),
-    each in its own worse direction: the card sets them beside edit_damage on the same chains.
+    each in its own worse direction: the card sets them beside edit_damage on the same chains. Part
+    `other_metrics_model_b` (not run by default either): the same for (d)'s eighth draw, damage model B's.
 
 Nothing is tuned here: the detector's constants are fixed in banana100/metrics/detector/model.py
 and edit_damage_rel.py.
@@ -76,9 +77,9 @@ from bench.benchtools import REPO, SHARED, write_results
 
 from banana100.metrics.engine.scorer import MetricScorer
 from banana100.metrics.detector.evidence import FRESH_KEY, HELDOUT_DRAWS, auc, PHOTOGRAPH_DRAWS, PHOTOGRAPHS, SIXTH_KEY
-from banana100.metrics.detector.evidence import (EIGHTH_KEY, OTHER_METRICS_KEY, OUTSIDE_RENDERS, RENDER_DRAWS, RENDERS,
-                                                 SEVENTH_KEY, SIGNATURE_DRAWS, SIGNATURE_HELD_OUT, signature_draw,
-                                                 signature_draw_of)
+from banana100.metrics.detector.evidence import (EIGHTH_KEY, OTHER_METRICS_KEY, OTHER_METRICS_MODEL_B_KEY,
+                                                 OUTSIDE_RENDERS, RENDER_DRAWS, RENDERS, SEVENTH_KEY, SIGNATURE_DRAWS,
+                                                 SIGNATURE_HELD_OUT, signature_draw, signature_draw_of)
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector import relative as rel
 from banana100.metrics.detector.model import COMPONENTS
@@ -729,29 +730,49 @@ def _scored_by(scorers: list[MetricScorer]):
     return measure
 
 
+def _scorers_of(metrics) -> tuple:
+    """(heldout_chains' `model` scoring by `metrics`, {metric: lower_better}). Every scorer is built here, first,
+    so a missing parameter file stops a part before any chain is made."""
+    from banana100.metrics.table import get_metric
+
+    scorers = [MetricScorer(m, device="cpu", batch_size=8) for m in metrics]
+    return _scored_by(scorers), {s.name: get_metric(s.name).lower_better for s in scorers}
+
+
+def _figures_by_metric(chains: dict[str, dict[int, dict]], lower: dict[str, bool]) -> dict[str, dict]:
+    """{metric: metric_figures} of chains measured by _scorers_of's model."""
+    return {m: metric_figures({c: {k: st[k][m] for k in st} for c, st in chains.items()}, lower_better)
+            for m, lower_better in lower.items()}
+
+
 def part_other_metrics(steps: int, side: int, key: str, metrics=OTHER_METRICS) -> dict:
     """The held-out signature draw `key`'s chains (made again, as part_signatures makes them) scored by `metrics`:
     per signature and pooled, each metric's protocol and AUCs (metric_figures), read in its own worse direction, for
-    the card to set edit_damage's beside them. Every scorer is built first, so a missing parameter file stops it
-    before any chain is made."""
+    the card to set edit_damage's beside them."""
     from bench.detector import signatures as sg
-    from banana100.metrics.table import get_metric
 
     draw = signature_draw_of(key)
-    scorers = [MetricScorer(m, device="cpu", batch_size=8) for m in metrics]
-    model = _scored_by(scorers)
-    lower = {s.name: get_metric(s.name).lower_better for s in scorers}
-    out, pooled = {"draw": key, "metrics": [s.name for s in scorers], "steps": steps, "side": side}, {m: {} for m in lower}
+    model, lower = _scorers_of(metrics)
+    out, pooled = {"draw": key, "metrics": list(lower), "steps": steps, "side": side}, {}
     for sig in sg.SIGNATURES:
         chains, _ = signature_chains(sig, steps, side, draw.chain_seed, draw.source_seed, draw.outside, model=model)
-        out[sig] = {}
-        for m, lower_better in lower.items():
-            score = {c: {k: st[k][m] for k in st} for c, st in chains.items()}
-            out[sig][m] = metric_figures(score, lower_better)
-            pooled[m].update({f"{sig}/{c}": d for c, d in score.items()})
+        out[sig] = _figures_by_metric(chains, lower)
+        pooled.update({f"{sig}/{c}": st for c, st in chains.items()})
         print(f"(e) by other metrics, {sig}, {len(chains)} chains, AUC clean vs step 10: " + ", ".join(
             f"{m} {f['auc_clean_vs_step10']:.3f}" for m, f in out[sig].items()), flush=True)
-    out["pooled"] = {m: metric_figures(score, lower[m]) for m, score in pooled.items()}
+    out["pooled"] = _figures_by_metric(pooled, lower)
+    return out
+
+
+def part_other_metrics_model_b(steps: int, side: int, key: str, metrics=OTHER_METRICS) -> dict:
+    """Damage model B's held-out draw `key` (one of PHOTOGRAPH_PARTS': made again, as part_heldout makes it) scored by
+    `metrics`, its chains together: {"draw", "metrics", "all": {metric: metric_figures}}."""
+    seeds, sources = next((seeds, sources) for k, seeds, _, sources in PHOTOGRAPH_PARTS.values() if k == key)
+    model, lower = _scorers_of(metrics)
+    chains, _ = heldout_chains(steps, side, *seeds, model=model, sources=sources)
+    out = {"draw": key, "metrics": list(lower), "steps": steps, "side": side, "all": _figures_by_metric(chains, lower)}
+    print(f"(d) by other metrics, {key}, {len(chains)} chains, AUC clean vs step 10: " + ", ".join(
+        f"{m} {f['auc_clean_vs_step10']:.3f}" for m, f in out["all"].items()), flush=True)
     return out
 
 
@@ -886,10 +907,17 @@ def main(argv=None) -> int:
             result[key] = part_signatures(args.chain_steps, args.heldout_side, *seeds, scale=args.damage_scale,
                                           signatures=args.signatures.split(",") if args.signatures else None,
                                           outside=outside)
-    if "other_metrics" in parts:  # not a default part: it needs the metrics' parameter files
+    # not default parts: they need the metrics' parameter files
+    if "other_metrics" in parts:
         key = signature_draw(max(SIGNATURE_HELD_OUT)).key
         result[OTHER_METRICS_KEY] = part_other_metrics(args.chain_steps, args.heldout_side, key,
                                                        args.other_metrics.split(","))
+    if "other_metrics_model_b" in parts:
+        if missing := missing_distribution_packages(*EIGHTH_PACKAGES):
+            print(f"part other_metrics_model_b skipped: apt-get install {' '.join(missing)}", flush=True)
+        else:
+            result[OTHER_METRICS_MODEL_B_KEY] = part_other_metrics_model_b(
+                args.chain_steps, args.heldout_side, EIGHTH_KEY, args.other_metrics.split(","))
     if "protocol" in parts:
         result["simulated_protocol"] = part_protocol(args.chain_steps, args.chain_side)
         result["simulated_protocol_args"] = {"steps": args.chain_steps, "side": args.chain_side,

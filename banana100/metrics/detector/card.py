@@ -14,8 +14,9 @@ from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
                                                  OUTSIDE_RENDERS, SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
-                                                 heldout_aucs_text, heldout_by_source, other_metrics, results,
-                                                 others_pooled, signature_draw_of, signatures)
+                                                 heldout_aucs_text, heldout_by_source, other_metrics,
+                                                 other_metrics_model_b, others_pooled, results, signature_draw_of,
+                                                 signatures)
 from banana100.metrics.table import MetricSpec, get_metric
 
 DOCS = "docs/edit-damage.md"
@@ -244,7 +245,30 @@ def heldout(r: dict) -> str:
         # the fit's photographs are in-fit wherever a draw holds them
         lines += [_figures_row(f"{g} (in the fit)" if g == FIT_PHOTOGRAPHS_PACKAGE else g, d[g]) for g in groups]
         lines.append(_figures_row("**all**", d["all"]))
-    return "\n".join(lines)
+    return "\n".join(lines + _model_b_beside_other_metrics(r))
+
+
+def _model_b_beside_other_metrics(r: dict) -> list[str]:
+    """One of (d)'s draws scored alone by edit_damage and by the paper's hand-crafted metrics (the validator's part
+    `other_metrics_model_b`); [] where not measured."""
+    scored = other_metrics_model_b(r)
+    if not scored:
+        return []
+    key, others = scored
+    b = r[key]["all"]["bare"]
+    names = [get_metric(m).display_name for m in others]
+    cells = [_metric_cell_text(f) for f in others.values()]
+    return ["", f"{HELDOUT_DRAWS[key].split(',')[0]} beside the paper's hand-crafted metrics on the same chains (AUC clean vs "
+                "step 10, then chains passed; each metric read in its own direction; the validator's part "
+                "`other_metrics_model_b`, with the metrics' parameter files):", "",
+            "| chains | `edit_damage` | " + " | ".join(names) + " |", "| --- " * (len(names) + 2) + "|",
+            f"| all {b['n_chains']} | {b['auc_clean_vs_step10']:.2f}, {b['n_chains'] - b['n_failed']}/{b['n_chains']} | "
+            + " | ".join(cells) + " |"]
+
+
+def _metric_cell_text(f: dict) -> str:
+    """A hand-crafted metric's cell: "0.41, 8/17", with the chains it could not score where any."""
+    return f"{f['auc']:.2f}, {f['passed']}/{f['n']}" + (f" ({f['unscored']} unscored)" if f["unscored"] else "")
 
 
 # why each signature's chains are missed where they are (the chains missed are listed from the data)
@@ -326,13 +350,8 @@ def _beside_other_metrics(r: dict, key: str, s: dict) -> list[str]:
              "then chains passed; each metric read in its own direction, a higher PIQE, NIQE, BRISQUE or IL-NIQE "
              "being worse; the validator's part `other_metrics`, with the metrics' parameter files):", "",
              "| signature | `edit_damage` | " + " | ".join(names) + " |", "| --- " * (len(metrics) + 2) + "|"]
-    def cell(f: dict | None) -> str:
-        if f is None:
-            return "n/a"
-        return f"{f['auc']:.2f}, {f['passed']}/{f['n']}" + (f" ({f['unscored']} unscored)" if f["unscored"] else "")
-
     for sig, v in s.items():
-        cells = [cell(others.get(sig, {}).get(m)) for m in metrics]
+        cells = [_metric_cell_text(others[sig][m]) if m in others.get(sig, {}) else "n/a" for m in metrics]
         lines.append(f"| {sig} | {v['bare_auc']:.2f}, {v['bare_passed']}/{v['n']} | " + " | ".join(cells) + " |")
     lines += ["", "Told the source, each metric's change since the chain's source, step 1 vs step 10 across chains (AUC; "
               "its chains passed are those above: subtracting the source's score keeps a chain's order):", "",

@@ -139,6 +139,8 @@ SIGNATURE_HELD_OUT = (17,)
 # the validator's part `other_metrics`: the last held-out signature draw's chains scored by the paper's hand-crafted
 # metrics ({"draw": its key, "metrics": [...], signature or "pooled": {metric: figures}})
 OTHER_METRICS_KEY = "signature_chains_by_other_metrics"
+# the same for damage model B's draw {"draw": its key, "metrics": [...], "all": {metric: figures}}
+OTHER_METRICS_MODEL_B_KEY = "heldout_chains_by_other_metrics"
 
 
 def signature_draw(number: int) -> SignatureDraw:
@@ -242,26 +244,36 @@ def signatures(r: dict, key: str = SIGNATURE_KEY) -> dict[str, dict]:
     return out
 
 
+def _metric_cell(f: dict, metric: str) -> dict:
+    """One metric's figures on chains (the validator's metric_figures) as the card and the note read them: "n",
+    "passed", "unscored" (chains with a step the metric gives no score), "auc" (clean vs step 10) and "told_auc"
+    (step 1 vs step 10 of the metric's change since the chain's source, as edit_damage_rel's is read), each read in
+    the metric's own worse direction."""
+    sign = 1 if get_metric(metric).lower_better else -1
+    rows = [v for v in f["scores"].values() if all(v.get(k) is not None for k in ("0", "1", "10"))]
+    return {"n": f["n_chains"], "passed": f["n_chains"] - f["n_failed"] - f.get("n_incomplete", 0),
+            "unscored": f.get("n_incomplete", 0), "auc": f["auc_clean_vs_step10"],
+            "told_auc": auc([sign * (v["1"] - v["0"]) for v in rows], [sign * (v["10"] - v["0"]) for v in rows])}
+
+
 def other_metrics(r: dict, key: str) -> dict[str, dict[str, dict]]:
-    """The draw `key`'s chains scored by the paper's hand-crafted metrics (the validator's part `other_metrics`): per
-    signature, then "pooled", {metric: {"n", "passed", "unscored" (chains with a step the metric gives no score),
-    "auc" (clean vs step 10), "told_auc" (step 1 vs step 10 of the metric's change since the chain's source, as
-    edit_damage_rel's is read), each read in the metric's own worse direction}}; {} where that part scored another
-    draw, or none."""
+    """The signature draw `key`'s chains scored by the paper's hand-crafted metrics (the validator's part
+    `other_metrics`): per signature, then "pooled", {metric: _metric_cell}; {} where that part scored another draw,
+    or none."""
     d = r.get(OTHER_METRICS_KEY) or {}
     if d.get("draw") != key:
         return {}
-
-    def since_source(f: dict, lower_better: bool) -> float:
-        sign = 1 if lower_better else -1
-        rows = [v for v in f["scores"].values() if all(v.get(k) is not None for k in ("0", "1", "10"))]
-        return auc([sign * (v["1"] - v["0"]) for v in rows], [sign * (v["10"] - v["0"]) for v in rows])
-
-    return {sig: {m: {"n": f["n_chains"], "passed": f["n_chains"] - f["n_failed"] - f.get("n_incomplete", 0),
-                      "unscored": f.get("n_incomplete", 0), "auc": f["auc_clean_vs_step10"],
-                      "told_auc": since_source(f, get_metric(m).lower_better)}
-                  for m, f in by_metric.items()}
+    return {sig: {m: _metric_cell(f, m) for m, f in by_metric.items()}
             for sig, by_metric in d.items() if isinstance(by_metric, dict)}
+
+
+def other_metrics_model_b(r: dict) -> tuple[str, dict[str, dict]] | None:
+    """Damage model B's draw scored by the paper's hand-crafted metrics (part `other_metrics_model_b`): (its results
+    key, {metric: _metric_cell} over its chains); None where not measured."""
+    d = r.get(OTHER_METRICS_MODEL_B_KEY) or {}
+    if not d.get("all") or d.get("draw") not in r:
+        return None
+    return d["draw"], {m: _metric_cell(f, m) for m, f in d["all"].items()}
 
 
 def others_pooled(others: dict[str, dict]) -> str:

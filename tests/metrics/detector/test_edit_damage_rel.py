@@ -476,6 +476,11 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
     assert json.loads(out.read_text())[validate.FRESH_KEY] == {"recorded": True}
     said = capsys.readouterr().out
     assert "part fresh skipped" in said and "apt-get install mate-backgrounds plasma-workspace-wallpapers" in said
+    # so is the hand-crafted metrics' part on damage model B's eighth draw, whose photographs are Debian's too
+    out.write_text(json.dumps({validate.OTHER_METRICS_MODEL_B_KEY: {"recorded": True}}))
+    assert validate.main(["--part", "other_metrics_model_b", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())[validate.OTHER_METRICS_MODEL_B_KEY] == {"recorded": True}
+    assert "part other_metrics_model_b skipped: apt-get install" in capsys.readouterr().out
 
 
 def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_chains_only(monkeypatch):
@@ -526,6 +531,29 @@ def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_c
     if evidence.OTHER_METRICS_KEY in record:
         assert evidence.other_metrics(record, evidence.held_out_signature_draws(record)[-1]), (
             "the hand-crafted metrics scored another draw: rerun the validator's part other_metrics")
+
+
+def test_the_card_sets_damage_model_bs_draw_beside_the_hand_crafted_metrics_when_they_scored_it():
+    """(d): one of damage model B's draws scored by the hand-crafted metrics (part `other_metrics_model_b`), beside
+    the bare score on the same chains; nothing where that part did not run or its draw is not recorded."""
+    from banana100.metrics.detector import card as dc
+    from banana100.metrics.detector import evidence
+
+    key = evidence.EIGHTH_KEY
+    draw = {"all": {"bare": {"n_chains": 3, "n_failed": 1, "auc_clean_vs_step10": 0.889, "auc_step1_vs_step10": 0.9},
+                    "relative": {"n_chains": 3, "n_failed": 0, "auc_step1_vs_step10": 1.0}}}
+    scores = {c: {"0": 1.0, "1": 2.0, "5": 2.5, "10": 3.0, "20": 4.0} for c in "abc"}
+    scored = {"draw": key, "metrics": ["niqe"], "all": {"niqe": {
+        "n_chains": 3, "n_failed": 0, "n_incomplete": 1, "auc_clean_vs_step10": 0.5, "scores": scores}}}
+    r = {"heldout_chains": {"steps": 20, "side": 384, "all": draw["all"]}, key: draw,
+         evidence.OTHER_METRICS_MODEL_B_KEY: scored}
+    got = evidence.other_metrics_model_b(r)
+    assert got[0] == key and got[1]["niqe"]["passed"] == 2 and got[1]["niqe"]["unscored"] == 1
+    text = dc.heldout(r)
+    assert "| chains | `edit_damage` | NIQE |" in text and "| all 3 | 0.89, 2/3 | 0.50, 2/3 (1 unscored) |" in text
+    assert "Eighth draw beside the paper's hand-crafted metrics" in text
+    del r[key]  # its draw not recorded: nothing set beside it
+    assert evidence.other_metrics_model_b(r) is None and "NIQE" not in dc.heldout(r)
 
 
 def test_the_card_names_every_image_whose_strongest_damage_scored_below_its_clean_self():
