@@ -360,8 +360,9 @@ def _beside_other_metrics(r: dict, key: str, s: dict) -> list[str]:
         told = [f"{others[sig][m]['told_auc']:.2f}" if m in others.get(sig, {}) else "n/a" for m in metrics]
         lines.append(f"| {sig} | {v['rel_auc']:.2f}, {v['rel_passed']}/{v['n']} | " + " | ".join(told) + " |")
     if any(f["unscored"] for by_metric in others.values() for f in by_metric.values()):
-        lines += ["", "Unscored: chains with a step the metric gives no score (NIQE on a nearly uniform image), "
-                      "neither passed nor failed; its AUC is over the chains scored at both steps."]
+        lines += ["", "Unscored: chains with a step the metric gives no score (a nearly uniform image, where its "
+                      "statistics are undefined), neither passed nor failed; its AUC is over the chains scored at both "
+                      "steps."]
     return lines
 
 
