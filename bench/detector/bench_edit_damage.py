@@ -29,7 +29,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import PARAMS, REPO, module_as_of, write_results
+from bench.benchtools import PARAMS, REPO, write_results
+from bench.detector.baseline import detector_as_of
 
 from banana100.testing.images import chain_images
 
@@ -40,8 +41,7 @@ def baseline_scorer(where: str, device: str, batch: int):
     from banana100.metrics import native
     from banana100.metrics.engine.scorer import MetricScorer
 
-    module = module_as_of(where, ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py"),
-                          "edit_damage_baseline")
+    module = detector_as_of(where)
     scorer = MetricScorer.from_model("edit_damage", native.exact_forward(module.EditDamage()), device=device,
                                      batch_size=batch)
     scorer.backend = "native"  # batched like the current one (from_model assumes a pyiqa arch)

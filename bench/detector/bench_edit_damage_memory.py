@@ -27,10 +27,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import REPO, environment, module_as_of, results_path, write_results
+from bench.benchtools import REPO, environment, results_path, write_results
+from bench.detector.baseline import detector_as_of
 
 MMAP_THRESHOLD = 64 * 1024  # bytes: glibc maps every allocation above it on its own (module docstring)
-MODEL = ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py")
 
 
 def _child(where: str, images: int, side: int) -> None:
@@ -45,7 +45,7 @@ def _child(where: str, images: int, side: int) -> None:
     if where == "current":
         from banana100.metrics.detector import model
     else:
-        model = module_as_of(where, MODEL, "edit_damage_baseline")
+        model = detector_as_of(where)
     x = torch.from_numpy(np.stack(chain_images(images, side))).permute(0, 3, 1, 2).float() / 255
     detector = model.EditDamage()
     status = Path("/proc/self/status")

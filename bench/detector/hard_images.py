@@ -25,9 +25,9 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file, not with -m: the repository root on the path, as -m puts it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.benchtools import command_line, environment, module_as_of, results_path, write_results
+from bench.benchtools import command_line, environment, results_path, write_results
+from bench.detector.baseline import detector_as_of
 
-MODEL = ("banana100/metrics/detector/model.py", "banana100/metrics/native/edit_damage.py")
 
 
 def _grey(a: np.ndarray) -> np.ndarray:
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from banana100.metrics.detector import model
 
-    scorers = {"current": _scorer(model), "baseline": _scorer(module_as_of(args.baseline, MODEL, "edit_damage_base"))}
+    scorers = {"current": _scorer(model), "baseline": _scorer(detector_as_of(args.baseline, "edit_damage_base"))}
     images = hard_images()
     if args.outside_renders:
         images.update({f"outside: {n}": a for n, a in _outside_renders().items()})
