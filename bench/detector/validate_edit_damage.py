@@ -909,9 +909,12 @@ def main(argv=None) -> int:
                                           outside=outside)
     # not default parts: they need the metrics' parameter files
     if "other_metrics" in parts:
-        key = signature_draw(max(SIGNATURE_HELD_OUT)).key
-        result[OTHER_METRICS_KEY] = part_other_metrics(args.chain_steps, args.heldout_side, key,
-                                                       args.other_metrics.split(","))
+        draw = signature_draw(max(SIGNATURE_HELD_OUT))
+        if missing := missing_distribution_packages(*SIGNATURE_PACKAGES, *draw.outside):
+            print(f"part other_metrics skipped: apt-get install {' '.join(missing)}", flush=True)
+        else:
+            result[OTHER_METRICS_KEY] = part_other_metrics(args.chain_steps, args.heldout_side, draw.key,
+                                                           args.other_metrics.split(","))
     if "other_metrics_model_b" in parts:
         if missing := missing_distribution_packages(*EIGHTH_PACKAGES):
             print(f"part other_metrics_model_b skipped: apt-get install {' '.join(missing)}", flush=True)

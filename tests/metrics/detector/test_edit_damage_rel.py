@@ -476,11 +476,13 @@ def test_the_fresh_part_is_skipped_and_keeps_the_recorded_draw_when_its_photogra
     assert json.loads(out.read_text())[validate.FRESH_KEY] == {"recorded": True}
     said = capsys.readouterr().out
     assert "part fresh skipped" in said and "apt-get install mate-backgrounds plasma-workspace-wallpapers" in said
-    # so is the hand-crafted metrics' part on damage model B's eighth draw, whose photographs are Debian's too
-    out.write_text(json.dumps({validate.OTHER_METRICS_MODEL_B_KEY: {"recorded": True}}))
-    assert validate.main(["--part", "other_metrics_model_b", "--out", str(out)]) == 0
-    assert json.loads(out.read_text())[validate.OTHER_METRICS_MODEL_B_KEY] == {"recorded": True}
-    assert "part other_metrics_model_b skipped: apt-get install" in capsys.readouterr().out
+    # so are the hand-crafted metrics' parts, whose draws' photographs are Debian's too
+    for part, key in (("other_metrics", validate.OTHER_METRICS_KEY),
+                      ("other_metrics_model_b", validate.OTHER_METRICS_MODEL_B_KEY)):
+        out.write_text(json.dumps({key: {"recorded": True}}))
+        assert validate.main(["--part", part, "--out", str(out)]) == 0
+        assert json.loads(out.read_text())[key] == {"recorded": True}
+        assert f"part {part} skipped: apt-get install" in capsys.readouterr().out
 
 
 def test_the_card_sets_edit_damage_beside_the_hand_crafted_metrics_on_the_same_chains_only(monkeypatch):
