@@ -256,14 +256,19 @@ def _model_b_beside_other_metrics(r: dict) -> list[str]:
         return []
     key, others = scored
     b = r[key]["all"]["bare"]
-    names = [get_metric(m).display_name for m in others]
     cells = [_metric_cell_text(f) for f in others.values()]
     return ["", f"{HELDOUT_DRAWS[key].split(',')[0]} beside the paper's hand-crafted metrics on the same chains (AUC clean vs "
                 "step 10, then chains passed; each metric read in its own direction; the validator's part "
                 "`other_metrics_model_b`, with the metrics' parameter files):", "",
-            "| chains | `edit_damage` | " + " | ".join(names) + " |", "| --- " * (len(names) + 2) + "|",
+            *_beside_head("chains", "`edit_damage`", others),
             f"| all {b['n_chains']} | {b['auc_clean_vs_step10']:.2f}, {b['n_chains'] - b['n_failed']}/{b['n_chains']} | "
             + " | ".join(cells) + " |"]
+
+
+def _beside_head(rows: str, ours: str, metrics) -> list[str]:
+    """The head of a table that sets our score beside the hand-crafted `metrics`, one column each."""
+    names = [get_metric(m).display_name for m in metrics]
+    return [f"| {rows} | {ours} | " + " | ".join(names) + " |", "| --- " * (len(names) + 2) + "|"]
 
 
 def _metric_cell_text(f: dict) -> str:
@@ -345,17 +350,16 @@ def _beside_other_metrics(r: dict, key: str, s: dict) -> list[str]:
     if not others:
         return []
     metrics = list(others["pooled"])
-    names = [get_metric(m).display_name for m in metrics]
     lines = ["", "Alone beside the paper's hand-crafted metrics on the same chains (each cell AUC clean vs step 10, "
              "then chains passed; each metric read in its own direction, a higher PIQE, NIQE, BRISQUE or IL-NIQE "
              "being worse; the validator's part `other_metrics`, with the metrics' parameter files):", "",
-             "| signature | `edit_damage` | " + " | ".join(names) + " |", "| --- " * (len(metrics) + 2) + "|"]
+             *_beside_head("signature", "`edit_damage`", metrics)]
     for sig, v in s.items():
         cells = [_metric_cell_text(others[sig][m]) if m in others.get(sig, {}) else "n/a" for m in metrics]
         lines.append(f"| {sig} | {v['bare_auc']:.2f}, {v['bare_passed']}/{v['n']} | " + " | ".join(cells) + " |")
     lines += ["", "Told the source, each metric's change since the chain's source, step 1 vs step 10 across chains (AUC; "
               "its chains passed are those above: subtracting the source's score keeps a chain's order):", "",
-              "| signature | `edit_damage_rel` | " + " | ".join(names) + " |", "| --- " * (len(metrics) + 2) + "|"]
+              *_beside_head("signature", "`edit_damage_rel`", metrics)]
     for sig, v in s.items():
         told = [f"{others[sig][m]['told_auc']:.2f}" if m in others.get(sig, {}) else "n/a" for m in metrics]
         lines.append(f"| {sig} | {v['rel_auc']:.2f}, {v['rel_passed']}/{v['n']} | " + " | ".join(told) + " |")
