@@ -108,3 +108,17 @@ def test_a_draws_chains_are_made_once_and_scored(tmp_path, capsys):
     ceiling = r["unit_search_candidates"]
     assert ceiling["read_as"] == cv.CEILING_READ_AS == {"simplification": "texture lost off edges"}
     assert all(ceiling["shipped"][g] == r["signatures"][g]["bare"]["texture lost off edges"] for g in groups)
+
+
+def test_the_told_pooled_aucs_misordered_pairs_add_up_to_what_it_loses(monkeypatch):
+    from banana100.metrics.detector import relative
+    from bench.detector import component_variants as cv
+
+    monkeypatch.setattr(relative, "relative_score", lambda stats, ref: stats["v"] - ref["v"])
+    rng = np.random.default_rng(0)
+    chains = {f"d1/{sig}/s{i}": {k: {"v": float(v)} for k, v in zip(cv.KEPT, np.cumsum(rng.uniform(0, w, 5)), strict=True)}
+              for sig, w in (("creases", 1.0), ("jpeg", 5.0)) for i in range(12)}
+    shares = cv.told_misordered(chains)
+    lost = 1 - cv.told_figures(chains)["auc_step1_vs_step10"]
+    assert sum(sum(r.values()) for r in shares.values()) == pytest.approx(lost, abs=1e-3)  # figures rounds to 0.001
+    assert shares["jpeg"]["creases"] > shares["creases"]["jpeg"]  # the larger steps' step 1 outranks the others' step 10
