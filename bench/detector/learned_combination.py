@@ -1,7 +1,7 @@
 """Whether a combination of the bare terms learned from the development draws tells damage better than their sum.
 
-    nice python -m bench.detector.learned_combination [--draws 8] [--model-b 4] [--splits 4] [--cache DIR]
-        [--out FILE]
+    nice python -m bench.detector.learned_combination [--draws 8] [--model-b 4] [--splits 4]
+        [--features terms|components|both] [--cache DIR] [--out FILE]
 
 The unit search of bench/detector/component_variants.py fits only the signature terms' units, so its ceiling
 (about 0.75 AUC on the weakest signature) leaves open whether another combination of the same terms would do better:
@@ -17,6 +17,10 @@ the same chains. The combinations:
 
 - logistic: weights on the eight terms (standardised on the fitted half) and a bias, L2 penalty 1e-3;
 - network: a perceptron of log(1 + term), two hidden layers of 32, weight decay 1e-4, 400 full-batch Adam steps.
+
+With --features components they read the twelve components (their magnitudes) instead of the eight terms, and with
+both all twenty: whether the components hold more than the terms make of them (results file
+learned_combination_<features>.json).
 
 Fitted to these draws, a combination knows the damage models, which the held-out draws and the chains made outside
 this repository do not allow a shipped score to know: so this is an upper bound of what combining can give, not a
@@ -36,7 +40,7 @@ if __package__ in (None, ""):  # run as a file, not with -m: the repository root
 
 from bench.benchtools import command_line, environment, results_path, write_results
 
-COMBINATIONS = ("sum", "logistic", "network")
+COMBINATIONS = ("sum", "logistic", "network")  # the sum: the shipped bare score, beside the two fitted
 DAMAGED = (5, 10, 20)  # the steps fitted as damaged; step 0 as clean
 
 
@@ -54,6 +58,14 @@ def term_array(measured: dict) -> tuple[list[str], np.ndarray]:
     terms = model.term_tensors(comp)
     terms["simplification"] = torch.where(comp["simplification"] == 0, 0.0, terms["simplification"])
     return chains, np.stack([terms[t].numpy() for t in model.TERMS], axis=-1)
+
+
+def component_array(measured: dict, chains: list[str]) -> np.ndarray:
+    """The chains' components' magnitudes (chains x KEPT steps x model.COMPONENTS), in `chains`' order."""
+    from banana100.metrics.detector import model
+    from bench.detector.component_variants import KEPT
+
+    return np.abs(np.array([[[measured[c][k][n] for n in model.COMPONENTS] for k in KEPT] for c in chains]))
 
 
 def source_halves(chains: list[str], seed: int) -> np.ndarray:
@@ -76,11 +88,10 @@ def _examples(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit(name: str, x: np.ndarray, seed: int):
-    """The combination `name` fitted on chains' terms `x`: a function of terms (... x terms) -> scores (...)."""
+    """The combination `name` (logistic, network) fitted on chains' features `x`: a function of features (... x
+    features) -> scores (...)."""
     import torch
 
-    if name == "sum":
-        return lambda t: t.sum(-1)
     feats, labels = _examples(x)
     prep = (lambda t: np.log1p(t)) if name == "network" else (lambda t: t)  # noqa: E731
     f = prep(feats)
@@ -132,13 +143,17 @@ def group_figures(score: np.ndarray, groups: np.ndarray) -> dict:
     return out
 
 
-def compare(chains: list[str], x: np.ndarray, splits: int) -> dict:
-    """Each split's figures on its held-out half by combination, and their means over the splits."""
+def compare(chains: list[str], x: np.ndarray, splits: int, shipped: np.ndarray | None = None) -> dict:
+    """Each split's figures on its held-out half by combination of the features `x` (chains x KEPT x features), and
+    their means over the splits; the sum is the shipped bare score `shipped` (chains x KEPT; default: x's sum, where x
+    holds the terms)."""
     groups = np.array([c.split("/")[1] for c in chains], dtype=object)
+    shipped = x.sum(-1) if shipped is None else shipped
     per_split = []
     for s in range(splits):
         fitted = source_halves(chains, s)
-        per_split.append({n: group_figures(fit(n, x[fitted], s)(x[~fitted]), groups[~fitted]) for n in COMBINATIONS})
+        per_split.append({n: group_figures(shipped[~fitted] if n == "sum" else fit(n, x[fitted], s)(x[~fitted]),
+                                           groups[~fitted]) for n in COMBINATIONS})
     mean = {n: {g: {k: round(float(np.mean([r[n][g][k] for r in per_split])), 3)
                     for k in ("auc_clean_vs_step10", "passed", "chains")}
                 for g in per_split[0][n]}
@@ -156,10 +171,13 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", type=int, default=8, help="signature draws 1..N (default 8)")
     ap.add_argument("--model-b", type=int, default=4, help="damage model B's draws 1..N (default 4)")
     ap.add_argument("--splits", type=int, default=4, help="random halves of the sources (default 4)")
+    ap.add_argument("--features", choices=("terms", "components", "both"), default="terms",
+                    help="what the combinations read: the eight bare terms (default), the twelve components, or both")
     ap.add_argument("--side", type=int, default=384)
     ap.add_argument("--cache", default="/tmp/banana100-component-variants", help="the chains, made once")
-    ap.add_argument("--out", default=str(results_path(__file__)))
+    ap.add_argument("--out", help="default: bench/results/detector/learned_combination[_FEATURES].json")
     args = ap.parse_args(argv)
+    out = Path(args.out or results_path(__file__, "" if args.features == "terms" else f"_{args.features}"))
     if args.draws >= min(SIGNATURE_HELD_OUT):
         ap.error(f"--draws {args.draws}: draws {', '.join(map(str, SIGNATURE_HELD_OUT))} hold the current version's "
                  f"held-out figures; development looks below them")
@@ -167,17 +185,23 @@ def main(argv=None) -> int:
         ap.error(f"the draws' photographs need Debian's {', '.join(missing)} (apt-get install {' '.join(missing)})")
     files = cv.make_chains(Path(args.cache), SIGNATURE_DRAWS[:args.draws], sg.SIGNATURES, args.side)
     files.update(cv.make_model_b_chains(Path(args.cache), args.model_b, args.side))
-    chains, x = term_array(cv.measure(files, variants={}))
-    result = compare(chains, x, args.splits)
+    measured = cv.measure(files, variants={})
+    chains, terms = term_array(measured)
+    x = terms
+    if args.features != "terms":
+        components = component_array(measured, chains)
+        x = components if args.features == "components" else np.concatenate([terms, components], axis=-1)
+    result = compare(chains, x, args.splits, shipped=terms.sum(-1))
     print(f"held-out halves of the sources, mean of {args.splits} splits (AUC clean vs step 10, chains passed):")
     for n, by_group in result["mean"].items():
         print(f"  {n}: " + "; ".join(f"{g} {f['auc_clean_vs_step10']:.3f}, {f['passed']:g} of {f['chains']:g}"
                                      for g, f in by_group.items()))
-    write_results(Path(args.out), {
+    write_results(out, {
         "command": command_line("bench.detector.learned_combination", argv or sys.argv[1:], {args.cache: "DIR"}),
         "environment": environment(), "draws": [d.number for d in SIGNATURE_DRAWS[:args.draws]],
-        "model_b_draws": list(range(1, args.model_b + 1)), "side": args.side, "splits": args.splits, **result})
-    print(f"written to {args.out}")
+        "model_b_draws": list(range(1, args.model_b + 1)), "side": args.side, "splits": args.splits,
+        "features": args.features, **result})
+    print(f"written to {out}")
     return 0
 
 

@@ -38,6 +38,10 @@ def test_a_fitted_combination_finds_the_term_that_moves_where_the_sum_is_swamped
     assert result["sum"]["creases"]["auc_clean_vs_step10"] < 0.75
     assert result["logistic"]["creases"]["auc_clean_vs_step10"] > 0.95
     assert result["logistic"]["creases"]["chains"] == 40  # the held-out half
+    # read from other features (the components), the sum beside them is still the shipped score's
+    both = np.concatenate([x, x ** 2], axis=-1)
+    assert lc.compare(chains, both, splits=2, shipped=x.sum(-1))["mean"]["sum"] == result["sum"]
+    assert lc.compare(chains, both, splits=2)["mean"]["sum"] != result["sum"]  # not the features' own sum
 
 
 def test_the_sum_of_an_images_terms_is_its_bare_score():
