@@ -401,31 +401,47 @@ def unit_search(measured: dict, groups, read_as: dict | None = None) -> dict:
             "best_signatures_pooled": {"units": best_pooled[0], "figures": best_pooled[1]}}
 
 
-def main(argv=None) -> int:
-    from banana100.metrics.detector.evidence import SIGNATURE_DRAWS, SIGNATURE_HELD_OUT
-    from bench.detector import signatures as sg
-    from bench.detector.validate_edit_damage import DRAWS, SIGNATURE_PACKAGES, missing_distribution_packages
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_chain_arguments(ap: argparse.ArgumentParser) -> None:
+    """The development chains' options (--draws, --side, --cache, --model-b), for `development_chains`: this
+    bench's and the others' that read its cache (bench/detector/learned_combination.py)."""
     ap.add_argument("--draws", type=int, default=8, help="draws 1..N (default 8)")
-    ap.add_argument("--signatures", default=",".join(sg.SIGNATURES))
     ap.add_argument("--side", type=int, default=384, help="the sources' width, as the validator's --heldout-side")
     ap.add_argument("--cache", default="/tmp/banana100-component-variants", help="the chains, made once")
     ap.add_argument("--model-b", type=int, default=4, help="also damage model B's draws 1..N (default 4; 0: none)")
-    ap.add_argument("--out", default=str(results_path(__file__)))
-    args = ap.parse_args(argv)
+
+
+def development_chains(ap: argparse.ArgumentParser, args, signatures) -> dict[str, Path]:
+    """{chain: its .npz} of `signatures`' draws 1..args.draws and damage model B's 1..args.model_b, made into
+    args.cache where absent; `ap.error` for a held-out draw, a draw of model B it has no seeds for, or Debian's
+    packages of the draws' photographs missing."""
+    from banana100.metrics.detector.evidence import SIGNATURE_DRAWS, SIGNATURE_HELD_OUT
+    from bench.detector.validate_edit_damage import DRAWS, SIGNATURE_PACKAGES, missing_distribution_packages
+
     if args.draws >= min(SIGNATURE_HELD_OUT):
         ap.error(f"--draws {args.draws}: draws {', '.join(map(str, SIGNATURE_HELD_OUT))} hold the current version's "
                  f"held-out figures; development looks below them")
-    signatures = args.signatures.split(",")
-    if unknown := [s for s in signatures if s not in sg.SIGNATURES]:
-        ap.error(f"unknown signature {unknown[0]!r}; choose from {', '.join(sg.SIGNATURES)}")
     if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
         ap.error(f"the draws' photographs need Debian's {', '.join(missing)} (apt-get install {' '.join(missing)})")
     if not 0 <= args.model_b <= len(DRAWS):
         ap.error(f"--model-b {args.model_b}: damage model B has draws 1..{len(DRAWS)} under its seeds")
     files = make_chains(Path(args.cache), SIGNATURE_DRAWS[:args.draws], signatures, args.side)
     files.update(make_model_b_chains(Path(args.cache), args.model_b, args.side))
+    return files
+
+
+def main(argv=None) -> int:
+    from banana100.metrics.detector.evidence import SIGNATURE_DRAWS
+    from bench.detector import signatures as sg
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--signatures", default=",".join(sg.SIGNATURES))
+    add_chain_arguments(ap)
+    ap.add_argument("--out", default=str(results_path(__file__)))
+    args = ap.parse_args(argv)
+    signatures = args.signatures.split(",")
+    if unknown := [s for s in signatures if s not in sg.SIGNATURES]:
+        ap.error(f"unknown signature {unknown[0]!r}; choose from {', '.join(sg.SIGNATURES)}")
+    files = development_chains(ap, args, signatures)
     groups = [*signatures, *([MODEL_B] if args.model_b else [])]
     measured = measure(files)
     result = summarise(measured, groups)

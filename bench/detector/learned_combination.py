@@ -128,19 +128,12 @@ def fit(name: str, x: np.ndarray, seed: int):
 
 
 def group_figures(score: np.ndarray, groups: np.ndarray) -> dict:
-    """Per group of chains' scores (chains x KEPT): ROC AUC clean vs step 10 and chains passing (steps 5, 10 and 20
-    all above step 1)."""
-    from banana100.metrics.detector.evidence import auc
-    from bench.detector.component_variants import KEPT
+    """Per group of chains' scores (chains x KEPT): component_variants' figures (ROC AUC clean vs step 10, chains
+    passing)."""
+    from bench.detector.component_variants import KEPT, figures
 
-    i0, i1, i5, i10, i20 = (KEPT.index(k) for k in (0, 1, 5, 10, 20))
-    out = {}
-    for g in dict.fromkeys(groups):
-        s = score[groups == g]
-        out[str(g)] = {"auc_clean_vs_step10": round(auc(list(s[:, i0]), list(s[:, i10])), 3),
-                  "passed": int(((s[:, i5] > s[:, i1]) & (s[:, i10] > s[:, i1]) & (s[:, i20] > s[:, i1])).sum()),
-                  "chains": len(s)}
-    return out
+    return {str(g): figures({i: dict(zip(KEPT, score[i], strict=True)) for i in np.flatnonzero(groups == g)})
+            for g in dict.fromkeys(groups)}
 
 
 def compare(chains: list[str], x: np.ndarray, splits: int, shipped: np.ndarray | None = None) -> dict:
@@ -162,29 +155,19 @@ def compare(chains: list[str], x: np.ndarray, splits: int, shipped: np.ndarray |
 
 
 def main(argv=None) -> int:
-    from banana100.metrics.detector.evidence import SIGNATURE_DRAWS, SIGNATURE_HELD_OUT
+    from banana100.metrics.detector.evidence import SIGNATURE_DRAWS
     from bench.detector import component_variants as cv
     from bench.detector import signatures as sg
-    from bench.detector.validate_edit_damage import SIGNATURE_PACKAGES, missing_distribution_packages
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draws", type=int, default=8, help="signature draws 1..N (default 8)")
-    ap.add_argument("--model-b", type=int, default=4, help="damage model B's draws 1..N (default 4)")
+    cv.add_chain_arguments(ap)
     ap.add_argument("--splits", type=int, default=4, help="random halves of the sources (default 4)")
     ap.add_argument("--features", choices=("terms", "components", "both"), default="terms",
                     help="what the combinations read: the eight bare terms (default), the twelve components, or both")
-    ap.add_argument("--side", type=int, default=384)
-    ap.add_argument("--cache", default="/tmp/banana100-component-variants", help="the chains, made once")
     ap.add_argument("--out", help="default: bench/results/detector/learned_combination[_FEATURES].json")
     args = ap.parse_args(argv)
     out = Path(args.out or results_path(__file__, "" if args.features == "terms" else f"_{args.features}"))
-    if args.draws >= min(SIGNATURE_HELD_OUT):
-        ap.error(f"--draws {args.draws}: draws {', '.join(map(str, SIGNATURE_HELD_OUT))} hold the current version's "
-                 f"held-out figures; development looks below them")
-    if missing := missing_distribution_packages(*SIGNATURE_PACKAGES):
-        ap.error(f"the draws' photographs need Debian's {', '.join(missing)} (apt-get install {' '.join(missing)})")
-    files = cv.make_chains(Path(args.cache), SIGNATURE_DRAWS[:args.draws], sg.SIGNATURES, args.side)
-    files.update(cv.make_model_b_chains(Path(args.cache), args.model_b, args.side))
+    files = cv.development_chains(ap, args, sg.SIGNATURES)
     measured = cv.measure(files, variants={})
     chains, terms = term_array(measured)
     x = terms
