@@ -110,6 +110,25 @@ def _texture_lost_off_edges(luma) -> float:
     return float(-torch.log2(torch.sqrt(fine[textured] / coarse[textured]).median()))
 
 
+NEXT_EDGES = (0.05, 0.20)  # the candidate softness's edges: gradients ranked from 5 % to 20 % from the top
+
+
+def _softness_on_next_edges(luma) -> float:
+    """Crete's blur effect (the shipped softness) on the next edges: the smoothed luma's gradients ranked NEXT_EDGES
+    from the top, at least EDGE_MIN_SLOPE a pixel, below the strongest 5 % the shipped one reads (0 where none). A
+    halo and an edge-preserving flattening both work on the strongest contours: the one sharpens them, the other
+    keeps them while it blurs the rest."""
+    from banana100.metrics.detector import filters, model
+
+    smooth = filters.gauss(luma, model.RESIDUAL_SIGMA)
+    gy, gx = filters.padded_difference(smooth, -2, 1, 0), filters.padded_difference(smooth, -1, 1, 0)
+    mag = (gx.pow(2) + gy.pow(2)).flatten()
+    rank = lambda share: mag.kthvalue(max(1, round(mag.numel() * (1 - share)))).values  # noqa: E731
+    below, least = rank(NEXT_EDGES[0]), rank(NEXT_EDGES[1]).clamp(min=model.EDGE_MIN_SLOPE ** 2)
+    edges = ((mag < below) & (mag >= least)).view_as(smooth)
+    return float(model.EditDamage._softness(luma, edges)[0])
+
+
 # candidate -> (what it is, luma plane -> value)
 VARIANTS = {
     "crease half scale": ("the crease on the luma's 2x2 means: its window reaches 8 px (the damage model's line lies "
@@ -121,6 +140,9 @@ VARIANTS = {
     "crease z 0": ("every step back of the mean profile", lambda luma, model: _crease(luma, CREASE_Z=0.0)),
     "texture lost off edges": ("simplification read on textured tiles only (gradient coherence under 0.5), not on "
                                "edges", lambda luma, model: _texture_lost_off_edges(luma)),
+    "softness on the next edges": ("softness read on the edges ranked 5-20 % by gradient, not the strongest 5 %: "
+                                   "they show the image's own blur, which a flattening raises and a halo leaves",
+                                   lambda luma, model: _softness_on_next_edges(luma)),
 }
 # bare term settings: name -> (what it is, BARE_UNITS' entries replaced[, components read as a candidate of VARIANTS
 # instead]); simplification's term kept at 0 where it is not measured whatever its offset: a uniform image must add
@@ -136,6 +158,8 @@ SETTINGS = {
         {"simplification": (-0.5, 0.25), "speckles": (0.0, 100.0), "blocking": (0.5, 0.25)}),
     "texture lost off edges": ("the shipped units, simplification read as VARIANTS' 'texture lost off edges'", {},
                                {"simplification": "texture lost off edges"}),
+    "softness on the next edges": ("the shipped units, softness read as VARIANTS' 'softness on the next edges'", {},
+                                   {"softness": "softness on the next edges"}),
 }
 
 

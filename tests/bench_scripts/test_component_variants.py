@@ -67,6 +67,27 @@ def test_texture_lost_off_edges_reads_a_flattened_texture_and_not_a_clean_edge()
     assert flattened > clean + 0.5  # -1.43 -> -0.48 halvings
 
 
+def test_softness_on_the_next_edges_reads_weaker_edges_blurred_where_the_strongest_5_percent_hardly_do():
+    """Faint squares blurred beside one strong square kept sharp (an edge-preserving flattening's kind): the
+    candidate reads the faint squares' edges (0.11 -> 0.41 -> 0.75), the shipped softness little (0.11 -> 0.22)."""
+    from scipy.ndimage import gaussian_filter
+
+    from bench.detector import component_variants as cv
+
+    faint, strong = np.zeros((256, 256)), np.zeros((256, 256))
+    for y in range(10, 250, 60):
+        for x in range(10, 250, 60):
+            faint[y:y + 40, x:x + 40] = 20
+    strong[100:160, 100:160] = 100
+    lumas = [torch.from_numpy(128 + strong + gaussian_filter(faint, s))[None, None].float() for s in (0, 1.0, 2.5)]
+    shipped = [float(model.EditDamage._softness(lu, model.EditDamage._edges(filters.gauss(lu, model.RESIDUAL_SIGMA)))[0])
+               for lu in lumas]
+    candidate = [cv._softness_on_next_edges(lu) for lu in lumas]
+    assert candidate[0] == pytest.approx(shipped[0], abs=0.01)  # all edges sharp: both alike
+    assert candidate[2] > candidate[1] > candidate[0] + 0.2
+    assert shipped[2] < shipped[0] + 0.15
+
+
 def test_the_held_out_draws_are_refused(capsys):
     from banana100.metrics.detector.evidence import SIGNATURE_HELD_OUT
     from bench.detector import component_variants as cv
