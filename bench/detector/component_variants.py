@@ -110,23 +110,27 @@ def _texture_lost_off_edges(luma) -> float:
     return float(-torch.log2(torch.sqrt(fine[textured] / coarse[textured]).median()))
 
 
-NEXT_EDGES = (0.05, 0.20)  # the candidate softness's edges: gradients ranked from 5 % to 20 % from the top
+NEXT_EDGES = (0.05, 0.20)  # the candidate softness's edges: the strongest 20 % of the gradients less the 5 % (EDGE_SHARE)
 
 
 def _softness_on_next_edges(luma) -> float:
-    """Crete's blur effect (the shipped softness) on the next edges: the smoothed luma's gradients ranked NEXT_EDGES
-    from the top, at least EDGE_MIN_SLOPE a pixel, below the strongest 5 % the shipped one reads (0 where none). A
-    halo and an edge-preserving flattening both work on the strongest contours: the one sharpens them, the other
-    keeps them while it blurs the rest."""
+    """Crete's blur effect (the shipped softness) on the next edges: the detector's edges (`_edges`) at the
+    strongest NEXT_EDGES[1] of the gradients less those at the strongest NEXT_EDGES[0], the shipped share (0 where
+    none). A halo and an edge-preserving flattening both work on the strongest contours: the one sharpens them, the
+    other keeps them while it blurs the rest."""
     from banana100.metrics.detector import filters, model
 
     smooth = filters.gauss(luma, model.RESIDUAL_SIGMA)
-    gy, gx = filters.padded_difference(smooth, -2, 1, 0), filters.padded_difference(smooth, -1, 1, 0)
-    mag = (gx.pow(2) + gy.pow(2)).flatten()
-    rank = lambda share: mag.kthvalue(max(1, round(mag.numel() * (1 - share)))).values  # noqa: E731
-    below, least = rank(NEXT_EDGES[0]), rank(NEXT_EDGES[1]).clamp(min=model.EDGE_MIN_SLOPE ** 2)
-    edges = ((mag < below) & (mag >= least)).view_as(smooth)
-    return float(model.EditDamage._softness(luma, edges)[0])
+    strongest, wider = (_edges_at(smooth, share) for share in NEXT_EDGES)
+    return float(model.EditDamage._softness(luma, wider & ~strongest)[0])
+
+
+def _edges_at(smooth, share: float):
+    """The detector's edges of `smooth`, the strongest `share` of its gradients."""
+    from banana100.metrics.detector import model
+
+    with constants(None, EDGE_SHARE=share):
+        return model.EditDamage._edges(smooth)
 
 
 # candidate -> (what it is, luma plane -> value)
