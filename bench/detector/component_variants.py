@@ -110,27 +110,20 @@ def _texture_lost_off_edges(luma) -> float:
     return float(-torch.log2(torch.sqrt(fine[textured] / coarse[textured]).median()))
 
 
-NEXT_EDGES = (0.05, 0.20)  # the candidate softness's edges: the strongest 20 % of the gradients less the 5 % (EDGE_SHARE)
+NEXT_EDGES = 0.20  # the candidate softness's edges: the strongest 20 % of the gradients less the shipped EDGE_SHARE
 
 
 def _softness_on_next_edges(luma) -> float:
     """Crete's blur effect (the shipped softness) on the next edges: the detector's edges (`_edges`) at the
-    strongest NEXT_EDGES[1] of the gradients less those at the strongest NEXT_EDGES[0], the shipped share (0 where
-    none). A halo and an edge-preserving flattening both work on the strongest contours: the one sharpens them, the
-    other keeps them while it blurs the rest."""
+    strongest NEXT_EDGES of the gradients less the shipped ones, at EDGE_SHARE (0 where none). A halo and an
+    edge-preserving flattening both work on the strongest contours: the one sharpens them, the other keeps them
+    while it blurs the rest."""
     from banana100.metrics.detector import filters, model
 
     smooth = filters.gauss(luma, model.RESIDUAL_SIGMA)
-    strongest, wider = (_edges_at(smooth, share) for share in NEXT_EDGES)
-    return float(model.EditDamage._softness(luma, wider & ~strongest)[0])
-
-
-def _edges_at(smooth, share: float):
-    """The detector's edges of `smooth`, the strongest `share` of its gradients."""
-    from banana100.metrics.detector import model
-
-    with constants(None, EDGE_SHARE=share):
-        return model.EditDamage._edges(smooth)
+    with constants(None, EDGE_SHARE=NEXT_EDGES):
+        wider = model.EditDamage._edges(smooth)
+    return float(model.EditDamage._softness(luma, wider & ~model.EditDamage._edges(smooth))[0])
 
 
 # candidate -> (what it is, luma plane -> value)
