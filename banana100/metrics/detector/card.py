@@ -13,7 +13,8 @@ from banana100 import about
 from banana100.extras import requirement
 from banana100.metrics.detector import model as ed
 from banana100.metrics.detector.evidence import (COST, FILTER_AUC, FIT_PHOTOGRAPHS_PACKAGE, HELDOUT_DRAWS,
-                                                 OUTSIDE_RENDERS, SIGNATURE_DRAWS, held_out_signature_draws, heldout_aucs,
+                                                 OUTSIDE_RENDERS, SIGNATURE_DRAWS, clean_sources_above,
+                                                 held_out_signature_draws, heldout_aucs,
                                                  heldout_aucs_text, heldout_by_source, other_metrics,
                                                  other_metrics_model_b, others_pooled, results, signature_draw_of,
                                                  signatures)
@@ -337,10 +338,27 @@ def signatures_section(r: dict) -> str:
         "same chain re-rendered without the signature, `damage_rms` in the results, rose by at most a tenth), so "
         "the protocol's premise does not hold for it (creases on a render with no contour: the model adds nothing)."
         if marked else "")]
+    lines += false_alarms(r, key, s)
     lines += ["", OWN_DAMAGE]
     lines += ["", "By source group, every signature pooled:", "", _FIGURES_HEAD]
     lines += [_figures_row(g, f) for g, f in d["pooled"].items() if g != "all"]
     return "\n".join(lines + _every_draw(r))
+
+
+def false_alarms(r: dict, key: str, s: dict) -> list[str]:
+    """The clean sources the bare score reads as more damaged than most step 10s (evidence.clean_sources_above)."""
+    found, cost = clean_sources_above(r, key)
+    if not found or "pooled" not in s:
+        return []
+    named = ", ".join(f"{src} {x:.1f} ({100 * share:.0f} %)" for src, x, share in found)
+    lost = 1 - s["pooled"]["bare_auc"]
+    return ["", "Alone, where the AUC goes: the clean sources that score above at least half of the step 10s of "
+                f"every signature pooled (the clean score, then the share of step 10s below it): {named}. Together "
+                f"they take {cost:.3f} of the {lost:.3f} the pooled AUC clean vs step 10 loses. Their content is what "
+                "the damage looks like (a starfield's stars read as specks, a pattern's drawn arcs as creases, a "
+                "dithered render or a photograph's film grain as grain: `python -m bench.detector.hard_images "
+                "--outside-renders` splits the renders' scores into terms); one image alone cannot tell them from "
+                "damage, told the source it can."]
 
 
 def _beside_other_metrics(r: dict, key: str, s: dict) -> list[str]:

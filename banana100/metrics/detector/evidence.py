@@ -221,6 +221,28 @@ def own_damage_auc(damage_rms: dict[str, dict[str, float]]) -> float | None:
     return auc([v["1"] for v in rows], [v["10"] for v in rows]) if len(rows) > 1 else None
 
 
+def clean_sources_above(r: dict, key: str, least: float = 0.5) -> tuple[list[tuple[str, float, float]], float]:
+    """The bare score's false alarms on the signature draw `key`, every signature pooled: the clean sources that score
+    above at least `least` of all the chains' step 10 (ties half), as (source, clean score, that share), most first;
+    and the share of the pooled AUC clean vs step 10 they cost together (a source is the clean side of each of its
+    chains). ([], 0.0) where not measured."""
+    scores = (((r.get(key) or {}).get("pooled") or {}).get("all") or {}).get("bare", {}).get("scores") or {}
+    rows = [v for v in scores.values() if "0" in v and "10" in v]
+    if not rows:
+        return [], 0.0
+    tenth = [v["10"] for v in rows]
+
+    def above(x: float) -> float:
+        return (sum(t < x for t in tenth) + 0.5 * sum(t == x for t in tenth)) / len(tenth)
+
+    found, cost = {}, 0.0
+    for chain, v in scores.items():
+        if "0" in v and "10" in v and (share := above(v["0"])) >= least:
+            found.setdefault(chain.split("/", 1)[-1], (v["0"], share))  # a source's clean image, chain after chain
+            cost += share / len(rows)
+    return sorted(((s, x, sh) for s, (x, sh) in found.items()), key=lambda t: -t[2]), cost
+
+
 def signatures(r: dict, key: str = SIGNATURE_KEY) -> dict[str, dict]:
     """Per signature of the held-out signature draw (`key`), then "pooled": {"editor", "n", "bare_passed",
     "bare_auc" (clean vs step 10), "rel_passed", "rel_auc" (step 1 vs step 10), "own_auc" (step 1 vs step 10 by

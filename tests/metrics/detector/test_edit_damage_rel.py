@@ -590,6 +590,29 @@ def test_the_card_says_whether_the_cost_is_within_niqe_s():
     assert "Not measured yet" in detector_card.cost({})
 
 
+def test_the_card_names_the_clean_sources_the_bare_score_reads_as_damaged_and_what_they_cost():
+    """The bare score's false alarms: a clean source above at least half of the pooled step 10s is named with its
+    share, and what they cost together is the AUC clean vs step 10 that their clean images lose."""
+    from banana100.metrics.detector import card as dc
+    from banana100.metrics.detector import evidence
+
+    key = evidence.SIGNATURE_KEY
+    scores = {"creases/starfield": {"0": 9.0, "10": 1.0}, "jpeg/starfield": {"0": 9.0, "10": 2.0},
+              "creases/plain": {"0": 0.5, "10": 3.0}, "jpeg/plain": {"0": 0.5, "10": 9.0}}
+    r = {key: {"pooled": {"all": {"bare": {"scores": scores}}}}}
+    found, cost = evidence.clean_sources_above(r, key)
+    # step 10s 1, 2, 3, 9: the starfield's clean 9 is above three and ties one; the plain source's above none
+    assert found == [("starfield", 9.0, 0.875)]
+    clean, tenth = [v["0"] for v in scores.values()], [v["10"] for v in scores.values()]
+    assert cost == pytest.approx(1 - evidence.auc(clean, tenth))  # it is every pair the AUC loses here
+    assert evidence.clean_sources_above(r, key, least=0.9) == ([], 0.0)
+    assert evidence.clean_sources_above({}, key) == ([], 0.0)
+    s = {"pooled": {"bare_auc": evidence.auc(clean, tenth)}}
+    text = "\n".join(dc.false_alarms(r, key, s))
+    assert "starfield 9.0 (88 %)" in text and "plain" not in text and "take 0.438 of the 0.438" in text
+    assert dc.false_alarms({}, key, s) == []
+
+
 def test_every_signature_draw_and_the_development_chains_use_seeds_of_their_own():
     """A draw's chain of signature j and source i takes seed c + 100 j + i (fewer than 20 sources), its drawn sources
     one seed s (soft blobs 10 s and 10 s + 1); the development chains DEV_SEED + 100 j + i and soft blobs DEV_BLOBS.
