@@ -227,17 +227,12 @@ def clean_sources_above(r: dict, key: str, least: float = 0.5) -> tuple[list[tup
     and the share of the pooled AUC clean vs step 10 they cost together (a source is the clean side of each of its
     chains). ([], 0.0) where not measured."""
     scores = (((r.get(key) or {}).get("pooled") or {}).get("all") or {}).get("bare", {}).get("scores") or {}
-    rows = [v for v in scores.values() if "0" in v and "10" in v]
-    if not rows:
-        return [], 0.0
-    tenth = [v["10"] for v in rows]
-
-    def above(x: float) -> float:
-        return (sum(t < x for t in tenth) + 0.5 * sum(t == x for t in tenth)) / len(tenth)
-
+    rows = {c: v for c, v in scores.items() if "0" in v and "10" in v}
+    tenth = [v["10"] for v in rows.values()]
     found, cost = {}, 0.0
-    for chain, v in scores.items():
-        if "0" in v and "10" in v and (share := above(v["0"])) >= least:
+    for chain, v in rows.items():
+        share = (sum(t < v["0"] for t in tenth) + 0.5 * sum(t == v["0"] for t in tenth)) / len(tenth)
+        if share >= least:
             found.setdefault(chain.split("/", 1)[-1], (v["0"], share))  # a source's clean image, chain after chain
             cost += share / len(rows)
     return sorted(((s, x, sh) for s, (x, sh) in found.items()), key=lambda t: -t[2]), cost
